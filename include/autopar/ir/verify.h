@@ -1,0 +1,18 @@
+// verify(graph): the IR's structural invariants, checked before and after every pass.
+#pragma once
+
+#include "autopar/ir/graph.h"
+#include "autopar/support/status.h"
+
+namespace autopar {
+
+struct VerifyOptions {
+  bool require_static_shapes = true;
+  bool require_registered_ops = true;
+};
+
+// Checks ids, single producers, topological order, use lists, unique names, dtypes,
+// initializer data sizes, static shapes and known op types. Returns the first violation.
+Status verify(const Graph& graph, const VerifyOptions& options = {});
+
+}  // namespace autopar

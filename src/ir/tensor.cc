@@ -1,0 +1,153 @@
+// Tensor construction, element access and 16-bit float conversions.
+#include "autopar/ir/tensor.h"
+
+#include <bit>
+#include <limits>
+
+namespace autopar {
+
+int64_t element_count(std::span<const int64_t> dims) {
+  int64_t count = 1;
+  for (int64_t d : dims) count *= d;
+  return count;
+}
+
+Tensor::Tensor(DType dtype, std::vector<int64_t> dims)
+    : dtype_(dtype),
+      dims_(std::move(dims)),
+      bytes_(static_cast<size_t>(element_count(dims_) * dtype_size(dtype)), 0) {}
+
+Tensor::Tensor(DType dtype, std::vector<int64_t> dims, std::vector<uint8_t> bytes)
+    : dtype_(dtype), dims_(std::move(dims)), bytes_(std::move(bytes)) {
+  assert(static_cast<int64_t>(bytes_.size()) == element_count(dims_) * dtype_size(dtype_));
+}
+
+Tensor Tensor::from_int64(std::vector<int64_t> dims, std::span<const int64_t> values) {
+  Tensor t(DType::kInt64, std::move(dims));
+  assert(static_cast<int64_t>(values.size()) == t.num_elements());
+  std::memcpy(t.bytes_.data(), values.data(), values.size() * sizeof(int64_t));
+  return t;
+}
+
+Tensor Tensor::from_float(std::vector<int64_t> dims, std::span<const float> values) {
+  Tensor t(DType::kFloat32, std::move(dims));
+  assert(static_cast<int64_t>(values.size()) == t.num_elements());
+  std::memcpy(t.bytes_.data(), values.data(), values.size() * sizeof(float));
+  return t;
+}
+
+namespace {
+template <typename T>
+T load(const std::vector<uint8_t>& bytes, int64_t i) {
+  T v;
+  std::memcpy(&v, bytes.data() + i * sizeof(T), sizeof(T));
+  return v;
+}
+}  // namespace
+
+int64_t Tensor::int_at(int64_t i) const {
+  assert(i >= 0 && i < num_elements());
+  switch (dtype_) {
+    case DType::kInt8:
+      return load<int8_t>(bytes_, i);
+    case DType::kInt16:
+      return load<int16_t>(bytes_, i);
+    case DType::kInt32:
+      return load<int32_t>(bytes_, i);
+    case DType::kInt64:
+      return load<int64_t>(bytes_, i);
+    case DType::kUInt8:
+      return load<uint8_t>(bytes_, i);
+    case DType::kUInt16:
+      return load<uint16_t>(bytes_, i);
+    case DType::kUInt32:
+      return load<uint32_t>(bytes_, i);
+    case DType::kUInt64:
+      return static_cast<int64_t>(load<uint64_t>(bytes_, i));
+    case DType::kBool:
+      return load<uint8_t>(bytes_, i) != 0;
+    default: {
+      double v = float_at(i);
+      if (!(v > -9.2e18 && v < 9.2e18)) return 0;
+      return static_cast<int64_t>(v);
+    }
+  }
+}
+
+double Tensor::float_at(int64_t i) const {
+  assert(i >= 0 && i < num_elements());
+  switch (dtype_) {
+    case DType::kFloat32:
+      return load<float>(bytes_, i);
+    case DType::kFloat64:
+      return load<double>(bytes_, i);
+    case DType::kFloat16:
+      return half_to_float(load<uint16_t>(bytes_, i));
+    case DType::kBFloat16:
+      return bfloat16_to_float(load<uint16_t>(bytes_, i));
+    case DType::kString:
+    case DType::kUndefined:
+      return 0.0;
+    default:
+      return static_cast<double>(int_at(i));
+  }
+}
+
+std::vector<int64_t> Tensor::to_int64_vector() const {
+  std::vector<int64_t> out(static_cast<size_t>(num_elements()));
+  for (int64_t i = 0; i < num_elements(); ++i) out[i] = int_at(i);
+  return out;
+}
+
+float half_to_float(uint16_t h) {
+  uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  uint32_t exponent = (h >> 10) & 0x1fu;
+  uint32_t mantissa = h & 0x3ffu;
+  uint32_t bits;
+  if (exponent == 0) {
+    if (mantissa == 0) {
+      bits = sign;
+    } else {  // subnormal: renormalise
+      int shift = 0;
+      while ((mantissa & 0x400u) == 0) {
+        mantissa <<= 1;
+        ++shift;
+      }
+      mantissa &= 0x3ffu;
+      bits = sign | static_cast<uint32_t>(127 - 15 - shift + 1) << 23 | mantissa << 13;
+    }
+  } else if (exponent == 0x1f) {
+    bits = sign | 0x7f800000u | mantissa << 13;
+  } else {
+    bits = sign | (exponent + 127 - 15) << 23 | mantissa << 13;
+  }
+  return std::bit_cast<float>(bits);
+}
+
+uint16_t float_to_half(float f) {
+  uint32_t bits = std::bit_cast<uint32_t>(f);
+  uint32_t sign = (bits >> 16) & 0x8000u;
+  uint32_t abs = bits & 0x7fffffffu;
+  if (abs >= 0x7f800000u) {  // inf or nan
+    return static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0u));
+  }
+  if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow
+  if (abs < 0x38800000u) {  // subnormal or zero in half precision
+    float magnitude = std::bit_cast<float>(abs);
+    uint32_t value = static_cast<uint32_t>(magnitude * 16777216.0f + 0.5f);  // 2^24
+    return static_cast<uint16_t>(sign | value);
+  }
+  uint32_t rounded = abs + 0xfffu + ((abs >> 13) & 1u);  // round to nearest even
+  return static_cast<uint16_t>(sign | ((rounded - 0x38000000u) >> 13));
+}
+
+float bfloat16_to_float(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
+
+uint16_t float_to_bfloat16(float f) {
+  uint32_t bits = std::bit_cast<uint32_t>(f);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40u);
+  uint32_t rounding = 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>((bits + rounding) >> 16);
+}
+
+}  // namespace autopar

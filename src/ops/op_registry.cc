@@ -1,0 +1,64 @@
+// The op registry: lookup, the process-wide instance and default byte counts.
+#include <cassert>
+
+#include "autopar/ops/op_def.h"
+
+namespace autopar {
+
+bool OpDef::is_config_input(int index) const {
+  for (int i : config_inputs) {
+    if (i == index) return true;
+  }
+  return false;
+}
+
+void OpRegistry::add(OpDef def) {
+  auto key = std::make_pair(def.domain, def.op_type);
+  assert(!defs_.count(key) && "an op type is registered once");
+  defs_.emplace(std::move(key), std::move(def));
+}
+
+const OpDef* OpRegistry::find(std::string_view domain, std::string_view op_type) const {
+  std::string d(domain == "ai.onnx" ? "" : domain);
+  auto it = defs_.find(std::make_pair(d, std::string(op_type)));
+  return it == defs_.end() ? nullptr : &it->second;
+}
+
+std::vector<const OpDef*> OpRegistry::all() const {
+  std::vector<const OpDef*> out;
+  for (const auto& [key, def] : defs_) out.push_back(&def);
+  return out;
+}
+
+const OpRegistry& op_registry() {
+  static const OpRegistry registry = [] {
+    OpRegistry r;
+    register_all_ops(r);
+    return r;
+  }();
+  return registry;
+}
+
+double default_bytes(const Graph& graph, const Node& node) {
+  double total = 0;
+  for (ValueId in : node.inputs) {
+    if (in != kNoId) total += static_cast<double>(graph.value(in).num_bytes());
+  }
+  for (ValueId out : node.outputs) {
+    if (out != kNoId) total += static_cast<double>(graph.value(out).num_bytes());
+  }
+  return total;
+}
+
+double node_flops(const Graph& graph, const Node& node) {
+  const OpDef* def = op_registry().find(node.domain, node.op_type);
+  return def && def->flops ? def->flops(graph, node) : 0.0;
+}
+
+double node_bytes(const Graph& graph, const Node& node) {
+  const OpDef* def = op_registry().find(node.domain, node.op_type);
+  if (def && def->bytes) return def->bytes(graph, node);
+  return default_bytes(graph, node);
+}
+
+}  // namespace autopar
