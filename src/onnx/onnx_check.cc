@@ -1,0 +1,58 @@
+// The ONNX checker, applied so that shape-only models pass.
+#include "autopar/onnx/onnx_check.h"
+
+#include <filesystem>
+
+#include <onnx/checker.h>
+
+namespace autopar {
+
+bool is_shape_only_initializer(const onnx::TensorProto& t, std::string_view model_dir) {
+  if (t.data_location() == onnx::TensorProto::EXTERNAL) {
+    for (const auto& entry : t.external_data()) {
+      if (entry.key() != "location") continue;
+      std::filesystem::path path = std::filesystem::path(model_dir) / entry.value();
+      std::error_code ec;
+      return model_dir.empty() || !std::filesystem::exists(path, ec);
+    }
+    return true;
+  }
+  bool has_data = t.has_raw_data() || t.float_data_size() || t.int32_data_size() ||
+                  t.int64_data_size() || t.double_data_size() || t.uint64_data_size() ||
+                  t.string_data_size();
+  int64_t elements = 1;
+  for (int64_t d : t.dims()) elements *= d;
+  return !has_data && elements != 0;
+}
+
+Status check_onnx_model(const onnx::ModelProto& model, std::string_view source,
+                        std::string_view model_dir) {
+  onnx::ModelProto copy = model;
+  onnx::GraphProto* g = copy.mutable_graph();
+  auto* inits = g->mutable_initializer();
+  for (int i = inits->size() - 1; i >= 0; --i) {
+    const onnx::TensorProto& t = inits->Get(i);
+    if (!is_shape_only_initializer(t, model_dir)) continue;
+    bool listed = false;
+    for (const auto& in : g->input()) listed = listed || in.name() == t.name();
+    if (!listed) {
+      onnx::ValueInfoProto* in = g->add_input();
+      in->set_name(t.name());
+      auto* type = in->mutable_type()->mutable_tensor_type();
+      type->set_elem_type(t.data_type());
+      auto* shape = type->mutable_shape();
+      for (int64_t d : t.dims()) shape->add_dim()->set_dim_value(d);
+    }
+    inits->DeleteSubrange(i, 1);
+  }
+  try {
+    onnx::checker::check_model(copy);
+  } catch (const std::exception& e) {
+    std::string message = e.what();
+    message = message.substr(0, message.find('\n'));
+    return error("{}: ONNX checker: {}", source, message);
+  }
+  return Status::ok();
+}
+
+}  // namespace autopar

@@ -1,0 +1,124 @@
+// IR → ONNX ModelProto: values, initializers (with data or as absent external data), nodes.
+#include "autopar/onnx/onnx_export.h"
+
+#include <fstream>
+
+namespace autopar {
+namespace {
+
+void set_type(onnx::ValueInfoProto& info, const Value& v) {
+  info.set_name(v.name);
+  auto* tensor_type = info.mutable_type()->mutable_tensor_type();
+  tensor_type->set_elem_type(dtype_to_onnx(v.dtype));
+  if (!v.shape.known) return;
+  auto* shape = tensor_type->mutable_shape();
+  for (size_t i = 0; i < v.shape.dims.size(); ++i) {
+    auto* dim = shape->add_dim();
+    std::string_view symbol = v.shape.symbol(i);
+    if (!symbol.empty()) {
+      dim->set_dim_param(std::string(symbol));
+    } else if (v.shape.dims[i] != kUnknownDim) {
+      dim->set_dim_value(v.shape.dims[i]);
+    }
+  }
+}
+
+void fill_tensor(onnx::TensorProto& proto, const std::string& name, DType dtype,
+                 const std::vector<int64_t>& dims, const Tensor* data,
+                 const ExportOptions& options) {
+  proto.set_name(name);
+  proto.set_data_type(dtype_to_onnx(dtype));
+  for (int64_t d : dims) proto.add_dims(d);
+  if (data) {
+    proto.set_raw_data(data->bytes().data(), data->bytes().size());
+    return;
+  }
+  proto.set_data_location(onnx::TensorProto::EXTERNAL);
+  auto* location = proto.add_external_data();
+  location->set_key("location");
+  location->set_value(options.missing_data_location);
+}
+
+void set_attribute(onnx::AttributeProto& proto, const std::string& name, const Attribute& a,
+                   const ExportOptions& options) {
+  proto.set_name(name);
+  switch (a.kind()) {
+    case Attribute::Kind::kInt:
+      proto.set_type(onnx::AttributeProto::INT);
+      proto.set_i(a.i());
+      break;
+    case Attribute::Kind::kFloat:
+      proto.set_type(onnx::AttributeProto::FLOAT);
+      proto.set_f(a.f());
+      break;
+    case Attribute::Kind::kString:
+      proto.set_type(onnx::AttributeProto::STRING);
+      proto.set_s(a.s());
+      break;
+    case Attribute::Kind::kInts:
+      proto.set_type(onnx::AttributeProto::INTS);
+      for (int64_t v : a.ints()) proto.add_ints(v);
+      break;
+    case Attribute::Kind::kFloats:
+      proto.set_type(onnx::AttributeProto::FLOATS);
+      for (float v : a.floats()) proto.add_floats(v);
+      break;
+    case Attribute::Kind::kStrings:
+      proto.set_type(onnx::AttributeProto::STRINGS);
+      for (const std::string& v : a.strings()) proto.add_strings(v);
+      break;
+    case Attribute::Kind::kTensor: {
+      proto.set_type(onnx::AttributeProto::TENSOR);
+      const Tensor& t = *a.tensor();
+      fill_tensor(*proto.mutable_t(), "", t.dtype(), t.dims(), &t, options);
+      break;
+    }
+  }
+}
+
+}  // namespace
+
+onnx::ModelProto export_onnx(const Graph& graph, const ExportOptions& options) {
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  model.set_producer_name("autopar");
+  model.set_producer_version("0.1.0");
+  for (const auto& [domain, version] : graph.opsets) {
+    auto* opset = model.add_opset_import();
+    opset->set_domain(domain);
+    opset->set_version(version);
+  }
+  onnx::GraphProto& g = *model.mutable_graph();
+  g.set_name(graph.name);
+  for (ValueId id : graph.inputs()) set_type(*g.add_input(), graph.value(id));
+  for (ValueId id : graph.outputs()) set_type(*g.add_output(), graph.value(id));
+  for (const Value& v : graph.values()) {
+    if (v.is_initializer()) {
+      fill_tensor(*g.add_initializer(), v.name, v.dtype, v.shape.dims, v.data.get(), options);
+    } else if (options.write_value_info && v.kind == ValueKind::kIntermediate &&
+               v.dtype != DType::kUndefined) {
+      set_type(*g.add_value_info(), v);
+    }
+  }
+  for (const Node& n : graph.nodes()) {
+    onnx::NodeProto& node = *g.add_node();
+    node.set_name(n.name);
+    node.set_op_type(n.op_type);
+    if (!n.domain.empty()) node.set_domain(n.domain);
+    for (ValueId in : n.inputs) node.add_input(in == kNoId ? "" : graph.value(in).name);
+    for (ValueId out : n.outputs) node.add_output(out == kNoId ? "" : graph.value(out).name);
+    for (const auto& [name, attr] : n.attrs)
+      set_attribute(*node.add_attribute(), name, attr, options);
+  }
+  return model;
+}
+
+Status write_onnx_file(const Graph& graph, const std::string& path, const ExportOptions& options) {
+  onnx::ModelProto model = export_onnx(graph, options);
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) return error("{}: cannot open for writing", path);
+  if (!model.SerializeToOstream(&out)) return error("{}: write failed", path);
+  return Status::ok();
+}
+
+}  // namespace autopar
