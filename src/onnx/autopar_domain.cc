@@ -1,0 +1,157 @@
+// ONNX schemas of the ai.autopar communication ops, with type and shape inference.
+//
+// Ranks in `group` are device ids of one communication group, in ring order. Collectives
+// are SPMD: every member runs the same node with the same attributes.
+#include "autopar/onnx/autopar_domain.h"
+
+#include <mutex>
+
+#include <onnx/defs/schema.h>
+#include <onnx/defs/shape_inference.h>
+
+namespace autopar {
+namespace {
+
+constexpr const char* kDomain = "ai.autopar";
+
+// Output dim `axis` of input 0 multiplied (gather) or divided (scatter) by the group size.
+void infer_resized_axis(onnx::InferenceContext& ctx, bool gather) {
+  onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+  if (!onnx::hasInputShape(ctx, 0)) return;
+  const auto& in = onnx::getInputShape(ctx, 0);
+  const auto* group = ctx.getAttribute("group");
+  int64_t n = group ? group->ints_size() : 1;
+  int64_t axis = onnx::getAttribute(ctx, "axis", 0);
+  int rank = in.dim_size();
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank || n <= 0) {
+    fail_shape_inference("axis ", axis, " is out of range for rank ", rank);
+  }
+  onnx::TensorShapeProto out = in;
+  auto* dim = out.mutable_dim(static_cast<int>(axis));
+  if (dim->has_dim_value()) {
+    int64_t v = dim->dim_value();
+    if (!gather && v % n != 0)
+      fail_shape_inference("dim ", v, " does not divide by group size ", n);
+    dim->set_dim_value(gather ? v * n : v / n);
+  }
+  *ctx.getOutputType(0)->mutable_tensor_type()->mutable_shape() = out;
+}
+
+onnx::OpSchema base(const char* name, const char* doc) {
+  onnx::OpSchema s;
+  s.SetName(name).SetDomain(kDomain).SinceVersion(1).SetDoc(doc);
+  s.TypeConstraint("T", onnx::OpSchema::all_tensor_types(), "Any tensor type.");
+  return s;
+}
+
+void add_group(onnx::OpSchema& s) {
+  s.Attr("group", "Device ids of the communication group, in ring order.",
+         onnx::AttributeProto::INTS, true);
+}
+
+void register_schemas() {
+  onnx::OpSchemaRegistry::DomainToVersionRange::Instance().AddDomainToVersion(kDomain, 1, 1);
+
+  onnx::OpSchema send = base("Send", "Sends X to device `peer`; matched by (peer, tag).");
+  send.Input(0, "X", "Tensor to send.", "T");
+  send.Attr("peer", "Receiving device id.", onnx::AttributeProto::INT, true);
+  send.Attr("tag", "Matches this Send with one Recv.", onnx::AttributeProto::INT, true);
+  onnx::OpSchemaRegistry::OpSchemaRegisterOnce{send};
+
+  onnx::OpSchema recv = base("Recv", "Receives a tensor of the given type from `peer`.");
+  recv.Output(0, "Y", "Received tensor.", "T");
+  recv.Attr("peer", "Sending device id.", onnx::AttributeProto::INT, true);
+  recv.Attr("tag", "Matches this Recv with one Send.", onnx::AttributeProto::INT, true);
+  recv.Attr("dtype", "Element type (TensorProto data type).", onnx::AttributeProto::INT, true);
+  recv.Attr("shape", "Static shape of the received tensor.", onnx::AttributeProto::INTS, true);
+  recv.TypeAndShapeInferenceFunction([](onnx::InferenceContext& ctx) {
+    const auto* dtype = ctx.getAttribute("dtype");
+    const auto* shape = ctx.getAttribute("shape");
+    if (!dtype || !shape) return;
+    onnx::updateOutputElemType(ctx, 0, static_cast<int32_t>(dtype->i()));
+    auto* out = ctx.getOutputType(0)->mutable_tensor_type()->mutable_shape();
+    for (int64_t d : shape->ints()) out->add_dim()->set_dim_value(d);
+  });
+  onnx::OpSchemaRegistry::OpSchemaRegisterOnce{recv};
+
+  onnx::OpSchema all_reduce = base("AllReduce", "Elementwise reduction of X over the group.");
+  all_reduce.Input(0, "X", "This device's operand.", "T").Output(0, "Y", "The reduction.", "T");
+  add_group(all_reduce);
+  all_reduce.Attr("op", "Reduction: sum, max or min.", onnx::AttributeProto::STRING,
+                  std::string("sum"));
+  all_reduce.TypeAndShapeInferenceFunction(onnx::propagateShapeAndTypeFromFirstInput);
+  onnx::OpSchemaRegistry::OpSchemaRegisterOnce{all_reduce};
+
+  onnx::OpSchema all_gather = base("AllGather", "Concatenates X of every member along `axis`.");
+  all_gather.Input(0, "X", "This device's shard.", "T").Output(0, "Y", "Gathered tensor.", "T");
+  add_group(all_gather);
+  all_gather.Attr("axis", "Concatenation axis.", onnx::AttributeProto::INT, int64_t{0});
+  all_gather.TypeAndShapeInferenceFunction(
+      [](onnx::InferenceContext& ctx) { infer_resized_axis(ctx, true); });
+  onnx::OpSchemaRegistry::OpSchemaRegisterOnce{all_gather};
+
+  onnx::OpSchema reduce_scatter =
+      base("ReduceScatter", "Sums X over the group; member i keeps slice i along `axis`.");
+  reduce_scatter.Input(0, "X", "This device's operand.", "T")
+      .Output(0, "Y", "This device's slice of the sum.", "T");
+  add_group(reduce_scatter);
+  reduce_scatter.Attr("axis", "Scatter axis.", onnx::AttributeProto::INT, int64_t{0});
+  reduce_scatter.Attr("op", "Reduction: sum, max or min.", onnx::AttributeProto::STRING,
+                      std::string("sum"));
+  reduce_scatter.TypeAndShapeInferenceFunction(
+      [](onnx::InferenceContext& ctx) { infer_resized_axis(ctx, false); });
+  onnx::OpSchemaRegistry::OpSchemaRegisterOnce{reduce_scatter};
+
+  onnx::OpSchema all_to_all =
+      base("AllToAll",
+           "Splits X along split_axis, sends slice j to member j, concatenates the "
+           "received slices along concat_axis.");
+  all_to_all.Input(0, "X", "This device's operand.", "T").Output(0, "Y", "Exchanged tensor.", "T");
+  add_group(all_to_all);
+  all_to_all.Attr("split_axis", "Axis split across members.", onnx::AttributeProto::INT,
+                  int64_t{0});
+  all_to_all.Attr("concat_axis", "Axis the received slices are joined on.",
+                  onnx::AttributeProto::INT, int64_t{0});
+  all_to_all.TypeAndShapeInferenceFunction([](onnx::InferenceContext& ctx) {
+    onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+    if (!onnx::hasInputShape(ctx, 0)) return;
+    onnx::TensorShapeProto out = onnx::getInputShape(ctx, 0);
+    const auto* group = ctx.getAttribute("group");
+    int64_t n = group ? group->ints_size() : 1;
+    int rank = out.dim_size();
+    int64_t split = onnx::getAttribute(ctx, "split_axis", 0);
+    int64_t concat = onnx::getAttribute(ctx, "concat_axis", 0);
+    if (split < 0) split += rank;
+    if (concat < 0) concat += rank;
+    if (split < 0 || split >= rank || concat < 0 || concat >= rank || n <= 0) {
+      fail_shape_inference("split_axis or concat_axis is out of range for rank ", rank);
+    }
+    auto* s = out.mutable_dim(static_cast<int>(split));
+    if (s->has_dim_value()) {
+      if (s->dim_value() % n != 0) fail_shape_inference("dim does not divide by group size");
+      s->set_dim_value(s->dim_value() / n);
+    }
+    auto* c = out.mutable_dim(static_cast<int>(concat));
+    if (c->has_dim_value()) c->set_dim_value(c->dim_value() * n);
+    *ctx.getOutputType(0)->mutable_tensor_type()->mutable_shape() = out;
+  });
+  onnx::OpSchemaRegistry::OpSchemaRegisterOnce{all_to_all};
+
+  onnx::OpSchema broadcast = base("Broadcast", "Every member receives X of member `root`.");
+  broadcast.Input(0, "X", "The root's tensor (same type on every member).", "T")
+      .Output(0, "Y", "The root's tensor.", "T");
+  add_group(broadcast);
+  broadcast.Attr("root", "Device id that sends.", onnx::AttributeProto::INT, true);
+  broadcast.TypeAndShapeInferenceFunction(onnx::propagateShapeAndTypeFromFirstInput);
+  onnx::OpSchemaRegistry::OpSchemaRegisterOnce{broadcast};
+}
+
+}  // namespace
+
+void register_autopar_onnx_schemas() {
+  static std::once_flag once;
+  std::call_once(once, register_schemas);
+}
+
+}  // namespace autopar
