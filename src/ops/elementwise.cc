@@ -1,87 +1,164 @@
-// Elementwise ops: numpy-broadcast binary arithmetic, unary math and activations.
+// Elementwise ops: broadcast arithmetic and comparison, unary math and activations, Clip,
+// Where, Identity, Cast and Dropout.
 #include <algorithm>
 
 #include "families.h"
 
 namespace autopar {
-
-std::optional<std::vector<int64_t>> broadcast_shapes(const std::vector<int64_t>& a,
-                                                     const std::vector<int64_t>& b) {
-  size_t rank = std::max(a.size(), b.size());
-  std::vector<int64_t> out(rank);
-  for (size_t i = 0; i < rank; ++i) {
-    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
-    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
-    if (da == db || db == 1) {
-      out[i] = da;
-    } else if (da == 1) {
-      out[i] = db;
-    } else {
-      return std::nullopt;
-    }
-  }
-  return out;
-}
-
-std::string dims_text(DType dtype, const std::vector<int64_t>& dims) {
-  return fmt::format("{}[{}]", dtype_name(dtype), fmt::join(dims, ","));
-}
-
-double output_elements(const Graph& graph, const Node& node, size_t output) {
-  ValueId id = node.output(output);
-  return id == kNoId ? 0.0 : static_cast<double>(graph.value(id).shape.num_elements());
-}
-
 namespace {
 
+Status broadcast_error(const InferenceContext& ctx, size_t a, size_t b) {
+  return ctx.fail("inputs {} and {} do not broadcast",
+                  dims_text(ctx.input_dtype(a), ctx.input_dims(a)),
+                  dims_text(ctx.input_dtype(b), ctx.input_dims(b)));
+}
+
 Status infer_binary(InferenceContext& ctx) {
-  if (ctx.num_inputs() != 2 || !ctx.has_input(0) || !ctx.has_input(1)) {
-    return ctx.fail("expects 2 inputs, got {}", ctx.num_inputs());
-  }
-  if (ctx.num_outputs() != 1) return ctx.fail("expects 1 output, got {}", ctx.num_outputs());
+  RETURN_IF_ERROR(check_arity(ctx, 2, 2, 1, 1));
   DType a = ctx.input_dtype(0), b = ctx.input_dtype(1);
   // Pow's exponent may have its own type; every other op needs matching types.
   if (a != b && ctx.node().op_type != "Pow") {
     return ctx.fail("input types {} and {} differ", dtype_name(a), dtype_name(b));
   }
   auto shape = broadcast_shapes(ctx.input_dims(0), ctx.input_dims(1));
-  if (!shape) {
-    return ctx.fail("inputs {} and {} do not broadcast", dims_text(a, ctx.input_dims(0)),
-                    dims_text(b, ctx.input_dims(1)));
-  }
-  ctx.set_output(0, ctx.node().op_type == "Equal" ? DType::kBool : a, *shape);
-  return Status::ok();
+  if (!shape) return broadcast_error(ctx, 0, 1);
+  return set_output_checked(ctx, 0, ctx.node().op_type == "Equal" ? DType::kBool : a,
+                            std::move(*shape));
 }
 
 Status infer_unary(InferenceContext& ctx) {
-  if (ctx.num_inputs() < 1 || !ctx.has_input(0)) return ctx.fail("expects an input");
-  if (ctx.num_outputs() < 1) return ctx.fail("expects an output");
-  ctx.set_output(0, ctx.input_dtype(0), ctx.input_dims(0));
-  return Status::ok();
+  RETURN_IF_ERROR(check_arity(ctx, 1, 1, 1, 1));
+  return set_output_checked(ctx, 0, ctx.input_dtype(0), ctx.input_dims(0));
+}
+
+// Unary ops whose float attributes (alpha, beta) must have the right kind.
+ShapeFn unary_with_floats(std::vector<std::string> float_attrs) {
+  return [float_attrs = std::move(float_attrs)](InferenceContext& ctx) -> Status {
+    for (const std::string& name : float_attrs) {
+      float value = 0;
+      RETURN_IF_ERROR(read_float(ctx, name, value));
+    }
+    return infer_unary(ctx);
+  };
+}
+
+Status infer_clip(InferenceContext& ctx) {
+  if (ctx.opset() < 11) {
+    RETURN_IF_ERROR(check_arity(ctx, 1, 1, 1, 1));
+    float bound = 0;
+    RETURN_IF_ERROR(read_float(ctx, "min", bound));
+    RETURN_IF_ERROR(read_float(ctx, "max", bound));
+  } else {
+    // From opset 11 the bounds are optional scalar inputs of the data's type.
+    RETURN_IF_ERROR(check_arity(ctx, 1, 3, 1, 1));
+    for (size_t i = 1; i < 3; ++i) {
+      if (!ctx.has_input(i)) continue;
+      if (ctx.input(i).shape.num_elements() != 1 || ctx.input_rank(i) > 1) {
+        return ctx.fail("bound {} must be a scalar", input_text(ctx, i));
+      }
+      if (ctx.input_dtype(i) != ctx.input_dtype(0)) {
+        return ctx.fail("bound {} must have the type of input {}", input_text(ctx, i),
+                        dtype_name(ctx.input_dtype(0)));
+      }
+    }
+  }
+  return set_output_checked(ctx, 0, ctx.input_dtype(0), ctx.input_dims(0));
+}
+
+Status infer_where(InferenceContext& ctx) {
+  RETURN_IF_ERROR(check_arity(ctx, 3, 3, 1, 1));
+  if (ctx.input_dtype(0) != DType::kBool) {
+    return ctx.fail("condition {} must be bool", input_text(ctx, 0));
+  }
+  if (ctx.input_dtype(1) != ctx.input_dtype(2)) {
+    return ctx.fail("input types {} and {} differ", dtype_name(ctx.input_dtype(1)),
+                    dtype_name(ctx.input_dtype(2)));
+  }
+  auto xy = broadcast_shapes(ctx.input_dims(1), ctx.input_dims(2));
+  if (!xy) return broadcast_error(ctx, 1, 2);
+  auto all = broadcast_shapes(ctx.input_dims(0), *xy);
+  if (!all) {
+    return ctx.fail("condition {} does not broadcast with {}", input_text(ctx, 0),
+                    dims_text(ctx.input_dtype(1), *xy));
+  }
+  return set_output_checked(ctx, 0, ctx.input_dtype(1), std::move(*all));
+}
+
+Status infer_cast(InferenceContext& ctx) {
+  RETURN_IF_ERROR(check_arity(ctx, 1, 1, 1, 1));
+  int64_t to = 0;
+  RETURN_IF_ERROR(require_int(ctx, "to", to));
+  std::optional<DType> dtype;
+  if (to > 0 && to <= INT32_MAX) dtype = dtype_from_onnx(static_cast<int32_t>(to));
+  if (!dtype) return ctx.fail("attribute 'to' = {} is not a supported ONNX data type", to);
+  return set_output_checked(ctx, 0, *dtype, ctx.input_dims(0));
+}
+
+// Dropout's ratio is an attribute before opset 12 and an optional input (with training_mode)
+// from 12; its mask output is bool from opset 10 and the data's type before.
+Status infer_dropout(InferenceContext& ctx) {
+  int64_t opset = ctx.opset();
+  RETURN_IF_ERROR(check_arity(ctx, 1, opset < 12 ? 1 : 3, 1, 2));
+  if (opset < 12) {
+    float ratio = 0.5f;
+    RETURN_IF_ERROR(read_float(ctx, "ratio", ratio));
+    if (!(ratio >= 0.0f && ratio < 1.0f)) return ctx.fail("ratio {} is not in [0, 1)", ratio);
+  } else {
+    if (ctx.has_input(1) && ctx.input(1).shape.num_elements() != 1) {
+      return ctx.fail("ratio {} must be a scalar", input_text(ctx, 1));
+    }
+    if (ctx.has_input(2) &&
+        (ctx.input(2).shape.num_elements() != 1 || ctx.input_dtype(2) != DType::kBool)) {
+      return ctx.fail("training_mode {} must be a bool scalar", input_text(ctx, 2));
+    }
+  }
+  RETURN_IF_ERROR(set_output_checked(ctx, 0, ctx.input_dtype(0), ctx.input_dims(0)));
+  DType mask = opset < 10 ? ctx.input_dtype(0) : DType::kBool;
+  return set_output_checked(ctx, 1, mask, ctx.input_dims(0));
+}
+
+// Training mode draws the mask (one compare per element) and scales the kept values (one
+// multiply); inference is a copy. Only a constant true training_mode input counts as
+// training, since that is how exported training graphs mark it.
+double dropout_flops(const Graph& g, const Node& n) {
+  ValueId mode = n.input(2);
+  if (g.opset(n.domain) < 12 || mode == kNoId) return 0.0;
+  const TensorPtr& data = g.value(mode).data;
+  if (!data || data->num_elements() != 1 || data->int_at(0) == 0) return 0.0;
+  return 2.0 * input_elements(g, n, 0);
 }
 
 double one_per_output(const Graph& g, const Node& n) { return output_elements(g, n); }
 
+void add_elementwise(OpRegistry& registry, const char* op, ShapeFn infer, const char* doc,
+                     std::vector<int> config_inputs = {}) {
+  registry.add(make_op(op, std::move(infer), one_per_output, doc, std::move(config_inputs)));
+}
+
 }  // namespace
 
 void register_elementwise_ops(OpRegistry& registry) {
-  for (const char* op : {"Add", "Sub", "Mul", "Div", "Pow", "Equal"}) {
-    registry.add({.op_type = op,
-                  .infer = infer_binary,
-                  .flops = one_per_output,
-                  .flops_doc = "1 per output element"});
+  for (const char* op : {"Add", "Sub", "Mul", "Div", "Pow"}) {
+    add_elementwise(registry, op, infer_binary, "1 per output element (numpy broadcast)");
   }
+  add_elementwise(registry, "Equal", infer_binary, "1 compare per output element");
   for (const char* op :
-       {"Sqrt", "Reciprocal", "Neg", "Exp", "Log", "Erf", "Tanh", "Relu", "Sigmoid"}) {
-    registry.add({.op_type = op,
-                  .infer = infer_unary,
-                  .flops = one_per_output,
-                  .flops_doc = "1 per element (a transcendental function counts 1)"});
+       {"Sqrt", "Reciprocal", "Neg", "Exp", "Log", "Erf", "Tanh", "Relu", "Sigmoid", "HardSwish"}) {
+    add_elementwise(registry, op, infer_unary,
+                    "1 per element (a transcendental or piecewise function counts 1)");
   }
-  registry.add({.op_type = "Identity",
-                .infer = infer_unary,
-                .flops = [](const Graph&, const Node&) { return 0.0; },
-                .flops_doc = "0"});
+  add_elementwise(registry, "LeakyRelu", unary_with_floats({"alpha"}),
+                  "1 per element (a piecewise function counts 1)");
+  add_elementwise(registry, "HardSigmoid", unary_with_floats({"alpha", "beta"}),
+                  "1 per element (a piecewise function counts 1)");
+  add_elementwise(registry, "Clip", infer_clip, "1 per element (the clamp counts 1)", {1, 2});
+  add_elementwise(registry, "Where", infer_where, "1 select per output element", {0});
+  registry.add(make_op("Identity", infer_unary, zero_flops, "0 (a copy)"));
+  registry.add(make_op("Cast", infer_cast, zero_flops, "0 (a copy)"));
+  registry.add(make_op("Dropout", infer_dropout, dropout_flops,
+                       "0 in inference; 2 per element (mask compare, scale) when "
+                       "training_mode is a constant true",
+                       {1, 2}));
 }
 
 }  // namespace autopar

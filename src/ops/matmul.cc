@@ -7,15 +7,18 @@ namespace autopar {
 namespace {
 
 Status infer_matmul(InferenceContext& ctx) {
-  if (ctx.num_inputs() != 2 || !ctx.has_input(0) || !ctx.has_input(1)) {
-    return ctx.fail("expects 2 inputs, got {}", ctx.num_inputs());
-  }
+  RETURN_IF_ERROR(check_arity(ctx, 2, 2, 1, 1));
   if (ctx.input_dtype(0) != ctx.input_dtype(1)) {
     return ctx.fail("input types {} and {} differ", dtype_name(ctx.input_dtype(0)),
                     dtype_name(ctx.input_dtype(1)));
   }
   std::vector<int64_t> a = ctx.input_dims(0), b = ctx.input_dims(1);
-  if (a.empty() || b.empty()) return ctx.fail("inputs must have rank >= 1");
+  if (a.empty() || b.empty()) {
+    return ctx.fail("inputs {} and {} must have rank >= 1",
+                    dims_text(ctx.input_dtype(0), ctx.input_dims(0)),
+                    dims_text(ctx.input_dtype(1), ctx.input_dims(1)));
+  }
+  // 1-D operands are promoted to matrices and the added dim is dropped from the result.
   bool a_vector = a.size() == 1, b_vector = b.size() == 1;
   if (a_vector) a.insert(a.begin(), 1);
   if (b_vector) b.push_back(1);
@@ -33,23 +36,91 @@ Status infer_matmul(InferenceContext& ctx) {
   std::vector<int64_t> out = *batch;
   if (!a_vector) out.push_back(a[a.size() - 2]);
   if (!b_vector) out.push_back(b.back());
-  ctx.set_output(0, ctx.input_dtype(0), out);
+  return set_output_checked(ctx, 0, ctx.input_dtype(0), std::move(out));
+}
+
+// Every output element is a K-long dot product; K is A's last dim (its only dim when 1-D).
+double matmul_flops(const Graph& g, const Node& n) {
+  const auto& a = input_dims_of(g, n, 0);
+  if (a.empty()) return 0.0;
+  return 2.0 * static_cast<double>(a.back()) * output_elements(g, n);
+}
+
+struct GemmDims {
+  int64_t m = 0, n = 0, k = 0;
+};
+
+Status gemm_dims(const InferenceContext& ctx, GemmDims& dims) {
+  int64_t trans_a = 0, trans_b = 0;
+  RETURN_IF_ERROR(read_int(ctx, "transA", trans_a));
+  RETURN_IF_ERROR(read_int(ctx, "transB", trans_b));
+  const auto& a = ctx.input_dims(0);
+  const auto& b = ctx.input_dims(1);
+  if (a.size() != 2 || b.size() != 2) {
+    return ctx.fail("A and B must be matrices, got {} and {}", dims_text(ctx.input_dtype(0), a),
+                    dims_text(ctx.input_dtype(1), b));
+  }
+  dims.m = trans_a ? a[1] : a[0];
+  dims.k = trans_a ? a[0] : a[1];
+  int64_t k_b = trans_b ? b[1] : b[0];
+  dims.n = trans_b ? b[0] : b[1];
+  if (dims.k != k_b) {
+    return ctx.fail("inner dims differ: {} (transA={}) x {} (transB={})",
+                    dims_text(ctx.input_dtype(0), a), trans_a, dims_text(ctx.input_dtype(1), b),
+                    trans_b);
+  }
   return Status::ok();
 }
 
-// 2·K per output element: each is a K-long dot product of multiply-adds.
-double matmul_flops(const Graph& g, const Node& n) {
-  const auto& a = g.value(n.inputs[0]).shape.dims;
-  return 2.0 * static_cast<double>(a.back()) * output_elements(g, n);
+Status infer_gemm(InferenceContext& ctx) {
+  RETURN_IF_ERROR(check_arity(ctx, 2, 3, 1, 1));
+  if (ctx.opset() < 11 && !ctx.has_input(2)) {
+    return ctx.fail("input C is required before opset 11 (opset {})", ctx.opset());
+  }
+  float alpha = 1, beta = 1;
+  RETURN_IF_ERROR(read_float(ctx, "alpha", alpha));
+  RETURN_IF_ERROR(read_float(ctx, "beta", beta));
+  GemmDims dims;
+  RETURN_IF_ERROR(gemm_dims(ctx, dims));
+  DType dtype = ctx.input_dtype(0);
+  for (size_t i = 1; i < 3; ++i) {
+    if (ctx.has_input(i) && ctx.input_dtype(i) != dtype) {
+      return ctx.fail("input types {} and {} differ", dtype_name(dtype),
+                      dtype_name(ctx.input_dtype(i)));
+    }
+  }
+  std::vector<int64_t> out = {dims.m, dims.n};
+  if (ctx.has_input(2)) {
+    // C broadcasts one way only: onto [M, N].
+    const auto& c = ctx.input_dims(2);
+    auto joined = broadcast_shapes(c, out);
+    if (c.size() > 2 || !joined || *joined != out) {
+      return ctx.fail("C {} does not broadcast to {}", dims_text(dtype, c), dims_text(dtype, out));
+    }
+  }
+  return set_output_checked(ctx, 0, dtype, std::move(out));
+}
+
+double gemm_flops(const Graph& g, const Node& n) {
+  const auto& y = output_dims_of(g, n, 0);
+  const auto& a = input_dims_of(g, n, 0);
+  if (y.size() != 2 || a.size() != 2) return 0.0;
+  double m = static_cast<double>(y[0]), cols = static_cast<double>(y[1]);
+  double k = static_cast<double>(n.attr_int("transA", 0) ? a[0] : a[1]);
+  double flops = 2.0 * m * cols * k;
+  if (n.attr_float("alpha", 1.0f) != 1.0f) flops += m * cols;
+  if (n.input(2) != kNoId) flops += m * cols;
+  return flops;
 }
 
 }  // namespace
 
 void register_matmul_ops(OpRegistry& registry) {
-  registry.add({.op_type = "MatMul",
-                .infer = infer_matmul,
-                .flops = matmul_flops,
-                .flops_doc = "2·M·N·K per broadcast batch element"});
+  registry.add(make_op("MatMul", infer_matmul, matmul_flops,
+                       "2·M·N·K per broadcast batch element (a multiply-add counts 2)"));
+  registry.add(make_op("Gemm", infer_gemm, gemm_flops,
+                       "2·M·N·K, + M·N when alpha != 1, + M·N when C is present (beta's "
+                       "scaling of C is folded into that addition)"));
 }
 
 }  // namespace autopar

@@ -41,8 +41,10 @@ struct BertConfig {
   int64_t heads = 4;
   int64_t seq = 16;
   int64_t vocab = 256;
-  int64_t max_positions = 16;  // rows of the position table; seq <= max_positions
-  int64_t classes = 0;         // > 0: a sequence classifier on the pooler, output "logits"
+  // Rows of the position table, seq <= max_positions. 0 in a preset: the table follows seq
+  // (bert-tiny); resolved configurations always have it set.
+  int64_t max_positions = 0;
+  int64_t classes = 0;  // > 0: a sequence classifier on the pooler, output "logits"
 };
 
 struct ResNetConfig {

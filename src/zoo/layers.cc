@@ -22,8 +22,7 @@ std::string ZooBuilder::path(char separator) const {
   return out;
 }
 
-ValueId ZooBuilder::batched_input(std::string_view name, DType dtype,
-                                  std::vector<int64_t> dims) {
+ValueId ZooBuilder::batched_input(std::string_view name, DType dtype, std::vector<int64_t> dims) {
   std::vector<std::string> symbols(dims.size() + 1);
   symbols[0] = "batch";
   dims.insert(dims.begin(), batch_);
@@ -87,8 +86,8 @@ ValueId linear(ZooBuilder& zb, std::string_view module, ValueId x, int64_t in, i
   return zb.op1("Add", {y, bias});
 }
 
-ValueId linear_gemm(ZooBuilder& zb, std::string_view module, ValueId x, int64_t in,
-                    int64_t out, ParamInit init) {
+ValueId linear_gemm(ZooBuilder& zb, std::string_view module, ValueId x, int64_t in, int64_t out,
+                    ParamInit init) {
   ZooBuilder::Module m(zb, module);
   ValueId weight = zb.param("weight", {out, in}, init);
   ValueId bias = zb.param("bias", {out}, ParamInit::zeros());
@@ -100,8 +99,7 @@ ValueId layer_norm(ZooBuilder& zb, std::string_view module, ValueId x, int64_t h
   ZooBuilder::Module m(zb, module);
   ValueId scale = zb.param("weight", {hidden}, ParamInit::ones());
   ValueId bias = zb.param("bias", {hidden}, ParamInit::zeros());
-  return zb.op1("LayerNormalization", {x, scale, bias},
-                {{"axis", -1}, {"epsilon", epsilon}});
+  return zb.op1("LayerNormalization", {x, scale, bias}, {{"axis", -1}, {"epsilon", epsilon}});
 }
 
 ValueId gelu(ZooBuilder& zb, ValueId x) {
@@ -151,8 +149,7 @@ ValueId pre_ln_block(ZooBuilder& zb, ValueId x, const PreLnBlock& block) {
     ValueId qkv = linear(zb, n.qkv, y, h, 3 * h, init);
     std::vector<ValueId> parts =
         zb.op("Split", {qkv, zb.shared_ints("qkv_split", {h, h, h})}, {{"axis", 2}}, 3);
-    y = attention_heads(zb, parts[0], parts[1], parts[2], h, block.heads, block.scale,
-                        block.mask);
+    y = attention_heads(zb, parts[0], parts[1], parts[2], h, block.heads, block.scale, block.mask);
     y = linear(zb, n.attn_proj, y, h, h, init);
   }
   x = zb.op1("Add", {x, y});
