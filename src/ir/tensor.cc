@@ -7,8 +7,12 @@
 namespace autopar {
 
 int64_t element_count(std::span<const int64_t> dims) {
+  // Saturates instead of overflowing: a user's absurd shape must not wrap to a small count.
   int64_t count = 1;
-  for (int64_t d : dims) count *= d;
+  for (int64_t d : dims) {
+    if (d < 0) return -1;
+    if (__builtin_mul_overflow(count, d, &count)) return std::numeric_limits<int64_t>::max();
+  }
   return count;
 }
 
@@ -25,14 +29,14 @@ Tensor::Tensor(DType dtype, std::vector<int64_t> dims, std::vector<uint8_t> byte
 Tensor Tensor::from_int64(std::vector<int64_t> dims, std::span<const int64_t> values) {
   Tensor t(DType::kInt64, std::move(dims));
   assert(static_cast<int64_t>(values.size()) == t.num_elements());
-  std::memcpy(t.bytes_.data(), values.data(), values.size() * sizeof(int64_t));
+  if (!values.empty()) std::memcpy(t.bytes_.data(), values.data(), values.size() * sizeof(int64_t));
   return t;
 }
 
 Tensor Tensor::from_float(std::vector<int64_t> dims, std::span<const float> values) {
   Tensor t(DType::kFloat32, std::move(dims));
   assert(static_cast<int64_t>(values.size()) == t.num_elements());
-  std::memcpy(t.bytes_.data(), values.data(), values.size() * sizeof(float));
+  if (!values.empty()) std::memcpy(t.bytes_.data(), values.data(), values.size() * sizeof(float));
   return t;
 }
 

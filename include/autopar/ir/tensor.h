@@ -13,6 +13,7 @@
 
 namespace autopar {
 
+// Product of dims; -1 when a dim is unknown (negative), INT64_MAX when the product overflows.
 int64_t element_count(std::span<const int64_t> dims);
 
 // Row-major, little-endian, densely packed; strings are not supported as data.
