@@ -93,7 +93,9 @@ Status window_output(const InferenceContext& ctx, const Window& w, size_t i, int
   return narrow(ctx, i, (ceil_mode ? (span + stride - 1) / stride : span / stride) + 1, out);
 }
 
-Status infer_conv(InferenceContext& ctx) {
+// Checks shared by Conv and ConvTranspose: ranks, dtypes, group, and the window attributes
+// against the weight's kernel dims.
+Status check_conv_operands(InferenceContext& ctx, int64_t& group, Window& w) {
   RETURN_IF_ERROR(check_arity(ctx, 2, 3, 1, 1));
   const auto& x = ctx.input_dims(0);
   const auto& w_dims = ctx.input_dims(1);
@@ -106,12 +108,10 @@ Status infer_conv(InferenceContext& ctx) {
     return ctx.fail("input types {} and {} differ", dtype_name(ctx.input_dtype(0)),
                     dtype_name(ctx.input_dtype(1)));
   }
-  size_t spatial = x.size() - 2;
-  int64_t group = 1;
+  group = 1;
   RETURN_IF_ERROR(read_int(ctx, "group", group));
   if (group < 1) return ctx.fail("group {} must be >= 1", group);
-  Window w;
-  RETURN_IF_ERROR(read_window(ctx, spatial, w));
+  RETURN_IF_ERROR(read_window(ctx, x.size() - 2, w));
   std::vector<int64_t> weight_kernel(w_dims.begin() + 2, w_dims.end());
   if (w.kernel.empty()) {
     w.kernel = weight_kernel;
@@ -122,6 +122,16 @@ Status infer_conv(InferenceContext& ctx) {
     return ctx.fail("kernel_shape [{}] differs from weight {}", fmt::join(w.kernel, ","),
                     input_text(ctx, 1));
   }
+  return Status::ok();
+}
+
+Status infer_conv(InferenceContext& ctx) {
+  int64_t group = 1;
+  Window w;
+  RETURN_IF_ERROR(check_conv_operands(ctx, group, w));
+  const auto& x = ctx.input_dims(0);
+  const auto& w_dims = ctx.input_dims(1);
+  size_t spatial = x.size() - 2;
   int64_t channels = x[1], out_channels = w_dims[0];
   if (channels % group != 0 || channels / group != w_dims[1]) {
     return ctx.fail("{} has {} channels; with group {} the weight {} needs dim 1 = {}",
@@ -156,34 +166,12 @@ double conv_flops(const Graph& g, const Node& n) {
 }
 
 Status infer_conv_transpose(InferenceContext& ctx) {
-  RETURN_IF_ERROR(check_arity(ctx, 2, 3, 1, 1));
+  int64_t group = 1;
+  Window w;
+  RETURN_IF_ERROR(check_conv_operands(ctx, group, w));
   const auto& x = ctx.input_dims(0);
   const auto& w_dims = ctx.input_dims(1);
-  if (x.size() < 3)
-    return ctx.fail("{} must have rank >= 3 (N, C, spatial...)", input_text(ctx, 0));
-  if (w_dims.size() != x.size()) {
-    return ctx.fail("weight {} must have the rank of {}", input_text(ctx, 1), input_text(ctx, 0));
-  }
-  if (ctx.input_dtype(1) != ctx.input_dtype(0)) {
-    return ctx.fail("input types {} and {} differ", dtype_name(ctx.input_dtype(0)),
-                    dtype_name(ctx.input_dtype(1)));
-  }
   size_t spatial = x.size() - 2;
-  int64_t group = 1;
-  RETURN_IF_ERROR(read_int(ctx, "group", group));
-  if (group < 1) return ctx.fail("group {} must be >= 1", group);
-  Window w;
-  RETURN_IF_ERROR(read_window(ctx, spatial, w));
-  std::vector<int64_t> weight_kernel(w_dims.begin() + 2, w_dims.end());
-  if (w.kernel.empty()) {
-    w.kernel = weight_kernel;
-    for (int64_t k : w.kernel) {
-      if (k < 1) return ctx.fail("weight {} has an empty kernel", input_text(ctx, 1));
-    }
-  } else if (w.kernel != weight_kernel) {
-    return ctx.fail("kernel_shape [{}] differs from weight {}", fmt::join(w.kernel, ","),
-                    input_text(ctx, 1));
-  }
   // The weight is [C_in, C_out/group, k...].
   if (w_dims[0] != x[1]) {
     return ctx.fail("weight {} dim 0 must equal the {} channels of {}", input_text(ctx, 1), x[1],
