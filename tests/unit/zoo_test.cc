@@ -1,7 +1,6 @@
 // The model zoo: exact parameter counts, graph structure, layer ids, data and option errors.
 #include "autopar/zoo/zoo.h"
 
-#include <chrono>
 #include <set>
 
 #include <gtest/gtest.h>
@@ -81,11 +80,8 @@ TEST(Zoo, EntriesListEveryPresetAndFamily) {
 
 TEST(Zoo, Gpt3_175bParameterCount) {
   EXPECT_EQ(count("gpt3-175b"), 174'615'846'912);
-  auto start = std::chrono::steady_clock::now();
-  Graph g = build("gpt3-175b");
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  Graph g = build("gpt3-175b");  // its build time is measured by bench/zoo_bench.cc
   EXPECT_EQ(g.num_parameter_elements(), 174'615'846'912);
-  EXPECT_LT(seconds, 3.0);
   for (ValueId id : g.parameters()) EXPECT_EQ(g.value(id).data, nullptr);
   EXPECT_EQ(layer_ids(g), range(96));
 }
