@@ -1,6 +1,7 @@
 // Tensor construction, element access and 16-bit float conversions.
 #include "autopar/ir/tensor.h"
 
+#include <algorithm>
 #include <bit>
 #include <limits>
 
@@ -14,6 +15,24 @@ int64_t element_count(std::span<const int64_t> dims) {
     if (__builtin_mul_overflow(count, d, &count)) return std::numeric_limits<int64_t>::max();
   }
   return count;
+}
+
+std::optional<std::vector<int64_t>> broadcast_shapes(const std::vector<int64_t>& a,
+                                                     const std::vector<int64_t>& b) {
+  size_t rank = std::max(a.size(), b.size());
+  std::vector<int64_t> out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da == db || db == 1) {
+      out[i] = da;
+    } else if (da == 1) {
+      out[i] = db;
+    } else {
+      return std::nullopt;
+    }
+  }
+  return out;
 }
 
 Tensor::Tensor(DType dtype, std::vector<int64_t> dims)
@@ -101,6 +120,83 @@ std::vector<int64_t> Tensor::to_int64_vector() const {
   std::vector<int64_t> out(static_cast<size_t>(num_elements()));
   for (int64_t i = 0; i < num_elements(); ++i) out[i] = int_at(i);
   return out;
+}
+
+namespace {
+template <typename T>
+void store(std::vector<uint8_t>& bytes, int64_t i, T v) {
+  std::memcpy(bytes.data() + i * sizeof(T), &v, sizeof(T));
+}
+
+// Float to integer without undefined behaviour: NaN gives 0, out-of-range saturates.
+template <typename T>
+T saturate(double v) {
+  if (!(v == v)) return 0;
+  if (v <= static_cast<double>(std::numeric_limits<T>::min())) return std::numeric_limits<T>::min();
+  if (v >= static_cast<double>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
+  return static_cast<T>(v);
+}
+}  // namespace
+
+void Tensor::set_from_double(int64_t i, double v) {
+  assert(i >= 0 && i < num_elements());
+  switch (dtype_) {
+    case DType::kFloat32:
+      return store<float>(bytes_, i, static_cast<float>(v));
+    case DType::kFloat64:
+      return store<double>(bytes_, i, v);
+    case DType::kFloat16:
+      return store<uint16_t>(bytes_, i, float_to_half(static_cast<float>(v)));
+    case DType::kBFloat16:
+      return store<uint16_t>(bytes_, i, float_to_bfloat16(static_cast<float>(v)));
+    case DType::kInt8:
+      return store<int8_t>(bytes_, i, saturate<int8_t>(v));
+    case DType::kInt16:
+      return store<int16_t>(bytes_, i, saturate<int16_t>(v));
+    case DType::kInt32:
+      return store<int32_t>(bytes_, i, saturate<int32_t>(v));
+    case DType::kInt64:
+      return store<int64_t>(bytes_, i, saturate<int64_t>(v));
+    case DType::kUInt8:
+      return store<uint8_t>(bytes_, i, saturate<uint8_t>(v));
+    case DType::kUInt16:
+      return store<uint16_t>(bytes_, i, saturate<uint16_t>(v));
+    case DType::kUInt32:
+      return store<uint32_t>(bytes_, i, saturate<uint32_t>(v));
+    case DType::kUInt64:
+      return store<uint64_t>(bytes_, i, saturate<uint64_t>(v));
+    case DType::kBool:
+      return store<uint8_t>(bytes_, i, v != 0.0 ? 1 : 0);
+    case DType::kString:
+    case DType::kUndefined:
+      assert(false && "no element storage for this dtype");
+  }
+}
+
+void Tensor::set_from_int(int64_t i, int64_t v) {
+  assert(i >= 0 && i < num_elements());
+  switch (dtype_) {
+    case DType::kInt8:
+      return store<int8_t>(bytes_, i, static_cast<int8_t>(v));
+    case DType::kInt16:
+      return store<int16_t>(bytes_, i, static_cast<int16_t>(v));
+    case DType::kInt32:
+      return store<int32_t>(bytes_, i, static_cast<int32_t>(v));
+    case DType::kInt64:
+      return store<int64_t>(bytes_, i, v);
+    case DType::kUInt8:
+      return store<uint8_t>(bytes_, i, static_cast<uint8_t>(v));
+    case DType::kUInt16:
+      return store<uint16_t>(bytes_, i, static_cast<uint16_t>(v));
+    case DType::kUInt32:
+      return store<uint32_t>(bytes_, i, static_cast<uint32_t>(v));
+    case DType::kUInt64:
+      return store<uint64_t>(bytes_, i, static_cast<uint64_t>(v));
+    case DType::kBool:
+      return store<uint8_t>(bytes_, i, v != 0 ? 1 : 0);
+    default:
+      return set_from_double(i, static_cast<double>(v));
+  }
 }
 
 float half_to_float(uint16_t h) {

@@ -25,10 +25,8 @@ bool is_shape_only_initializer(const onnx::TensorProto& t, std::string_view mode
   return !has_data && elements != 0;
 }
 
-Status check_onnx_model(const onnx::ModelProto& model, std::string_view source,
-                        std::string_view model_dir) {
-  onnx::ModelProto copy = model;
-  onnx::GraphProto* g = copy.mutable_graph();
+void shape_only_initializers_to_inputs(onnx::ModelProto& model, std::string_view model_dir) {
+  onnx::GraphProto* g = model.mutable_graph();
   auto* inits = g->mutable_initializer();
   for (int i = inits->size() - 1; i >= 0; --i) {
     const onnx::TensorProto& t = inits->Get(i);
@@ -45,6 +43,12 @@ Status check_onnx_model(const onnx::ModelProto& model, std::string_view source,
     }
     inits->DeleteSubrange(i, 1);
   }
+}
+
+Status check_onnx_model(const onnx::ModelProto& model, std::string_view source,
+                        std::string_view model_dir) {
+  onnx::ModelProto copy = model;
+  shape_only_initializers_to_inputs(copy, model_dir);
   try {
     onnx::checker::check_model(copy);
   } catch (const std::exception& e) {

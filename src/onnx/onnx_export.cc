@@ -3,6 +3,10 @@
 
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
+#include "autopar/onnx/onnx_import.h"
+
 namespace autopar {
 namespace {
 
@@ -110,6 +114,26 @@ onnx::ModelProto export_onnx(const Graph& graph, const ExportOptions& options) {
     for (const auto& [name, attr] : n.attrs)
       set_attribute(*node.add_attribute(), name, attr, options);
   }
+  // ONNX has no place for which initializers are trainable, nor for a node's phase and
+  // layer; model metadata carries them so that autopar's own models re-import exactly.
+  nlohmann::json constants = nlohmann::json::array();
+  for (const Value& v : graph.values()) {
+    if (v.kind == ValueKind::kConstant) constants.push_back(v.name);
+  }
+  nlohmann::json nodes = nlohmann::json::object();
+  for (const Node& n : graph.nodes()) {
+    if (n.name.empty() || (n.layer < 0 && n.phase == Phase::kForward)) continue;
+    nlohmann::json info = nlohmann::json::object();
+    if (n.layer >= 0) info["layer"] = n.layer;
+    if (n.phase != Phase::kForward) info["phase"] = phase_name(n.phase);
+    nodes[n.name] = std::move(info);
+  }
+  auto* entry = model.add_metadata_props();
+  entry->set_key(std::string(kMetadataConstants));
+  entry->set_value(constants.dump());
+  entry = model.add_metadata_props();
+  entry->set_key(std::string(kMetadataNodes));
+  entry->set_value(nodes.dump());
   return model;
 }
 

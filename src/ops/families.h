@@ -32,9 +32,6 @@ OpDef in_domain(std::string domain, OpDef def);
 // that elements × bytes per element cannot overflow int64 downstream.
 inline constexpr int64_t kMaxElements = int64_t{1} << 56;
 
-// Numpy multidirectional broadcast of two shapes; nullopt when they do not broadcast.
-std::optional<std::vector<int64_t>> broadcast_shapes(const std::vector<int64_t>& a,
-                                                     const std::vector<int64_t>& b);
 // "f32[2,3]", the form every message names a tensor type in.
 std::string dims_text(DType dtype, const std::vector<int64_t>& dims);
 // Element count, or nullopt when a dim is negative, or the product of the non-zero dims

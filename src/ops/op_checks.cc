@@ -23,24 +23,6 @@ OpDef in_domain(std::string domain, OpDef def) {
   return def;
 }
 
-std::optional<std::vector<int64_t>> broadcast_shapes(const std::vector<int64_t>& a,
-                                                     const std::vector<int64_t>& b) {
-  size_t rank = std::max(a.size(), b.size());
-  std::vector<int64_t> out(rank);
-  for (size_t i = 0; i < rank; ++i) {
-    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
-    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
-    if (da == db || db == 1) {
-      out[i] = da;
-    } else if (da == 1) {
-      out[i] = db;
-    } else {
-      return std::nullopt;
-    }
-  }
-  return out;
-}
-
 std::string dims_text(DType dtype, const std::vector<int64_t>& dims) {
   return fmt::format("{}[{}]", dtype_name(dtype), fmt::join(dims, ","));
 }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -15,6 +16,10 @@ namespace autopar {
 
 // Product of dims; -1 when a dim is unknown (negative), INT64_MAX when the product overflows.
 int64_t element_count(std::span<const int64_t> dims);
+
+// Numpy multidirectional broadcast of two shapes; nullopt when they do not broadcast.
+std::optional<std::vector<int64_t>> broadcast_shapes(const std::vector<int64_t>& a,
+                                                     const std::vector<int64_t>& b);
 
 // Row-major, little-endian, densely packed; strings are not supported as data.
 class Tensor {
@@ -53,6 +58,10 @@ class Tensor {
   int64_t int_at(int64_t i) const;
   double float_at(int64_t i) const;
   std::vector<int64_t> to_int64_vector() const;
+  // Stores v into element i, converted to the tensor's dtype (rounded for 16-bit floats,
+  // truncated toward zero for integers, != 0 for bool).
+  void set_from_double(int64_t i, double v);
+  void set_from_int(int64_t i, int64_t v);
 
   bool operator==(const Tensor& other) const {
     return dtype_ == other.dtype_ && dims_ == other.dims_ && bytes_ == other.bytes_;

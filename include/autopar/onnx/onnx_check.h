@@ -13,6 +13,10 @@ namespace autopar {
 // `model_dir` does not hold.
 bool is_shape_only_initializer(const onnx::TensorProto& tensor, std::string_view model_dir);
 
+// Turns shape-only initializers into graph inputs of the same type (ONNX's checker and shape
+// inference insist that external data exists).
+void shape_only_initializers_to_inputs(onnx::ModelProto& model, std::string_view model_dir);
+
 // onnx::checker::check_model over a copy in which shape-only initializers are graph inputs
 // of the same type (the checker insists external data exists). Errors read
 // "<source>: ONNX checker: <first line of the checker's message>".

@@ -1,0 +1,49 @@
+// The subcommands of the autopar command line and the options they share.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "autopar/onnx/onnx_import.h"
+#include "autopar/support/status.h"
+
+namespace autopar::cli {
+
+// What a subcommand runs once its flags are parsed; a failed Status is a user error.
+using Command = std::function<Status()>;
+
+// --batch and --dim NAME=N, shared by every command that reads a model.
+struct DimFlags {
+  std::optional<int64_t> batch;
+  std::vector<std::string> dims;
+
+  void add_to(CLI::App& command, std::optional<int64_t> default_batch = std::nullopt);
+  StatusOr<ImportOptions> import_options() const;
+};
+
+// A model loaded for a command: an ONNX file, or a zoo model built in memory (shape-only,
+// at the --batch size) when no file has that name.
+struct LoadedModel {
+  Graph graph;
+  std::string origin;        // "ONNX file" or "zoo model"
+  std::string layer_source;  // see ImportReport
+  int folded_nodes = 0;
+  int unknown_shape_values = 0;
+};
+StatusOr<LoadedModel> load_model(const std::string& model, const DimFlags& dims);
+
+void add_zoo_command(CLI::App& app, Command& command);
+void add_inspect_command(CLI::App& app, Command& command);
+
+// "1,234,567".
+std::string with_commas(int64_t n);
+// "1.50 GiB", "12.0 KiB", "512 B".
+std::string human_bytes(double bytes);
+// "2.18 TFLOP", "35.2 MFLOP".
+std::string human_flops(double flops);
+
+}  // namespace autopar::cli

@@ -1,0 +1,98 @@
+// Options and number formatting the subcommands share.
+#include <charconv>
+#include <cmath>
+
+#include <filesystem>
+
+#include "autopar/zoo/zoo.h"
+#include "commands.h"
+
+namespace autopar::cli {
+
+void DimFlags::add_to(CLI::App& command, std::optional<int64_t> default_batch) {
+  batch = default_batch;
+  command.add_option("--batch", batch,
+                     "size bound to the model's batch dim (named batch, batch_size or N, or the "
+                     "leading dim of each input)" +
+                         (default_batch ? fmt::format("; default {}", *default_batch) : ""));
+  command.add_option("--dim", dims, "NAME=N: size bound to the symbolic dim NAME (repeatable)");
+}
+
+StatusOr<ImportOptions> DimFlags::import_options() const {
+  ImportOptions options;
+  options.batch = batch;
+  for (const std::string& text : dims) {
+    const size_t eq = text.find('=');
+    if (eq == std::string::npos || eq == 0) return error("--dim {}: expected NAME=N", text);
+    const std::string name = text.substr(0, eq);
+    const std::string number = text.substr(eq + 1);
+    int64_t value = 0;
+    auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
+    if (ec != std::errc() || end != number.data() + number.size() || value <= 0) {
+      return error("--dim {}: '{}' is not a positive integer", text, number);
+    }
+    if (!options.dims.emplace(name, value).second)
+      return error("--dim {}: '{}' is bound twice", text, name);
+  }
+  return options;
+}
+
+StatusOr<LoadedModel> load_model(const std::string& model, const DimFlags& dims) {
+  ASSIGN_OR_RETURN(ImportOptions options, dims.import_options());
+  std::error_code ec;
+  LoadedModel loaded;
+  const bool is_zoo_name = std::any_of(zoo_entries().begin(), zoo_entries().end(),
+                                       [&](const ZooEntry& entry) { return entry.name == model; });
+  if (!std::filesystem::exists(model, ec) && is_zoo_name) {
+    if (!options.dims.empty())
+      return error("--dim: zoo models have only the batch dim (use --batch)");
+    ZooOptions zoo;
+    zoo.with_weights = false;
+    zoo.batch = options.batch.value_or(1);
+    ASSIGN_OR_RETURN(loaded.graph, build_zoo_model(model, zoo));
+    loaded.origin = "zoo model";
+    loaded.layer_source = "zoo";
+    return loaded;
+  }
+  ImportReport report;
+  ASSIGN_OR_RETURN(loaded.graph, read_onnx_file(model, options, &report));
+  loaded.origin = "ONNX file";
+  loaded.layer_source = report.layer_source;
+  loaded.folded_nodes = report.folded_nodes;
+  loaded.unknown_shape_values = report.unknown_shape_values;
+  return loaded;
+}
+
+std::string with_commas(int64_t n) {
+  std::string digits = std::to_string(n < 0 ? -n : n);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return n < 0 ? "-" + out : out;
+}
+
+std::string human_bytes(double bytes) {
+  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  int unit = 0;
+  while (std::fabs(bytes) >= 1024.0 && unit < 5) {
+    bytes /= 1024.0;
+    ++unit;
+  }
+  return unit == 0 ? fmt::format("{:.0f} B", bytes) : fmt::format("{:.2f} {}", bytes, kUnits[unit]);
+}
+
+std::string human_flops(double flops) {
+  static constexpr const char* kUnits[] = {"FLOP",  "KFLOP", "MFLOP", "GFLOP",
+                                           "TFLOP", "PFLOP", "EFLOP"};
+  int unit = 0;
+  while (std::fabs(flops) >= 1000.0 && unit < 6) {
+    flops /= 1000.0;
+    ++unit;
+  }
+  return unit == 0 ? fmt::format("{:.0f} FLOP", flops)
+                   : fmt::format("{:.2f} {}", flops, kUnits[unit]);
+}
+
+}  // namespace autopar::cli

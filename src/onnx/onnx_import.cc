@@ -1,0 +1,721 @@
+// ONNX → IR: check, bind symbolic dims, infer, build, fold, classify initializers, find layers.
+#include "autopar/onnx/onnx_import.h"
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <onnx/defs/schema.h>
+#include <onnx/shape_inference/implementation.h>
+#include <onnx/version_converter/convert.h>
+#include <nlohmann/json.hpp>
+
+#include "autopar/ir/constant_folding.h"
+#include "autopar/ir/layers.h"
+#include "autopar/ir/shape_inference.h"
+#include "autopar/ir/verify.h"
+#include "autopar/onnx/autopar_domain.h"
+#include "autopar/onnx/onnx_check.h"
+#include "autopar/ops/op_def.h"
+
+namespace autopar {
+namespace {
+
+constexpr int64_t kMinOpset = 9;
+constexpr int64_t kMaxOpset = 17;
+// Older models are upgraded to this opset with ONNX's version converter.
+constexpr int64_t kUpgradeOpset = 13;
+// Protobuf cannot hold more; bigger models keep their weights as external data.
+constexpr int64_t kMaxProtoBytes = (int64_t{1} << 31) - 1;
+// Initializers larger than this cannot be real (2^40 elements is 4 TiB of floats).
+constexpr int64_t kMaxInitializerElements = int64_t{1} << 40;
+
+bool is_batch_name(std::string_view name) {
+  return name == "batch" || name == "batch_size" || name == "N";
+}
+
+std::string onnx_type_name(int32_t code) {
+  if (onnx::TensorProto_DataType_IsValid(code)) {
+    return onnx::TensorProto_DataType_Name(static_cast<onnx::TensorProto_DataType>(code));
+  }
+  return fmt::format("#{}", code);
+}
+
+StatusOr<DType> supported_dtype(int32_t code, std::string_view what) {
+  auto dtype = dtype_from_onnx(code);
+  if (!dtype || *dtype == DType::kUndefined || *dtype == DType::kString) {
+    return error("{}: element type {} is not supported", what, onnx_type_name(code));
+  }
+  return *dtype;
+}
+
+// ---- tensor data ---------------------------------------------------------------
+
+// Reads `length` bytes at `offset` of an external data file; nullopt when the file is absent.
+StatusOr<std::optional<std::vector<uint8_t>>> read_external(const onnx::TensorProto& t,
+                                                            std::string_view model_dir,
+                                                            int64_t expected_bytes,
+                                                            std::string_view what) {
+  std::string location;
+  int64_t offset = 0;
+  int64_t length = -1;
+  for (const auto& entry : t.external_data()) {
+    try {
+      if (entry.key() == "location") location = entry.value();
+      if (entry.key() == "offset") offset = std::stoll(entry.value());
+      if (entry.key() == "length") length = std::stoll(entry.value());
+    } catch (const std::exception&) {
+      return error("{}: external data '{}' is not a number: '{}'", what, entry.key(),
+                   entry.value());
+    }
+  }
+  if (location.empty()) return error("{}: external data has no location", what);
+  const std::filesystem::path relative(location);
+  if (relative.is_absolute() || location.find("..") != std::string::npos) {
+    return error(
+        "{}: external data location '{}' must be a relative path inside the model's "
+        "folder",
+        what, location);
+  }
+  if (model_dir.empty()) return std::optional<std::vector<uint8_t>>();
+  const std::filesystem::path path = std::filesystem::path(model_dir) / relative;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return std::optional<std::vector<uint8_t>>();
+  const auto file_size = static_cast<int64_t>(std::filesystem::file_size(path, ec));
+  if (length < 0) length = expected_bytes;
+  if (offset < 0 || length != expected_bytes || offset > file_size || file_size - offset < length) {
+    return error(
+        "{}: external data {} bytes at offset {} of '{}' ({} bytes) do not hold the {} "
+        "bytes it needs",
+        what, length, offset, location, file_size, expected_bytes);
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::vector<uint8_t> bytes(static_cast<size_t>(length));
+  in.seekg(offset);
+  if (!in.read(reinterpret_cast<char*>(bytes.data()), length)) {
+    return error("{}: cannot read external data '{}'", what, location);
+  }
+  return std::optional<std::vector<uint8_t>>(std::move(bytes));
+}
+
+template <typename Field, typename Store>
+Status fill_typed(Tensor& out, const Field& field, int64_t count, std::string_view what,
+                  std::string_view field_name, Store store) {
+  if (static_cast<int64_t>(field.size()) != count) {
+    return error("{}: {} holds {} values, its shape needs {}", what, field_name, field.size(),
+                 count);
+  }
+  for (int64_t i = 0; i < count; ++i) store(out, i, field.Get(static_cast<int>(i)));
+  return Status::ok();
+}
+
+// Tensor data from a TensorProto; null when the tensor is shape-only.
+StatusOr<TensorPtr> load_tensor(const onnx::TensorProto& t, std::string_view model_dir,
+                                std::string_view what) {
+  ASSIGN_OR_RETURN(DType dtype, supported_dtype(t.data_type(), what));
+  std::vector<int64_t> dims(t.dims().begin(), t.dims().end());
+  for (int64_t d : dims) {
+    if (d < 0) return error("{}: negative dim {}", what, d);
+  }
+  const int64_t count = element_count(dims);
+  if (count > kMaxInitializerElements) {
+    return error("{}: {} elements is more than any model holds", what, count);
+  }
+  const int64_t bytes = count * dtype_size(dtype);
+  if (t.data_location() == onnx::TensorProto::EXTERNAL) {
+    ASSIGN_OR_RETURN(auto external, read_external(t, model_dir, bytes, what));
+    if (!external) return TensorPtr();
+    return std::make_shared<const Tensor>(dtype, dims, std::move(*external));
+  }
+  if (t.has_raw_data()) {
+    if (static_cast<int64_t>(t.raw_data().size()) != bytes) {
+      return error("{}: raw_data holds {} bytes, {}[{}] needs {}", what, t.raw_data().size(),
+                   dtype_name(dtype), fmt::join(dims, ","), bytes);
+    }
+    std::vector<uint8_t> data(t.raw_data().begin(), t.raw_data().end());
+    return std::make_shared<const Tensor>(dtype, dims, std::move(data));
+  }
+  const bool has_typed = t.float_data_size() || t.int32_data_size() || t.int64_data_size() ||
+                         t.double_data_size() || t.uint64_data_size();
+  if (!has_typed) {
+    if (count == 0) return std::make_shared<const Tensor>(dtype, dims);
+    return TensorPtr();
+  }
+  auto out = std::make_shared<Tensor>(dtype, dims);
+  auto as_double = [](Tensor& o, int64_t i, double v) { o.set_from_double(i, v); };
+  auto as_int = [](Tensor& o, int64_t i, int64_t v) { o.set_from_int(i, v); };
+  // float16 and bfloat16 travel as their bit patterns in int32_data.
+  auto as_bits = [](Tensor& o, int64_t i, int32_t v) {
+    const auto bits = static_cast<uint16_t>(v);
+    std::memcpy(o.mutable_bytes().data() + i * 2, &bits, 2);
+  };
+  switch (dtype) {
+    case DType::kFloat32:
+      RETURN_IF_ERROR(fill_typed(*out, t.float_data(), count, what, "float_data", as_double));
+      break;
+    case DType::kFloat64:
+      RETURN_IF_ERROR(fill_typed(*out, t.double_data(), count, what, "double_data", as_double));
+      break;
+    case DType::kInt64:
+      RETURN_IF_ERROR(fill_typed(*out, t.int64_data(), count, what, "int64_data", as_int));
+      break;
+    case DType::kUInt32:
+    case DType::kUInt64:
+      RETURN_IF_ERROR(fill_typed(
+          *out, t.uint64_data(), count, what, "uint64_data",
+          [](Tensor& o, int64_t i, uint64_t v) { o.set_from_int(i, static_cast<int64_t>(v)); }));
+      break;
+    case DType::kFloat16:
+    case DType::kBFloat16:
+      RETURN_IF_ERROR(fill_typed(*out, t.int32_data(), count, what, "int32_data", as_bits));
+      break;
+    default:
+      RETURN_IF_ERROR(fill_typed(*out, t.int32_data(), count, what, "int32_data", as_int));
+      break;
+  }
+  return TensorPtr(std::move(out));
+}
+
+// ---- types and dims --------------------------------------------------------------
+
+struct DimBinder {
+  const ImportOptions& options;
+  std::set<std::string> seen_names;  // every dim_param of inputs, outputs and value_info
+
+  // Binds one dim in place; returns the symbol it was bound from ("" when none).
+  std::string bind(onnx::TensorShapeProto_Dimension& dim, bool leading_input_dim) {
+    if (dim.has_dim_value()) return "";
+    const std::string name = dim.has_dim_param() ? dim.dim_param() : "";
+    if (!name.empty()) {
+      if (auto it = options.dims.find(name); it != options.dims.end()) {
+        dim.set_dim_value(it->second);
+        return name;
+      }
+    }
+    if (options.batch && (is_batch_name(name) || leading_input_dim)) {
+      dim.set_dim_value(*options.batch);
+      return name.empty() ? "batch" : name;
+    }
+    return "";
+  }
+};
+
+void collect_dim_names(const onnx::ValueInfoProto& info, std::set<std::string>& names) {
+  if (!info.type().has_tensor_type() || !info.type().tensor_type().has_shape()) return;
+  for (const auto& dim : info.type().tensor_type().shape().dim()) {
+    if (dim.has_dim_param() && !dim.dim_param().empty()) names.insert(dim.dim_param());
+  }
+}
+
+// Binds the dims of one graph input or output; records the symbols of bound dims.
+std::vector<std::string> bind_value_info(onnx::ValueInfoProto& info, DimBinder& binder,
+                                         bool is_input) {
+  std::vector<std::string> symbols;
+  if (!info.type().has_tensor_type() || !info.type().tensor_type().has_shape()) return symbols;
+  auto* shape = info.mutable_type()->mutable_tensor_type()->mutable_shape();
+  bool any = false;
+  for (int d = 0; d < shape->dim_size(); ++d) {
+    symbols.push_back(binder.bind(*shape->mutable_dim(d), is_input && d == 0));
+    any = any || !symbols.back().empty();
+  }
+  if (!any) symbols.clear();
+  return symbols;
+}
+
+// Dtype and shape from a ValueInfoProto; an unknown dim is kUnknownDim, an unknown rank
+// gives Shape::unknown().
+std::pair<DType, Shape> type_of(const onnx::ValueInfoProto& info) {
+  if (!info.type().has_tensor_type()) return {DType::kUndefined, Shape::unknown()};
+  const auto& tensor = info.type().tensor_type();
+  DType dtype = dtype_from_onnx(tensor.elem_type()).value_or(DType::kUndefined);
+  if (!tensor.has_shape()) return {dtype, Shape::unknown()};
+  std::vector<int64_t> dims;
+  for (const auto& dim : tensor.shape().dim()) {
+    dims.push_back(dim.has_dim_value() && dim.dim_value() >= 0 ? dim.dim_value() : kUnknownDim);
+  }
+  return {dtype, Shape(std::move(dims))};
+}
+
+// ---- attributes ------------------------------------------------------------------
+
+StatusOr<std::optional<Attribute>> convert_attribute(const onnx::AttributeProto& a,
+                                                     std::string_view model_dir,
+                                                     std::string_view what) {
+  using A = onnx::AttributeProto;
+  switch (a.type()) {
+    case A::INT:
+      return std::optional<Attribute>(Attribute(static_cast<int64_t>(a.i())));
+    case A::FLOAT:
+      return std::optional<Attribute>(Attribute(a.f()));
+    case A::STRING:
+      return std::optional<Attribute>(Attribute(a.s()));
+    case A::INTS:
+      return std::optional<Attribute>(
+          Attribute(std::vector<int64_t>(a.ints().begin(), a.ints().end())));
+    case A::FLOATS:
+      return std::optional<Attribute>(
+          Attribute(std::vector<float>(a.floats().begin(), a.floats().end())));
+    case A::STRINGS:
+      return std::optional<Attribute>(
+          Attribute(std::vector<std::string>(a.strings().begin(), a.strings().end())));
+    case A::TENSOR: {
+      ASSIGN_OR_RETURN(TensorPtr t, load_tensor(a.t(), model_dir, what));
+      if (!t) return error("{}: holds no data", what);
+      return std::optional<Attribute>(Attribute(std::move(t)));
+    }
+    default:
+      // Subgraphs, sparse tensors and type protos: only ops autopar does not support carry
+      // them, and those are reported by op type.
+      return std::optional<Attribute>();
+  }
+}
+
+// ---- metadata --------------------------------------------------------------------
+
+struct Metadata {
+  std::optional<std::unordered_set<std::string>> constants;
+  std::optional<nlohmann::json> nodes;
+};
+
+StatusOr<Metadata> read_metadata(const onnx::ModelProto& model, std::string_view source) {
+  Metadata meta;
+  for (const auto& entry : model.metadata_props()) {
+    if (entry.key() != kMetadataConstants && entry.key() != kMetadataNodes) continue;
+    nlohmann::json json = nlohmann::json::parse(entry.value(), nullptr, /*allow_exceptions=*/false);
+    if (entry.key() == kMetadataConstants) {
+      if (!json.is_array())
+        return error("{}: metadata '{}' is not a JSON list", source, entry.key());
+      meta.constants.emplace();
+      for (const auto& name : json) {
+        if (name.is_string()) meta.constants->insert(name.get<std::string>());
+      }
+    } else {
+      if (!json.is_object()) {
+        return error("{}: metadata '{}' is not a JSON object", source, entry.key());
+      }
+      meta.nodes = std::move(json);
+    }
+  }
+  return meta;
+}
+
+// Floating initializers feeding some node at an input that is not configuration are
+// trainable; scalars never are (exporters turn literals such as 0.5 or sqrt(d) into them).
+void classify_initializers(Graph& graph, const Metadata& meta) {
+  const OpRegistry& registry = op_registry();
+  for (ValueId id = 0; id < graph.num_values(); ++id) {
+    Value& v = graph.mutable_value(id);
+    if (!v.is_initializer()) continue;
+    bool trainable = false;
+    if (meta.constants) {
+      trainable = is_floating(v.dtype) && !meta.constants->count(v.name);
+    } else if (is_floating(v.dtype) && v.shape.num_elements() > 1) {
+      for (NodeId consumer : v.consumers) {
+        const Node& node = graph.node(consumer);
+        const OpDef* def = registry.find(node.domain, node.op_type);
+        for (size_t i = 0; i < node.inputs.size(); ++i) {
+          if (node.inputs[i] != id) continue;
+          trainable = trainable || !def || !def->is_config_input(static_cast<int>(i));
+        }
+      }
+    }
+    v.kind = trainable ? ValueKind::kParameter : ValueKind::kConstant;
+  }
+}
+
+Status apply_node_metadata(Graph& graph, const nlohmann::json& nodes, std::string_view source) {
+  for (NodeId id = 0; id < graph.num_nodes(); ++id) graph.mutable_node(id).layer = -1;
+  for (const auto& [name, info] : nodes.items()) {
+    auto id = graph.find_node(name);
+    if (!id) continue;  // folded away
+    Node& node = graph.mutable_node(*id);
+    if (!info.is_object())
+      return error("{}: metadata for node '{}' is not an object", source, name);
+    if (auto layer = info.find("layer"); layer != info.end() && layer->is_number_integer()) {
+      node.layer = layer->get<int32_t>();
+    }
+    if (auto phase = info.find("phase"); phase != info.end() && phase->is_string()) {
+      const std::string p = phase->get<std::string>();
+      if (p == phase_name(Phase::kForward)) {
+        node.phase = Phase::kForward;
+      } else if (p == phase_name(Phase::kBackward)) {
+        node.phase = Phase::kBackward;
+      } else if (p == phase_name(Phase::kOptimizer)) {
+        node.phase = Phase::kOptimizer;
+      } else {
+        return error("{}: metadata for node '{}' has unknown phase '{}'", source, name, p);
+      }
+    }
+  }
+  return Status::ok();
+}
+
+// ---- building --------------------------------------------------------------------
+
+int64_t default_opset(const onnx::ModelProto& model) {
+  for (const auto& opset : model.opset_import()) {
+    if (opset.domain().empty() || opset.domain() == "ai.onnx") return opset.version();
+  }
+  return 0;
+}
+
+// Opsets 9 to 17 import as they are; older models are upgraded by ONNX's version converter.
+StatusOr<onnx::ModelProto> upgrade_opset(const onnx::ModelProto& model, std::string_view source) {
+  const int64_t version = default_opset(model);
+  if (version == 0) return error("{}: the model imports no ai.onnx opset", source);
+  if (version > kMaxOpset) {
+    return error("{}: ai.onnx opset {} is newer than the newest supported ({})", source, version,
+                 kMaxOpset);
+  }
+  if (version >= kMinOpset) return model;
+  try {
+    // The converter's adapters need the shapes of the values they rewrite.
+    onnx::ModelProto typed = model;
+    try {
+      onnx::shape_inference::InferShapes(typed);
+    } catch (const std::exception&) {
+      typed = model;
+    }
+    onnx::ModelProto upgraded =
+        onnx::version_conversion::ConvertVersion(typed, static_cast<int>(kUpgradeOpset));
+    if (default_opset(upgraded) == kUpgradeOpset) return upgraded;
+  } catch (const std::exception& e) {
+    std::string message = e.what();
+    return error("{}: ai.onnx opset {} cannot be upgraded to {}: {}", source, version,
+                 kUpgradeOpset, message.substr(0, message.find('\n')));
+  }
+  return error("{}: ai.onnx opset {} cannot be upgraded to {}", source, version, kUpgradeOpset);
+}
+
+Status check_dim_options(const onnx::GraphProto& g, const ImportOptions& options,
+                         std::string_view source) {
+  std::set<std::string> names;
+  for (const auto& info : g.input()) collect_dim_names(info, names);
+  for (const auto& info : g.output()) collect_dim_names(info, names);
+  for (const auto& [name, value] : options.dims) {
+    if (value <= 0) return error("--dim {}={}: a dim must be positive", name, value);
+    if (!names.count(name)) {
+      return error("--dim {}: {} has no symbolic dim named '{}'{}", name, source, name,
+                   names.empty() ? std::string(" (it has none)")
+                                 : fmt::format(" (it has: {})", fmt::join(names, ", ")));
+    }
+  }
+  if (options.batch && *options.batch <= 0) {
+    return error("--batch {}: the batch must be positive", *options.batch);
+  }
+  return Status::ok();
+}
+
+// Every graph input dim must now be bound.
+Status check_inputs_bound(const onnx::GraphProto& g, const std::set<std::string>& initializers,
+                          std::string_view source) {
+  for (const auto& info : g.input()) {
+    if (initializers.count(info.name())) continue;
+    if (!info.type().has_tensor_type()) {
+      return error(
+          "{}: input '{}' is not a tensor (sequence, map and optional inputs are not "
+          "supported)",
+          source, info.name());
+    }
+    const auto& tensor = info.type().tensor_type();
+    if (!tensor.has_shape()) return error("{}: input '{}' has no shape", source, info.name());
+    for (int d = 0; d < tensor.shape().dim_size(); ++d) {
+      const auto& dim = tensor.shape().dim(d);
+      if (dim.has_dim_value()) {
+        if (dim.dim_value() < 0) {
+          return error("{}: input '{}' dim {} is negative ({})", source, info.name(), d,
+                       dim.dim_value());
+        }
+        continue;
+      }
+      if (dim.has_dim_param() && !dim.dim_param().empty()) {
+        const std::string& name = dim.dim_param();
+        return error("{}: input '{}' dim {} '{}' is unbound: pass {}", source, info.name(), d, name,
+                     is_batch_name(name) ? "--batch N" : fmt::format("--dim {}=N", name));
+      }
+      return error("{}: input '{}' dim {} has no size: pass {}", source, info.name(), d,
+                   d == 0 ? "--batch N" : "a model with a static or named dim");
+    }
+  }
+  return Status::ok();
+}
+
+struct Builder {
+  const onnx::GraphProto& g;
+  std::string_view source;
+  std::string_view model_dir;
+  Graph graph;
+  std::unordered_map<std::string, std::pair<DType, Shape>> inferred;
+  std::unordered_set<std::string> non_tensor;  // sequence, map and optional values
+
+  Status add_inputs_and_initializers(
+      const std::set<std::string>& initializer_names,
+      const std::unordered_map<std::string, std::vector<std::string>>& symbols) {
+    for (const auto& info : g.input()) {
+      if (initializer_names.count(info.name())) continue;
+      if (graph.find_value(info.name())) {
+        return error("{}: input '{}' is declared twice", source, info.name());
+      }
+      auto [dtype, shape] = type_of(info);
+      ASSIGN_OR_RETURN(dtype, supported_dtype(info.type().tensor_type().elem_type(),
+                                              fmt::format("{}: input '{}'", source, info.name())));
+      if (auto it = symbols.find(info.name()); it != symbols.end()) shape.symbols = it->second;
+      Value v;
+      v.name = info.name();
+      v.dtype = dtype;
+      v.shape = std::move(shape);
+      v.kind = ValueKind::kInput;
+      graph.add_input(graph.add_value(std::move(v)));
+    }
+    for (const auto& t : g.initializer()) {
+      const std::string what = fmt::format("{}: initializer '{}'", source, t.name());
+      if (t.name().empty()) return error("{}: an initializer has no name", source);
+      if (graph.find_value(t.name())) {
+        return error("{}: initializer '{}' is declared twice", source, t.name());
+      }
+      ASSIGN_OR_RETURN(DType dtype, supported_dtype(t.data_type(), what));
+      ASSIGN_OR_RETURN(TensorPtr data, load_tensor(t, model_dir, what));
+      Value v;
+      v.name = t.name();
+      v.dtype = dtype;
+      v.shape = Shape(std::vector<int64_t>(t.dims().begin(), t.dims().end()));
+      v.kind = ValueKind::kConstant;
+      v.data = std::move(data);
+      graph.add_value(std::move(v));
+    }
+    return Status::ok();
+  }
+
+  Status add_nodes() {
+    for (int i = 0; i < g.node_size(); ++i) {
+      const onnx::NodeProto& proto = g.node(i);
+      Node node;
+      node.op_type = proto.op_type();
+      node.domain = proto.domain() == "ai.onnx" ? "" : proto.domain();
+      std::string name =
+          proto.name().empty() ? fmt::format("{}_{}", proto.op_type(), i) : proto.name();
+      node.name = graph.find_node(name) ? graph.unique_node_name(name) : name;
+      const std::string where = fmt::format("{}: node '{}' ({})", source, node.name, node.op_type);
+      for (const std::string& in : proto.input()) {
+        if (in.empty()) {
+          node.inputs.push_back(kNoId);
+          continue;
+        }
+        auto id = graph.find_value(in);
+        if (!id) return error("{}: input '{}' is not defined before the node", where, in);
+        node.inputs.push_back(*id);
+      }
+      for (const std::string& out : proto.output()) {
+        if (out.empty()) {
+          node.outputs.push_back(kNoId);
+          continue;
+        }
+        if (graph.find_value(out)) return error("{}: output '{}' is already defined", where, out);
+        Value v;
+        v.name = out;
+        if (non_tensor.count(out)) {
+          return error("{}: output '{}' is not a tensor (autopar plans tensor graphs only)", where,
+                       out);
+        }
+        if (auto it = inferred.find(out); it != inferred.end()) {
+          v.dtype = it->second.first;
+          v.shape = it->second.second;
+        } else {
+          v.shape = Shape::unknown();
+        }
+        node.outputs.push_back(graph.add_value(std::move(v)));
+      }
+      for (const auto& a : proto.attribute()) {
+        ASSIGN_OR_RETURN(
+            auto attr,
+            convert_attribute(a, model_dir, fmt::format("{}: attribute '{}'", where, a.name())));
+        if (attr) node.attrs[a.name()] = std::move(*attr);
+      }
+      graph.add_node(std::move(node));
+    }
+    return Status::ok();
+  }
+
+  Status add_outputs(const std::unordered_map<std::string, std::vector<std::string>>& symbols) {
+    for (const auto& info : g.output()) {
+      auto id = graph.find_value(info.name());
+      if (!id) return error("{}: output '{}' is not produced by the graph", source, info.name());
+      if (auto it = symbols.find(info.name()); it != symbols.end()) {
+        Value& v = graph.mutable_value(*id);
+        // The symbols are re-attached after inference, which replaces the shape.
+        if (v.shape.known && v.shape.rank() == static_cast<int64_t>(it->second.size())) {
+          v.shape.symbols = it->second;
+        }
+      }
+      graph.add_output(*id);
+    }
+    return Status::ok();
+  }
+};
+
+// Folds and infers every node in order. Nodes without an OpDef keep ONNX's types; nodes
+// reading values of unknown shape after them are skipped.
+StatusOr<int> resolve_shapes(Graph& graph, std::string_view source, int& unknown_values) {
+  const OpRegistry& registry = op_registry();
+  std::vector<bool> unknown(graph.num_values(), false);
+  int folded_count = 0;
+  for (NodeId id = 0; id < graph.num_nodes(); ++id) {
+    bool folded = false;
+    RETURN_IF_ERROR(fold_node(graph, id, folded).with_context(source));
+    if (folded) {
+      ++folded_count;
+      continue;
+    }
+    const Node& node = graph.node(id);
+    bool reads_unknown = false;
+    for (ValueId in : node.inputs) reads_unknown = reads_unknown || (in != kNoId && unknown[in]);
+    const bool supported = registry.find(node.domain, node.op_type) != nullptr;
+    if (supported && !reads_unknown) {
+      RETURN_IF_ERROR(infer_node(graph, id).with_context(source));
+      continue;
+    }
+    for (ValueId out : node.outputs) {
+      if (out == kNoId) continue;
+      const Value& v = graph.value(out);
+      const bool known = v.dtype != DType::kUndefined && v.shape.is_static();
+      if (!known || reads_unknown) unknown[out] = true;
+    }
+  }
+  unknown_values = static_cast<int>(std::count(unknown.begin(), unknown.end(), true));
+  return folded_count;
+}
+
+}  // namespace
+
+StatusOr<Graph> import_onnx(const onnx::ModelProto& given, const ImportOptions& options,
+                            std::string_view source, std::string_view model_dir,
+                            ImportReport* report) {
+  register_autopar_onnx_schemas();
+  if (!given.has_graph()) return error("{}: not an ONNX model (it has no graph)", source);
+  RETURN_IF_ERROR(check_onnx_model(given, source, model_dir));
+  ASSIGN_OR_RETURN(const onnx::ModelProto original, upgrade_opset(given, source));
+  RETURN_IF_ERROR(check_dim_options(original.graph(), options, source));
+  ASSIGN_OR_RETURN(Metadata meta, read_metadata(original, source));
+
+  // Bind symbolic dims on a copy, so ONNX's inference sees concrete sizes.
+  onnx::ModelProto model = original;
+  onnx::GraphProto& g = *model.mutable_graph();
+  std::set<std::string> initializer_names;
+  for (const auto& t : g.initializer()) initializer_names.insert(t.name());
+  DimBinder binder{options, {}};
+  std::unordered_map<std::string, std::vector<std::string>> symbols;
+  for (auto& info : *g.mutable_input()) {
+    if (initializer_names.count(info.name())) continue;
+    auto bound = bind_value_info(info, binder, /*is_input=*/true);
+    if (!bound.empty()) symbols[info.name()] = std::move(bound);
+  }
+  for (auto& info : *g.mutable_output()) {
+    auto bound = bind_value_info(info, binder, /*is_input=*/false);
+    if (!bound.empty()) symbols[info.name()] = std::move(bound);
+  }
+  // Intermediate annotations with symbolic dims would contradict the bound sizes.
+  g.clear_value_info();
+  for (auto& info : *g.mutable_output()) {
+    if (!info.type().has_tensor_type() || !info.type().tensor_type().has_shape()) continue;
+    for (auto& dim : *info.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim()) {
+      if (dim.has_dim_param()) dim.clear_dim_param();
+    }
+  }
+  RETURN_IF_ERROR(check_inputs_bound(g, initializer_names, source));
+
+  Builder builder{g, source, model_dir, Graph(), {}};
+  {
+    onnx::ModelProto inferred = model;
+    shape_only_initializers_to_inputs(inferred, model_dir);
+    try {
+      onnx::shape_inference::InferShapes(inferred, onnx::OpSchemaRegistry::Instance(),
+                                         onnx::ShapeInferenceOptions(false, 0, true));
+      for (const auto* infos : {&inferred.graph().value_info(), &inferred.graph().output()}) {
+        for (const auto& info : *infos) {
+          if (info.type().value_case() != onnx::TypeProto::kTensorType &&
+              info.type().value_case() != onnx::TypeProto::VALUE_NOT_SET) {
+            builder.non_tensor.insert(info.name());
+          }
+          builder.inferred[info.name()] = type_of(info);
+        }
+      }
+    } catch (const std::exception&) {
+      // ONNX's inference is a hint; autopar's own rules decide below.
+      builder.inferred.clear();
+    }
+  }
+
+  builder.graph.name = g.name().empty() ? "main" : g.name();
+  builder.graph.opsets.clear();
+  for (const auto& opset : model.opset_import()) {
+    builder.graph.opsets[opset.domain() == "ai.onnx" ? "" : opset.domain()] = opset.version();
+  }
+  RETURN_IF_ERROR(builder.add_inputs_and_initializers(initializer_names, symbols));
+  RETURN_IF_ERROR(builder.add_nodes());
+  RETURN_IF_ERROR(builder.add_outputs(symbols));
+  Graph graph = std::move(builder.graph);
+  classify_initializers(graph, meta);
+
+  int unknown_values = 0;
+  ASSIGN_OR_RETURN(int folded, resolve_shapes(graph, source, unknown_values));
+  graph.remove_dead_nodes();
+  for (ValueId out : graph.outputs()) {
+    auto it = symbols.find(graph.value(out).name);
+    Value& v = graph.mutable_value(out);
+    if (it != symbols.end() && v.shape.rank() == static_cast<int64_t>(it->second.size())) {
+      v.shape.symbols = it->second;
+    }
+  }
+
+  std::string layer_source = "metadata";
+  if (meta.nodes) {
+    RETURN_IF_ERROR(apply_node_metadata(graph, *meta.nodes, source));
+  } else {
+    LayerSource found = assign_layers(graph);
+    layer_source = found == LayerSource::kNone ? "" : layer_source_name(found);
+  }
+
+  VerifyOptions verify_options;
+  verify_options.require_static_shapes = unknown_values == 0;
+  verify_options.require_registered_ops = false;
+  RETURN_IF_ERROR(verify(graph, verify_options).with_context(source));
+  if (report) *report = ImportReport{folded, layer_source, unknown_values};
+  return graph;
+}
+
+StatusOr<onnx::ModelProto> read_model_proto(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::path fs_path(path);
+  if (!std::filesystem::exists(fs_path, ec)) return error("{}: no such file", path);
+  if (!std::filesystem::is_regular_file(fs_path, ec)) return error("{}: not a regular file", path);
+  const auto size = static_cast<int64_t>(std::filesystem::file_size(fs_path, ec));
+  if (ec) return error("{}: cannot read: {}", path, ec.message());
+  if (size == 0) return error("{}: empty file, not an ONNX model", path);
+  if (size > kMaxProtoBytes) {
+    return error("{}: {} bytes is over protobuf's 2 GiB limit; save the weights as external data",
+                 path, size);
+  }
+  std::ifstream in(fs_path, std::ios::binary);
+  if (!in) return error("{}: cannot open for reading", path);
+  std::string bytes(static_cast<size_t>(size), '\0');
+  if (!in.read(bytes.data(), size)) return error("{}: cannot read", path);
+  onnx::ModelProto model;
+  if (!model.ParseFromString(bytes)) {
+    return error(
+        "{}: not an ONNX model (the protobuf does not parse; truncated or another "
+        "format?)",
+        path);
+  }
+  return model;
+}
+
+StatusOr<Graph> read_onnx_file(const std::string& path, const ImportOptions& options,
+                               ImportReport* report) {
+  ASSIGN_OR_RETURN(onnx::ModelProto model, read_model_proto(path));
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  return import_onnx(model, options, path, dir.empty() ? "." : dir, report);
+}
+
+}  // namespace autopar
