@@ -69,6 +69,26 @@ bool assign_from_names(Graph& graph) {
   return false;
 }
 
+// crossing[b]: how many values produced before node b are read at or after it.
+std::vector<int64_t> values_crossing(const Graph& graph) {
+  const int64_t n = graph.num_nodes();
+  std::vector<int64_t> diff(n + 2, 0);
+  for (const Value& v : graph.values()) {
+    if (v.producer == kNoId || v.consumers.empty()) continue;
+    const int64_t last = *std::max_element(v.consumers.begin(), v.consumers.end());
+    if (last <= v.producer) continue;
+    ++diff[v.producer + 1];
+    --diff[last + 1];
+  }
+  std::vector<int64_t> crossing(n + 1, 0);
+  int64_t running = 0;
+  for (int64_t b = 0; b <= n; ++b) {
+    running += diff[b];
+    crossing[b] = running;
+  }
+  return crossing;
+}
+
 bool assign_from_structure(Graph& graph) {
   const int64_t n = graph.num_nodes();
   std::unordered_map<std::string, int32_t> type_ids;
@@ -85,21 +105,40 @@ bool assign_from_structure(Graph& graph) {
     }
     last_seen[id] = i;
   }
-  int64_t best_start = 0, best_period = 0, best_copies = 0;
+  // The best run: positions [run_start, run_start + run) each equal to the one a period on.
+  int64_t best_period = 0, best_copies = 0, run_start = 0, best_run = 0;
   for (int64_t period : periods) {
     int64_t run = 0;
     for (int64_t i = 0; i + period < n; ++i) {
       run = sequence[i] == sequence[i + period] ? run + 1 : 0;
       const int64_t copies = run / period + 1;
-      const int64_t start = i - run + 1;
       if (copies >= 2 && copies * period > best_copies * best_period) {
-        best_start = start;
         best_period = period;
         best_copies = copies;
+        run_start = i - run + 1;
+        best_run = run;
       }
+    }
+    // A run that keeps growing past the best keeps the same copies; extend it to its end.
+    if (best_period == period) {
+      int64_t i = run_start + best_run;
+      while (i + period < n && sequence[i] == sequence[i + period]) ++i, ++best_run;
     }
   }
   if (best_copies < 2 || best_copies * best_period < 4) return false;
+  // The copies can start anywhere the run leaves room for; blocks begin where the fewest
+  // values cross their boundaries (the residual stream between transformer layers).
+  const std::vector<int64_t> crossing = values_crossing(graph);
+  const int64_t slack = best_run + best_period - best_copies * best_period;
+  int64_t best_start = run_start, best_cost = -1;
+  for (int64_t start = run_start; start <= run_start + slack; ++start) {
+    int64_t cost = 0;
+    for (int64_t k = 0; k <= best_copies; ++k) cost += crossing[start + k * best_period];
+    if (best_cost < 0 || cost < best_cost) {
+      best_cost = cost;
+      best_start = start;
+    }
+  }
   for (int64_t i = 0; i < n; ++i) {
     const bool inside = i >= best_start && i < best_start + best_copies * best_period;
     graph.mutable_node(static_cast<NodeId>(i)).layer =

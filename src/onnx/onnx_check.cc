@@ -2,6 +2,8 @@
 #include "autopar/onnx/onnx_check.h"
 
 #include <filesystem>
+#include <string>
+#include <unordered_set>
 
 #include <onnx/checker.h>
 
@@ -25,30 +27,30 @@ bool is_shape_only_initializer(const onnx::TensorProto& t, std::string_view mode
   return !has_data && elements != 0;
 }
 
-void shape_only_initializers_to_inputs(onnx::ModelProto& model, std::string_view model_dir) {
+void detach_initializers_without_inline_data(onnx::ModelProto& model) {
   onnx::GraphProto* g = model.mutable_graph();
-  auto* inits = g->mutable_initializer();
-  for (int i = inits->size() - 1; i >= 0; --i) {
-    const onnx::TensorProto& t = inits->Get(i);
-    if (!is_shape_only_initializer(t, model_dir)) continue;
-    bool listed = false;
-    for (const auto& in : g->input()) listed = listed || in.name() == t.name();
-    if (!listed) {
-      onnx::ValueInfoProto* in = g->add_input();
-      in->set_name(t.name());
-      auto* type = in->mutable_type()->mutable_tensor_type();
-      type->set_elem_type(t.data_type());
-      auto* shape = type->mutable_shape();
-      for (int64_t d : t.dims()) shape->add_dim()->set_dim_value(d);
+  std::unordered_set<std::string> inputs;
+  for (const auto& in : g->input()) inputs.insert(in.name());
+  google::protobuf::RepeatedPtrField<onnx::TensorProto> kept;
+  for (onnx::TensorProto& t : *g->mutable_initializer()) {
+    if (t.data_location() != onnx::TensorProto::EXTERNAL && !is_shape_only_initializer(t, "")) {
+      kept.Add(std::move(t));
+      continue;
     }
-    inits->DeleteSubrange(i, 1);
+    if (!inputs.insert(t.name()).second) continue;
+    onnx::ValueInfoProto* in = g->add_input();
+    in->set_name(t.name());
+    auto* type = in->mutable_type()->mutable_tensor_type();
+    type->set_elem_type(t.data_type());
+    auto* shape = type->mutable_shape();
+    for (int64_t d : t.dims()) shape->add_dim()->set_dim_value(d);
   }
+  g->mutable_initializer()->Swap(&kept);
 }
 
-Status check_onnx_model(const onnx::ModelProto& model, std::string_view source,
-                        std::string_view model_dir) {
+Status check_onnx_model(const onnx::ModelProto& model, std::string_view source) {
   onnx::ModelProto copy = model;
-  shape_only_initializers_to_inputs(copy, model_dir);
+  detach_initializers_without_inline_data(copy);
   try {
     onnx::checker::check_model(copy);
   } catch (const std::exception& e) {

@@ -594,7 +594,7 @@ StatusOr<Graph> import_onnx(const onnx::ModelProto& given, const ImportOptions& 
                             ImportReport* report) {
   register_autopar_onnx_schemas();
   if (!given.has_graph()) return error("{}: not an ONNX model (it has no graph)", source);
-  RETURN_IF_ERROR(check_onnx_model(given, source, model_dir));
+  RETURN_IF_ERROR(check_onnx_model(given, source));
   ASSIGN_OR_RETURN(const onnx::ModelProto original, upgrade_opset(given, source));
   RETURN_IF_ERROR(check_dim_options(original.graph(), options, source));
   ASSIGN_OR_RETURN(Metadata meta, read_metadata(original, source));
@@ -628,7 +628,7 @@ StatusOr<Graph> import_onnx(const onnx::ModelProto& given, const ImportOptions& 
   Builder builder{g, source, model_dir, Graph(), {}};
   {
     onnx::ModelProto inferred = model;
-    shape_only_initializers_to_inputs(inferred, model_dir);
+    detach_initializers_without_inline_data(inferred);
     try {
       onnx::shape_inference::InferShapes(inferred, onnx::OpSchemaRegistry::Instance(),
                                          onnx::ShapeInferenceOptions(false, 0, true));

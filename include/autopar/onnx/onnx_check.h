@@ -13,14 +13,13 @@ namespace autopar {
 // `model_dir` does not hold.
 bool is_shape_only_initializer(const onnx::TensorProto& tensor, std::string_view model_dir);
 
-// Turns shape-only initializers into graph inputs of the same type (ONNX's checker and shape
-// inference insist that external data exists).
-void shape_only_initializers_to_inputs(onnx::ModelProto& model, std::string_view model_dir);
+// Turns initializers without inline data (external or absent) into graph inputs of the same
+// type: ONNX's checker and shape inference would look for external files relative to the
+// working directory; import reads and checks them itself.
+void detach_initializers_without_inline_data(onnx::ModelProto& model);
 
-// onnx::checker::check_model over a copy in which shape-only initializers are graph inputs
-// of the same type (the checker insists external data exists). Errors read
+// onnx::checker::check_model over a copy detached as above. Errors read
 // "<source>: ONNX checker: <first line of the checker's message>".
-Status check_onnx_model(const onnx::ModelProto& model, std::string_view source,
-                        std::string_view model_dir = "");
+Status check_onnx_model(const onnx::ModelProto& model, std::string_view source);
 
 }  // namespace autopar
