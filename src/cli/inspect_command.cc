@@ -3,6 +3,7 @@
 
 #include "autopar/ir/model_summary.h"
 #include "autopar/ir/text.h"
+#include "autopar/ir/verify.h"
 #include "commands.h"
 
 namespace autopar::cli {
@@ -13,6 +14,7 @@ struct InspectFlags {
   DimFlags dims;
   bool json = false;
   bool print_graph = false;
+  bool strict = false;
 };
 
 std::string type_text(const Value& v) {
@@ -109,6 +111,10 @@ void print_summary(const std::string& model, const Graph& graph, const ModelSumm
 
 Status run_inspect(const InspectFlags& flags) {
   ASSIGN_OR_RETURN(LoadedModel loaded, load_model(flags.model, flags.dims));
+  if (flags.strict) {
+    // What planning demands: every op known and every shape static.
+    RETURN_IF_ERROR(verify(loaded.graph).with_context(flags.model));
+  }
   const ModelSummary summary = summarize(loaded.graph);
   if (flags.print_graph) {
     fmt::print("{}", print(loaded.graph));
@@ -134,6 +140,8 @@ void add_inspect_command(CLI::App& app, Command& command) {
   flags->dims.add_to(*inspect, 1);
   inspect->add_flag("--json", flags->json, "print one JSON object");
   inspect->add_flag("--print-graph", flags->print_graph, "print the imported graph in text form");
+  inspect->add_flag("--strict", flags->strict,
+                    "fail, as planning does, when an op is unsupported or a shape is not static");
   inspect->callback([flags, &command] { command = [flags] { return run_inspect(*flags); }; });
 }
 

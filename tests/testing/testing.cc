@@ -1,6 +1,16 @@
 // Shared test helpers.
 #include "testing/testing.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
 #include "autopar/ir/builder.h"
 
 namespace autopar::testing {
@@ -20,6 +30,52 @@ Graph tiny_linear_graph() {
 
 std::string source_path(const std::string& relative) {
   return std::string(AUTOPAR_SOURCE_DIR) + "/" + relative;
+}
+
+std::string temp_dir(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() / "autopar_tests" /
+                   fmt::format("{}.{}", name, ::getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir.string();
+}
+
+namespace {
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+}  // namespace
+
+CommandResult run_autopar(const std::vector<std::string>& args, const std::string& working_dir) {
+  const std::string dir = working_dir.empty() ? temp_dir("run") : working_dir;
+  std::string command = "cd " + shell_quote(dir) + " && " + shell_quote(AUTOPAR_BINARY);
+  for (const std::string& a : args) command += " " + shell_quote(a);
+  const std::string out_path = dir + "/.stdout";
+  const std::string err_path = dir + "/.stderr";
+  command += " >" + shell_quote(out_path) + " 2>" + shell_quote(err_path);
+  const int status = std::system(command.c_str());
+  CommandResult result;
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  result.out = read_file(out_path);
+  result.err = read_file(err_path);
+  std::filesystem::remove(out_path);
+  std::filesystem::remove(err_path);
+  return result;
 }
 
 }  // namespace autopar::testing

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "autopar/ir/graph.h"
 
@@ -12,5 +13,18 @@ Graph tiny_linear_graph();
 
 // Absolute path of a file under the source tree.
 std::string source_path(const std::string& relative);
+
+// A fresh, empty directory for one test: <tmp>/autopar_tests/<name>.<pid>.
+std::string temp_dir(const std::string& name);
+
+// What one run of the autopar binary printed and returned.
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+// Runs build/autopar with `args` in `working_dir` (default: a temp dir of its own).
+CommandResult run_autopar(const std::vector<std::string>& args,
+                          const std::string& working_dir = "");
 
 }  // namespace autopar::testing

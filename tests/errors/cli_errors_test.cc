@@ -1,0 +1,248 @@
+// Every user error we know of: one line on stderr naming the file, flag or node, exit code 2.
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "autopar/onnx/onnx_export.h"
+#include "testing/onnx_proto.h"
+#include "testing/testing.h"
+
+namespace autopar {
+namespace {
+
+using testing::run_autopar;
+
+class CliErrors : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::temp_dir(::testing::UnitTest::GetInstance()->current_test_info()->name());
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string write(const std::string& name, const std::string& bytes) {
+    std::ofstream(dir_ + "/" + name, std::ios::binary) << bytes;
+    return name;
+  }
+  std::string write(const std::string& name, const testing::OnnxProto& model) {
+    return write(name, model.serialize());
+  }
+  // Runs autopar in the test's directory and expects exactly one error line and exit 2.
+  void expect_error(const std::vector<std::string>& args, const std::string& line) {
+    const testing::CommandResult r = run_autopar(args, dir_);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_EQ(r.err, line + "\n");
+  }
+  // A small valid model: x[batch, 4] · w → y.
+  testing::OnnxProto linear() {
+    testing::OnnxProto m;
+    m.input("x", onnx::TensorProto::FLOAT, {"batch", 4});
+    m.weight("w", {4, 2});
+    m.node("MatMul", "mm", {"x", "w"}, {}, {"y"});
+    m.output("y", onnx::TensorProto::FLOAT, {"batch", 2});
+    return m;
+  }
+
+  std::string dir_;
+};
+
+TEST_F(CliErrors, MissingFile) {
+  expect_error({"inspect", "absent.onnx"}, "autopar: error: absent.onnx: no such file");
+}
+
+TEST_F(CliErrors, EmptyFile) {
+  expect_error({"inspect", write("empty.onnx", "")},
+               "autopar: error: empty.onnx: empty file, not an ONNX model");
+}
+
+TEST_F(CliErrors, Directory) {
+  std::filesystem::create_directory(dir_ + "/folder.onnx");
+  expect_error({"inspect", "folder.onnx"}, "autopar: error: folder.onnx: not a regular file");
+}
+
+TEST_F(CliErrors, TruncatedModel) {
+  const std::string bytes = linear().serialize();
+  expect_error({"inspect", write("cut.onnx", bytes.substr(0, bytes.size() / 2))},
+               "autopar: error: cut.onnx: not an ONNX model (the protobuf does not parse; "
+               "truncated or another format?)");
+}
+
+TEST_F(CliErrors, NotAnOnnxFile) {
+  expect_error({"inspect", write("notes.onnx", "hello world\n")},
+               "autopar: error: notes.onnx: not an ONNX model (the protobuf does not parse; "
+               "truncated or another format?)");
+}
+
+TEST_F(CliErrors, ProtobufWithoutGraph) {
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  expect_error({"inspect", write("nograph.onnx", model.SerializeAsString())},
+               "autopar: error: nograph.onnx: not an ONNX model (it has no graph)");
+}
+
+TEST_F(CliErrors, CheckerFailure) {
+  testing::OnnxProto m = linear();
+  m.model().mutable_graph()->mutable_node(0)->set_op_type("MatMull");
+  expect_error({"inspect", write("typo.onnx", m)},
+               "autopar: error: typo.onnx: ONNX checker: No Op registered for MatMull with "
+               "domain_version of 17");
+}
+
+TEST_F(CliErrors, UnsupportedOpWhenPlanning) {
+  testing::OnnxProto m;
+  m.input("x", onnx::TensorProto::FLOAT, {"batch", 4});
+  m.node("Softplus", "act", {"x"}, {}, {"y"});
+  m.output("y", onnx::TensorProto::FLOAT, {"batch", 4});
+  write("softplus.onnx", m);
+  // Inspecting reports it; planning (--strict) refuses it.
+  const testing::CommandResult r = run_autopar({"inspect", "softplus.onnx"}, dir_);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("unsupported  Softplus"), std::string::npos) << r.out;
+  expect_error({"inspect", "softplus.onnx", "--strict"},
+               "autopar: error: softplus.onnx: node 'act' (Softplus): unsupported op type");
+}
+
+TEST_F(CliErrors, UnboundDim) {
+  testing::OnnxProto m;
+  m.input("tokens", onnx::TensorProto::FLOAT, {"batch", "seq"});
+  m.node("Relu", "act", {"tokens"}, {}, {"y"});
+  m.output("y", onnx::TensorProto::FLOAT, {"batch", "seq"});
+  expect_error({"inspect", write("seq.onnx", m)},
+               "autopar: error: seq.onnx: input 'tokens' dim 1 'seq' is unbound: pass --dim seq=N");
+}
+
+TEST_F(CliErrors, DimWithoutSize) {
+  testing::OnnxProto m;
+  m.input("x", onnx::TensorProto::FLOAT, {"batch", -1});
+  m.node("Relu", "act", {"x"}, {}, {"y"});
+  m.output("y", onnx::TensorProto::FLOAT, {"batch", -1});
+  expect_error({"inspect", write("unknown.onnx", m)},
+               "autopar: error: unknown.onnx: input 'x' dim 1 has no size: pass a model with a "
+               "static or named dim");
+}
+
+TEST_F(CliErrors, DimNotInModel) {
+  expect_error({"inspect", write("m.onnx", linear()), "--dim", "seq=8"},
+               "autopar: error: --dim seq: m.onnx has no symbolic dim named 'seq' (it has: batch)");
+}
+
+TEST_F(CliErrors, MalformedDim) {
+  expect_error({"inspect", write("m.onnx", linear()), "--dim", "seq"},
+               "autopar: error: --dim seq: expected NAME=N");
+  expect_error({"inspect", "m.onnx", "--dim", "batch=-3"},
+               "autopar: error: --dim batch=-3: '-3' is not a positive integer");
+}
+
+TEST_F(CliErrors, NonPositiveBatch) {
+  expect_error({"inspect", write("m.onnx", linear()), "--batch", "0"},
+               "autopar: error: --batch 0: the batch must be positive");
+}
+
+TEST_F(CliErrors, BadFlags) {
+  expect_error({"inspect", write("m.onnx", linear()), "--nope"},
+               "autopar: error: The following argument was not expected: --nope");
+  expect_error({"inspect", "m.onnx", "--batch", "abc"},
+               "autopar: error: Could not convert: --batch = abc");
+  expect_error({"inspect"}, "autopar: error: model is required");
+  expect_error({"frobnicate"},
+               "autopar: error: The following argument was not expected: frobnicate");
+}
+
+TEST_F(CliErrors, OpsetTooNew) {
+  testing::OnnxProto m = linear();
+  m.model().mutable_opset_import(0)->set_version(18);
+  expect_error(
+      {"inspect", write("new.onnx", m)},
+      "autopar: error: new.onnx: ai.onnx opset 18 is newer than the newest supported (17)");
+}
+
+TEST_F(CliErrors, NonTensorInput) {
+  testing::OnnxProto m = linear();
+  auto* input = m.model().mutable_graph()->mutable_input(0);
+  input->mutable_type()
+      ->mutable_sequence_type()
+      ->mutable_elem_type()
+      ->mutable_tensor_type()
+      ->set_elem_type(1);
+  expect_error({"inspect", write("seq.onnx", m)},
+               "autopar: error: seq.onnx: input 'x' is not a tensor (sequence, map and optional "
+               "inputs are not supported)");
+}
+
+TEST_F(CliErrors, StringInput) {
+  testing::OnnxProto m;
+  m.input("text", onnx::TensorProto::STRING, {"batch"});
+  m.node("Identity", "id", {"text"}, {}, {"y"});
+  m.output("y", onnx::TensorProto::STRING, {"batch"});
+  expect_error({"inspect", write("text.onnx", m)},
+               "autopar: error: text.onnx: input 'text': element type STRING is not supported");
+}
+
+TEST_F(CliErrors, ShapeThatIsNotConstant) {
+  testing::OnnxProto m;
+  m.input("x", onnx::TensorProto::FLOAT, {"batch", 4});
+  m.input("shape", onnx::TensorProto::INT64, {2});
+  m.node("Reshape", "view", {"x", "shape"}, {}, {"y"});
+  m.output("y", onnx::TensorProto::FLOAT, {-1, -1});
+  expect_error({"inspect", write("dynamic.onnx", m)},
+               "autopar: error: dynamic.onnx: node 'view' (Reshape): shape input 'shape' is not a "
+               "constant");
+}
+
+TEST_F(CliErrors, BadInitializerData) {
+  testing::OnnxProto m = linear();
+  m.model().mutable_graph()->mutable_initializer(0)->mutable_raw_data()->resize(7);
+  expect_error({"inspect", write("short.onnx", m)},
+               "autopar: error: short.onnx: initializer 'w': raw_data holds 7 bytes, f32[4,2] "
+               "needs 32");
+}
+
+TEST_F(CliErrors, ExternalDataOutsideTheModelFolder) {
+  testing::OnnxProto m = linear();
+  auto* w = m.model().mutable_graph()->mutable_initializer(0);
+  w->clear_raw_data();
+  w->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto* entry = w->add_external_data();
+  entry->set_key("location");
+  entry->set_value("/etc/passwd");
+  expect_error({"inspect", write("escape.onnx", m)},
+               "autopar: error: escape.onnx: initializer 'w': external data location "
+               "'/etc/passwd' must be a relative path inside the model's folder");
+}
+
+TEST_F(CliErrors, ExternalDataTooShort) {
+  testing::OnnxProto m = linear();
+  auto* w = m.model().mutable_graph()->mutable_initializer(0);
+  w->clear_raw_data();
+  w->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto* entry = w->add_external_data();
+  entry->set_key("location");
+  entry->set_value("w.bin");
+  write("w.bin", "0123456789");
+  expect_error({"inspect", write("ext.onnx", m)},
+               "autopar: error: ext.onnx: initializer 'w': external data 32 bytes at offset 0 of "
+               "'w.bin' (10 bytes) do not hold the 32 bytes it needs");
+}
+
+TEST_F(CliErrors, ZooUnknownModel) {
+  const testing::CommandResult r = run_autopar({"zoo", "gpt5"}, dir_);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err.rfind("autopar: error: unknown model 'gpt5' (valid: mlp, gpt, gpt-tiny, ", 0), 0u)
+      << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1);
+}
+
+TEST_F(CliErrors, ZooBadOption) {
+  expect_error({"zoo", "gpt", "--heads", "3"},
+               "autopar: error: --heads: 3 does not divide --hidden 64");
+  expect_error({"zoo", "gpt-tiny", "--no-weights", "--with-weights"},
+               "autopar: error: --no-weights and --with-weights contradict each other");
+}
+
+TEST_F(CliErrors, ZooUnwritableOutput) {
+  expect_error({"zoo", "gpt-tiny", "-o", "missing/dir/gpt.onnx"},
+               "autopar: error: missing/dir/gpt.onnx: cannot open for writing");
+}
+
+}  // namespace
+}  // namespace autopar
