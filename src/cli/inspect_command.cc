@@ -18,6 +18,7 @@ struct InspectFlags {
 };
 
 std::string type_text(const Value& v) {
+  if (v.dtype == DType::kUndefined || !v.shape.known) return "unknown type";
   std::vector<std::string> dims;
   for (size_t i = 0; i < v.shape.dims.size(); ++i) {
     std::string_view symbol = v.shape.symbol(i);

@@ -14,7 +14,9 @@ Status verify(const Graph& graph, const VerifyOptions& options) {
     const Value& v = graph.value(id);
     if (v.name.empty()) return error("value #{} has no name", id);
     if (!names.insert(v.name).second) return error("value name '{}' is used twice", v.name);
-    if (v.dtype == DType::kUndefined) return error("value '{}' has no dtype", v.name);
+    if (options.require_types && v.dtype == DType::kUndefined) {
+      return error("value '{}' has no dtype", v.name);
+    }
     if (options.require_static_shapes && !v.shape.is_static()) {
       return error("value '{}' has no static shape", v.name);
     }

@@ -53,11 +53,15 @@ StatusOr<DType> supported_dtype(int32_t code, std::string_view what) {
 
 // ---- tensor data ---------------------------------------------------------------
 
-// Reads `length` bytes at `offset` of an external data file; nullopt when the file is absent.
+// Whether load_tensor reads the data or only checks that it is well-formed.
+enum class DataMode : uint8_t { kRead, kCheck };
+
+// Reads `length` bytes at `offset` of an external data file; nullopt when the file is absent
+// (or, when only checking, after the checks).
 StatusOr<std::optional<std::vector<uint8_t>>> read_external(const onnx::TensorProto& t,
                                                             std::string_view model_dir,
                                                             int64_t expected_bytes,
-                                                            std::string_view what) {
+                                                            std::string_view what, DataMode mode) {
   std::string location;
   int64_t offset = 0;
   int64_t length = -1;
@@ -91,6 +95,7 @@ StatusOr<std::optional<std::vector<uint8_t>>> read_external(const onnx::TensorPr
         "bytes it needs",
         what, length, offset, location, file_size, expected_bytes);
   }
+  if (mode == DataMode::kCheck) return std::optional<std::vector<uint8_t>>();
   std::ifstream in(path, std::ios::binary);
   std::vector<uint8_t> bytes(static_cast<size_t>(length));
   in.seekg(offset);
@@ -100,20 +105,26 @@ StatusOr<std::optional<std::vector<uint8_t>>> read_external(const onnx::TensorPr
   return std::optional<std::vector<uint8_t>>(std::move(bytes));
 }
 
-template <typename Field, typename Store>
-Status fill_typed(Tensor& out, const Field& field, int64_t count, std::string_view what,
-                  std::string_view field_name, Store store) {
-  if (static_cast<int64_t>(field.size()) != count) {
-    return error("{}: {} holds {} values, its shape needs {}", what, field_name, field.size(),
-                 count);
+// The typed field an ONNX tensor of `dtype` keeps its values in, and how many it holds.
+std::pair<const char*, int64_t> typed_field(const onnx::TensorProto& t, DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return {"float_data", t.float_data_size()};
+    case DType::kFloat64:
+      return {"double_data", t.double_data_size()};
+    case DType::kInt64:
+      return {"int64_data", t.int64_data_size()};
+    case DType::kUInt32:
+    case DType::kUInt64:
+      return {"uint64_data", t.uint64_data_size()};
+    default:  // int8/16/32, uint8/16, bool, and float16/bfloat16 as bit patterns
+      return {"int32_data", t.int32_data_size()};
   }
-  for (int64_t i = 0; i < count; ++i) store(out, i, field.Get(static_cast<int>(i)));
-  return Status::ok();
 }
 
-// Tensor data from a TensorProto; null when the tensor is shape-only.
+// Tensor data from a TensorProto; null when the tensor is shape-only (or only checked).
 StatusOr<TensorPtr> load_tensor(const onnx::TensorProto& t, std::string_view model_dir,
-                                std::string_view what) {
+                                std::string_view what, DataMode mode = DataMode::kRead) {
   ASSIGN_OR_RETURN(DType dtype, supported_dtype(t.data_type(), what));
   std::vector<int64_t> dims(t.dims().begin(), t.dims().end());
   for (int64_t d : dims) {
@@ -125,7 +136,7 @@ StatusOr<TensorPtr> load_tensor(const onnx::TensorProto& t, std::string_view mod
   }
   const int64_t bytes = count * dtype_size(dtype);
   if (t.data_location() == onnx::TensorProto::EXTERNAL) {
-    ASSIGN_OR_RETURN(auto external, read_external(t, model_dir, bytes, what));
+    ASSIGN_OR_RETURN(auto external, read_external(t, model_dir, bytes, what, mode));
     if (!external) return TensorPtr();
     return std::make_shared<const Tensor>(dtype, dims, std::move(*external));
   }
@@ -134,48 +145,72 @@ StatusOr<TensorPtr> load_tensor(const onnx::TensorProto& t, std::string_view mod
       return error("{}: raw_data holds {} bytes, {}[{}] needs {}", what, t.raw_data().size(),
                    dtype_name(dtype), fmt::join(dims, ","), bytes);
     }
+    if (mode == DataMode::kCheck) return TensorPtr();
     std::vector<uint8_t> data(t.raw_data().begin(), t.raw_data().end());
     return std::make_shared<const Tensor>(dtype, dims, std::move(data));
   }
   const bool has_typed = t.float_data_size() || t.int32_data_size() || t.int64_data_size() ||
                          t.double_data_size() || t.uint64_data_size();
   if (!has_typed) {
-    if (count == 0) return std::make_shared<const Tensor>(dtype, dims);
+    if (count == 0 && mode == DataMode::kRead) return std::make_shared<const Tensor>(dtype, dims);
     return TensorPtr();
   }
+  const auto [field, size] = typed_field(t, dtype);
+  if (size != count) {
+    return error("{}: {} holds {} values, its shape needs {}", what, field, size, count);
+  }
+  if (mode == DataMode::kCheck) return TensorPtr();
   auto out = std::make_shared<Tensor>(dtype, dims);
-  auto as_double = [](Tensor& o, int64_t i, double v) { o.set_from_double(i, v); };
-  auto as_int = [](Tensor& o, int64_t i, int64_t v) { o.set_from_int(i, v); };
-  // float16 and bfloat16 travel as their bit patterns in int32_data.
-  auto as_bits = [](Tensor& o, int64_t i, int32_t v) {
-    const auto bits = static_cast<uint16_t>(v);
-    std::memcpy(o.mutable_bytes().data() + i * 2, &bits, 2);
-  };
-  switch (dtype) {
-    case DType::kFloat32:
-      RETURN_IF_ERROR(fill_typed(*out, t.float_data(), count, what, "float_data", as_double));
-      break;
-    case DType::kFloat64:
-      RETURN_IF_ERROR(fill_typed(*out, t.double_data(), count, what, "double_data", as_double));
-      break;
-    case DType::kInt64:
-      RETURN_IF_ERROR(fill_typed(*out, t.int64_data(), count, what, "int64_data", as_int));
-      break;
-    case DType::kUInt32:
-    case DType::kUInt64:
-      RETURN_IF_ERROR(fill_typed(
-          *out, t.uint64_data(), count, what, "uint64_data",
-          [](Tensor& o, int64_t i, uint64_t v) { o.set_from_int(i, static_cast<int64_t>(v)); }));
-      break;
-    case DType::kFloat16:
-    case DType::kBFloat16:
-      RETURN_IF_ERROR(fill_typed(*out, t.int32_data(), count, what, "int32_data", as_bits));
-      break;
-    default:
-      RETURN_IF_ERROR(fill_typed(*out, t.int32_data(), count, what, "int32_data", as_int));
-      break;
+  for (int64_t i = 0; i < count; ++i) {
+    const int k = static_cast<int>(i);
+    switch (dtype) {
+      case DType::kFloat32:
+        out->set_from_double(i, t.float_data(k));
+        break;
+      case DType::kFloat64:
+        out->set_from_double(i, t.double_data(k));
+        break;
+      case DType::kInt64:
+        out->set_from_int(i, t.int64_data(k));
+        break;
+      case DType::kUInt32:
+      case DType::kUInt64:
+        out->set_from_int(i, static_cast<int64_t>(t.uint64_data(k)));
+        break;
+      case DType::kFloat16:
+      case DType::kBFloat16: {
+        const auto bits = static_cast<uint16_t>(t.int32_data(k));
+        std::memcpy(out->mutable_bytes().data() + i * 2, &bits, 2);
+        break;
+      }
+      default:
+        out->set_from_int(i, t.int32_data(k));
+        break;
+    }
   }
   return TensorPtr(std::move(out));
+}
+
+// Every initializer and tensor attribute of the top-level graph is well-formed. Runs before
+// any ONNX routine other than the checker reads the model: they trust tensor sizes.
+Status check_tensors(const onnx::GraphProto& g, std::string_view model_dir,
+                     std::string_view source) {
+  for (const auto& t : g.initializer()) {
+    RETURN_IF_ERROR(load_tensor(t, model_dir, fmt::format("{}: initializer '{}'", source, t.name()),
+                                DataMode::kCheck)
+                        .status());
+  }
+  for (int i = 0; i < g.node_size(); ++i) {
+    const onnx::NodeProto& node = g.node(i);
+    for (const auto& a : node.attribute()) {
+      if (a.type() != onnx::AttributeProto::TENSOR) continue;
+      const std::string what = fmt::format(
+          "{}: node '{}' ({}): attribute '{}'", source,
+          node.name().empty() ? fmt::format("#{}", i) : node.name(), node.op_type(), a.name());
+      RETURN_IF_ERROR(load_tensor(a.t(), model_dir, what, DataMode::kCheck).status());
+    }
+  }
+  return Status::ok();
 }
 
 // ---- types and dims --------------------------------------------------------------
@@ -354,11 +389,64 @@ Status apply_node_metadata(Graph& graph, const nlohmann::json& nodes, std::strin
 
 // ---- building --------------------------------------------------------------------
 
+// SSA wiring of the top-level graph: every name used is defined once, before its use. ONNX's
+// checker lets some violations through that its own IR conversion then crashes on.
+Status check_wiring(const onnx::GraphProto& g, std::string_view source) {
+  std::unordered_set<std::string> defined;
+  for (const auto& info : g.input()) defined.insert(info.name());
+  for (const auto& t : g.initializer()) defined.insert(t.name());
+  for (int i = 0; i < g.node_size(); ++i) {
+    const onnx::NodeProto& node = g.node(i);
+    const std::string name = node.name().empty() ? fmt::format("#{}", i) : node.name();
+    for (const std::string& in : node.input()) {
+      if (!in.empty() && !defined.count(in)) {
+        return error("{}: node '{}' ({}): input '{}' is not defined before the node", source, name,
+                     node.op_type(), in);
+      }
+    }
+    for (const std::string& out : node.output()) {
+      if (!out.empty() && !defined.insert(out).second) {
+        return error("{}: node '{}' ({}): output '{}' is already defined", source, name,
+                     node.op_type(), out);
+      }
+    }
+  }
+  for (const auto& info : g.output()) {
+    if (!defined.count(info.name())) {
+      return error("{}: output '{}' is not produced by the graph", source, info.name());
+    }
+  }
+  return Status::ok();
+}
+
 int64_t default_opset(const onnx::ModelProto& model) {
   for (const auto& opset : model.opset_import()) {
     if (opset.domain().empty() || opset.domain() == "ai.onnx") return opset.version();
   }
   return 0;
+}
+
+// Before opset 7 a PRelu slope of shape [C] was per channel (dim 1); from 7 it broadcasts
+// numpy-style, so it must become [C, 1, ..., 1]. The version converter leaves it as it is.
+void fix_channel_slopes(onnx::ModelProto& upgraded, const onnx::ModelProto& typed) {
+  std::unordered_map<std::string, int> rank;
+  for (const auto* infos : {&typed.graph().input(), &typed.graph().value_info()}) {
+    for (const auto& info : *infos) {
+      if (info.type().has_tensor_type() && info.type().tensor_type().has_shape()) {
+        rank[info.name()] = info.type().tensor_type().shape().dim_size();
+      }
+    }
+  }
+  onnx::GraphProto& g = *upgraded.mutable_graph();
+  for (const auto& node : g.node()) {
+    if (node.op_type() != "PRelu" || node.input_size() != 2) continue;
+    auto x_rank = rank.find(node.input(0));
+    if (x_rank == rank.end() || x_rank->second < 3) continue;
+    for (auto& t : *g.mutable_initializer()) {
+      if (t.name() != node.input(1) || t.dims_size() != 1 || t.dims(0) == 1) continue;
+      for (int d = 2; d < x_rank->second; ++d) t.add_dims(1);
+    }
+  }
 }
 
 // Opsets 9 to 17 import as they are; older models are upgraded by ONNX's version converter.
@@ -380,6 +468,7 @@ StatusOr<onnx::ModelProto> upgrade_opset(const onnx::ModelProto& model, std::str
     }
     onnx::ModelProto upgraded =
         onnx::version_conversion::ConvertVersion(typed, static_cast<int>(kUpgradeOpset));
+    if (version < 7) fix_channel_slopes(upgraded, typed);
     if (default_opset(upgraded) == kUpgradeOpset) return upgraded;
   } catch (const std::exception& e) {
     std::string message = e.what();
@@ -447,8 +536,6 @@ struct Builder {
   std::string_view source;
   std::string_view model_dir;
   Graph graph;
-  std::unordered_map<std::string, std::pair<DType, Shape>> inferred;
-  std::unordered_set<std::string> non_tensor;  // sequence, map and optional values
 
   Status add_inputs_and_initializers(
       const std::set<std::string>& initializer_names,
@@ -515,16 +602,7 @@ struct Builder {
         if (graph.find_value(out)) return error("{}: output '{}' is already defined", where, out);
         Value v;
         v.name = out;
-        if (non_tensor.count(out)) {
-          return error("{}: output '{}' is not a tensor (autopar plans tensor graphs only)", where,
-                       out);
-        }
-        if (auto it = inferred.find(out); it != inferred.end()) {
-          v.dtype = it->second.first;
-          v.shape = it->second.second;
-        } else {
-          v.shape = Shape::unknown();
-        }
+        v.shape = Shape::unknown();
         node.outputs.push_back(graph.add_value(std::move(v)));
       }
       for (const auto& a : proto.attribute()) {
@@ -555,9 +633,72 @@ struct Builder {
   }
 };
 
-// Folds and infers every node in order. Nodes without an OpDef keep ONNX's types; nodes
-// reading values of unknown shape after them are skipped.
-StatusOr<int> resolve_shapes(Graph& graph, std::string_view source, int& unknown_values) {
+void set_onnx_type(onnx::ValueInfoProto& info, const Value& v) {
+  info.set_name(v.name);
+  auto* tensor = info.mutable_type()->mutable_tensor_type();
+  tensor->set_elem_type(dtype_to_onnx(v.dtype));
+  auto* shape = tensor->mutable_shape();
+  for (int64_t d : v.shape.dims) shape->add_dim()->set_dim_value(d);
+}
+
+// Output types of one node without an OpDef, from its ONNX schema's inference run on a model
+// holding just that node: its inputs typed as autopar resolved them, constants with their
+// data. Outputs it cannot type stay unknown.
+Status infer_with_onnx(Graph& graph, NodeId id, const onnx::ModelProto& model,
+                       const onnx::NodeProto& proto, std::string_view source) {
+  const Node& node = graph.node(id);
+  onnx::ModelProto single;
+  single.set_ir_version(model.ir_version());
+  *single.mutable_opset_import() = model.opset_import();
+  onnx::GraphProto& g = *single.mutable_graph();
+  g.set_name("node");
+  *g.add_node() = proto;
+  for (ValueId in : node.inputs) {
+    if (in == kNoId) continue;
+    const Value& v = graph.value(in);
+    if (v.kind == ValueKind::kConstant && v.data) {
+      onnx::TensorProto& t = *g.add_initializer();
+      t.set_name(v.name);
+      t.set_data_type(dtype_to_onnx(v.dtype));
+      for (int64_t d : v.shape.dims) t.add_dims(d);
+      t.set_raw_data(v.data->bytes().data(), v.data->bytes().size());
+    } else {
+      set_onnx_type(*g.add_input(), v);
+    }
+  }
+  for (ValueId out : node.outputs) {
+    if (out != kNoId) g.add_output()->set_name(graph.value(out).name);
+  }
+  try {
+    onnx::shape_inference::InferShapes(single, onnx::OpSchemaRegistry::Instance(),
+                                       onnx::ShapeInferenceOptions(false, 0, true));
+  } catch (const std::exception&) {
+    return Status::ok();  // no types; the outputs stay unknown
+  }
+  for (const auto& info : single.graph().output()) {
+    auto out = graph.find_value(info.name());
+    if (!out) continue;
+    const auto value_case = info.type().value_case();
+    if (value_case != onnx::TypeProto::kTensorType &&
+        value_case != onnx::TypeProto::VALUE_NOT_SET) {
+      return error(
+          "{}: node '{}' ({}): output '{}' is not a tensor (autopar plans tensor graphs "
+          "only)",
+          source, node.name, node.op_type, info.name());
+    }
+    auto [dtype, shape] = type_of(info);
+    Value& v = graph.mutable_value(*out);
+    v.dtype = dtype;
+    v.shape = std::move(shape);
+  }
+  return Status::ok();
+}
+
+// Folds and infers every node in order (graph nodes are still one to one with the proto's).
+// Nodes without an OpDef get ONNX's types; nodes reading values of unknown shape after them
+// are skipped, and those values are counted in `unknown_values`.
+StatusOr<int> resolve_shapes(Graph& graph, const onnx::ModelProto& model, std::string_view source,
+                             int& unknown_values) {
   const OpRegistry& registry = op_registry();
   std::vector<bool> unknown(graph.num_values(), false);
   int folded_count = 0;
@@ -571,16 +712,21 @@ StatusOr<int> resolve_shapes(Graph& graph, std::string_view source, int& unknown
     const Node& node = graph.node(id);
     bool reads_unknown = false;
     for (ValueId in : node.inputs) reads_unknown = reads_unknown || (in != kNoId && unknown[in]);
-    const bool supported = registry.find(node.domain, node.op_type) != nullptr;
-    if (supported && !reads_unknown) {
+    if (reads_unknown) {
+      for (ValueId out : node.outputs) {
+        if (out != kNoId) unknown[out] = true;
+      }
+      continue;
+    }
+    if (registry.find(node.domain, node.op_type)) {
       RETURN_IF_ERROR(infer_node(graph, id).with_context(source));
       continue;
     }
-    for (ValueId out : node.outputs) {
+    RETURN_IF_ERROR(infer_with_onnx(graph, id, model, model.graph().node(id), source));
+    for (ValueId out : graph.node(id).outputs) {
       if (out == kNoId) continue;
       const Value& v = graph.value(out);
-      const bool known = v.dtype != DType::kUndefined && v.shape.is_static();
-      if (!known || reads_unknown) unknown[out] = true;
+      if (v.dtype == DType::kUndefined || !v.shape.is_static()) unknown[out] = true;
     }
   }
   unknown_values = static_cast<int>(std::count(unknown.begin(), unknown.end(), true));
@@ -595,6 +741,8 @@ StatusOr<Graph> import_onnx(const onnx::ModelProto& given, const ImportOptions& 
   register_autopar_onnx_schemas();
   if (!given.has_graph()) return error("{}: not an ONNX model (it has no graph)", source);
   RETURN_IF_ERROR(check_onnx_model(given, source));
+  RETURN_IF_ERROR(check_wiring(given.graph(), source));
+  RETURN_IF_ERROR(check_tensors(given.graph(), model_dir, source));
   ASSIGN_OR_RETURN(const onnx::ModelProto original, upgrade_opset(given, source));
   RETURN_IF_ERROR(check_dim_options(original.graph(), options, source));
   ASSIGN_OR_RETURN(Metadata meta, read_metadata(original, source));
@@ -625,28 +773,7 @@ StatusOr<Graph> import_onnx(const onnx::ModelProto& given, const ImportOptions& 
   }
   RETURN_IF_ERROR(check_inputs_bound(g, initializer_names, source));
 
-  Builder builder{g, source, model_dir, Graph(), {}};
-  {
-    onnx::ModelProto inferred = model;
-    detach_initializers_without_inline_data(inferred);
-    try {
-      onnx::shape_inference::InferShapes(inferred, onnx::OpSchemaRegistry::Instance(),
-                                         onnx::ShapeInferenceOptions(false, 0, true));
-      for (const auto* infos : {&inferred.graph().value_info(), &inferred.graph().output()}) {
-        for (const auto& info : *infos) {
-          if (info.type().value_case() != onnx::TypeProto::kTensorType &&
-              info.type().value_case() != onnx::TypeProto::VALUE_NOT_SET) {
-            builder.non_tensor.insert(info.name());
-          }
-          builder.inferred[info.name()] = type_of(info);
-        }
-      }
-    } catch (const std::exception&) {
-      // ONNX's inference is a hint; autopar's own rules decide below.
-      builder.inferred.clear();
-    }
-  }
-
+  Builder builder{g, source, model_dir, Graph()};
   builder.graph.name = g.name().empty() ? "main" : g.name();
   builder.graph.opsets.clear();
   for (const auto& opset : model.opset_import()) {
@@ -659,7 +786,7 @@ StatusOr<Graph> import_onnx(const onnx::ModelProto& given, const ImportOptions& 
   classify_initializers(graph, meta);
 
   int unknown_values = 0;
-  ASSIGN_OR_RETURN(int folded, resolve_shapes(graph, source, unknown_values));
+  ASSIGN_OR_RETURN(int folded, resolve_shapes(graph, model, source, unknown_values));
   graph.remove_dead_nodes();
   for (ValueId out : graph.outputs()) {
     auto it = symbols.find(graph.value(out).name);
@@ -679,6 +806,7 @@ StatusOr<Graph> import_onnx(const onnx::ModelProto& given, const ImportOptions& 
 
   VerifyOptions verify_options;
   verify_options.require_static_shapes = unknown_values == 0;
+  verify_options.require_types = unknown_values == 0;
   verify_options.require_registered_ops = false;
   RETURN_IF_ERROR(verify(graph, verify_options).with_context(source));
   if (report) *report = ImportReport{folded, layer_source, unknown_values};

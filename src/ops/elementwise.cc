@@ -1,6 +1,7 @@
 // Elementwise ops: broadcast arithmetic and comparison, unary math and activations, Clip,
 // Where, Identity, Cast and Dropout.
 #include <algorithm>
+#include <limits>
 
 #include "families.h"
 
@@ -24,6 +25,40 @@ Status infer_binary(InferenceContext& ctx) {
   if (!shape) return broadcast_error(ctx, 0, 1);
   return set_output_checked(ctx, 0, ctx.node().op_type == "Equal" ? DType::kBool : a,
                             std::move(*shape));
+}
+
+// Max, Min, Sum, Mean: any number of inputs of one type, broadcast together.
+Status infer_variadic(InferenceContext& ctx) {
+  RETURN_IF_ERROR(check_arity(ctx, 1, std::numeric_limits<size_t>::max(), 1, 1));
+  std::vector<int64_t> dims = ctx.input_dims(0);
+  for (size_t i = 1; i < ctx.num_inputs(); ++i) {
+    if (!ctx.has_input(i)) return ctx.fail("input {} is missing", i);
+    if (ctx.input_dtype(i) != ctx.input_dtype(0)) {
+      return ctx.fail("input types {} and {} differ", dtype_name(ctx.input_dtype(0)),
+                      dtype_name(ctx.input_dtype(i)));
+    }
+    auto joined = broadcast_shapes(dims, ctx.input_dims(i));
+    if (!joined) {
+      return ctx.fail("{} does not broadcast with {}", input_text(ctx, i),
+                      dims_text(ctx.input_dtype(0), dims));
+    }
+    dims = std::move(*joined);
+  }
+  return set_output_checked(ctx, 0, ctx.input_dtype(0), std::move(dims));
+}
+
+// PRelu's slope broadcasts to X (unidirectionally); the output has X's shape.
+Status infer_prelu(InferenceContext& ctx) {
+  RETURN_IF_ERROR(check_arity(ctx, 2, 2, 1, 1));
+  if (ctx.input_dtype(0) != ctx.input_dtype(1)) {
+    return ctx.fail("input types {} and {} differ", dtype_name(ctx.input_dtype(0)),
+                    dtype_name(ctx.input_dtype(1)));
+  }
+  auto joined = broadcast_shapes(ctx.input_dims(0), ctx.input_dims(1));
+  if (!joined || *joined != ctx.input_dims(0)) {
+    return ctx.fail("slope {} does not broadcast to X {}", input_text(ctx, 1), input_text(ctx, 0));
+  }
+  return set_output_checked(ctx, 0, ctx.input_dtype(0), ctx.input_dims(0));
 }
 
 Status infer_unary(InferenceContext& ctx) {
@@ -130,6 +165,12 @@ double dropout_flops(const Graph& g, const Node& n) {
 
 double one_per_output(const Graph& g, const Node& n) { return output_elements(g, n); }
 
+// n inputs combine with n - 1 operations per output element (Mean adds one divide).
+double variadic_flops(const Graph& g, const Node& n) {
+  const double extra = n.op_type == "Mean" ? 1.0 : 0.0;
+  return output_elements(g, n) * (static_cast<double>(n.inputs.size()) - 1.0 + extra);
+}
+
 void add_elementwise(OpRegistry& registry, const char* op, ShapeFn infer, const char* doc,
                      std::vector<int> config_inputs = {}) {
   registry.add(make_op(op, std::move(infer), one_per_output, doc, std::move(config_inputs)));
@@ -142,8 +183,8 @@ void register_elementwise_ops(OpRegistry& registry) {
     add_elementwise(registry, op, infer_binary, "1 per output element (numpy broadcast)");
   }
   add_elementwise(registry, "Equal", infer_binary, "1 compare per output element");
-  for (const char* op :
-       {"Sqrt", "Reciprocal", "Neg", "Exp", "Log", "Erf", "Tanh", "Relu", "Sigmoid", "HardSwish"}) {
+  for (const char* op : {"Sqrt", "Reciprocal", "Neg", "Exp", "Log", "Erf", "Tanh", "Relu",
+                         "Sigmoid", "HardSwish", "Abs", "Softplus", "Softsign"}) {
     add_elementwise(registry, op, infer_unary,
                     "1 per element (a transcendental or piecewise function counts 1)");
   }
@@ -151,6 +192,15 @@ void register_elementwise_ops(OpRegistry& registry) {
                   "1 per element (a piecewise function counts 1)");
   add_elementwise(registry, "HardSigmoid", unary_with_floats({"alpha", "beta"}),
                   "1 per element (a piecewise function counts 1)");
+  add_elementwise(registry, "Elu", unary_with_floats({"alpha"}),
+                  "1 per element (a piecewise function counts 1)");
+  add_elementwise(registry, "Selu", unary_with_floats({"alpha", "gamma"}),
+                  "1 per element (a piecewise function counts 1)");
+  add_elementwise(registry, "PRelu", infer_prelu, "1 per element (a piecewise function counts 1)");
+  for (const char* op : {"Max", "Min", "Sum", "Mean"}) {
+    registry.add(make_op(op, infer_variadic, variadic_flops,
+                         "n - 1 per output element for n inputs (Mean: n)"));
+  }
   add_elementwise(registry, "Clip", infer_clip, "1 per element (the clamp counts 1)", {1, 2});
   add_elementwise(registry, "Where", infer_where, "1 select per output element", {0});
   registry.add(make_op("Identity", infer_unary, zero_flops, "0 (a copy)"));

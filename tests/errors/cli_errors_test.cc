@@ -91,15 +91,15 @@ TEST_F(CliErrors, CheckerFailure) {
 TEST_F(CliErrors, UnsupportedOpWhenPlanning) {
   testing::OnnxProto m;
   m.input("x", onnx::TensorProto::FLOAT, {"batch", 4});
-  m.node("Softplus", "act", {"x"}, {}, {"y"});
+  m.node("Celu", "act", {"x"}, {}, {"y"});
   m.output("y", onnx::TensorProto::FLOAT, {"batch", 4});
-  write("softplus.onnx", m);
+  write("celu.onnx", m);
   // Inspecting reports it; planning (--strict) refuses it.
-  const testing::CommandResult r = run_autopar({"inspect", "softplus.onnx"}, dir_);
+  const testing::CommandResult r = run_autopar({"inspect", "celu.onnx"}, dir_);
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("unsupported  Softplus"), std::string::npos) << r.out;
-  expect_error({"inspect", "softplus.onnx", "--strict"},
-               "autopar: error: softplus.onnx: node 'act' (Softplus): unsupported op type");
+  EXPECT_NE(r.out.find("unsupported  Celu"), std::string::npos) << r.out;
+  expect_error({"inspect", "celu.onnx", "--strict"},
+               "autopar: error: celu.onnx: node 'act' (Celu): unsupported op type");
 }
 
 TEST_F(CliErrors, UnboundDim) {

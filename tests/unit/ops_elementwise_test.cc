@@ -139,3 +139,31 @@ TEST(OpsElementwise, DropoutCountsOnlyInTrainingMode) {
 
 }  // namespace
 }  // namespace autopar
+
+namespace autopar {
+namespace {
+
+using ops_test::OpCase;
+
+TEST(OpsElementwise, VariadicOpsBroadcastAllInputs) {
+  OpCase max("Max");
+  max.in({2, 1, 4}).in({3, 1}).in({4});
+  EXPECT_EQ(max.infer(), "f32[2,3,4]");
+  EXPECT_DOUBLE_EQ(max.flops(), 2.0 * 24);
+  OpCase mean("Mean");
+  mean.in({5}).in({5});
+  EXPECT_EQ(mean.infer(), "f32[5]");
+  EXPECT_DOUBLE_EQ(mean.flops(), 2.0 * 5);
+  EXPECT_EQ(OpCase("Sum").in({2}).in({3}).infer(),
+            "error: node 'n' (Sum): input 'in1' f32[3] does not broadcast with f32[2]");
+}
+
+TEST(OpsElementwise, PReluSlopeBroadcastsToX) {
+  EXPECT_EQ(OpCase("PRelu").in({2, 3, 4, 4}).in({3, 1, 1}).infer(), "f32[2,3,4,4]");
+  EXPECT_EQ(OpCase("PRelu").in({3}).in({2, 3}).infer(),
+            "error: node 'n' (PRelu): slope input 'in1' f32[2,3] does not broadcast to X input "
+            "'in0' f32[3]");
+}
+
+}  // namespace
+}  // namespace autopar

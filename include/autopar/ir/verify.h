@@ -8,6 +8,8 @@ namespace autopar {
 
 struct VerifyOptions {
   bool require_static_shapes = true;
+  // Every value has a dtype. Off only for imported graphs with values after unsupported ops.
+  bool require_types = true;
   bool require_registered_ops = true;
 };
 
