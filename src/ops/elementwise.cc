@@ -8,6 +8,11 @@
 namespace autopar {
 namespace {
 
+bool is_comparison(std::string_view op) {
+  return op == "Equal" || op == "Less" || op == "Greater" || op == "LessOrEqual" ||
+         op == "GreaterOrEqual";
+}
+
 Status broadcast_error(const InferenceContext& ctx, size_t a, size_t b) {
   return ctx.fail("inputs {} and {} do not broadcast",
                   dims_text(ctx.input_dtype(a), ctx.input_dims(a)),
@@ -23,8 +28,25 @@ Status infer_binary(InferenceContext& ctx) {
   }
   auto shape = broadcast_shapes(ctx.input_dims(0), ctx.input_dims(1));
   if (!shape) return broadcast_error(ctx, 0, 1);
-  return set_output_checked(ctx, 0, ctx.node().op_type == "Equal" ? DType::kBool : a,
+  return set_output_checked(ctx, 0, is_comparison(ctx.node().op_type) ? DType::kBool : a,
                             std::move(*shape));
+}
+
+// And, Or: bool operands, broadcast.
+Status infer_logical(InferenceContext& ctx) {
+  RETURN_IF_ERROR(check_arity(ctx, 2, 2, 1, 1));
+  for (size_t i = 0; i < 2; ++i) {
+    if (ctx.input_dtype(i) != DType::kBool) return ctx.fail("{} must be bool", input_text(ctx, i));
+  }
+  auto shape = broadcast_shapes(ctx.input_dims(0), ctx.input_dims(1));
+  if (!shape) return broadcast_error(ctx, 0, 1);
+  return set_output_checked(ctx, 0, DType::kBool, std::move(*shape));
+}
+
+Status infer_not(InferenceContext& ctx) {
+  RETURN_IF_ERROR(check_arity(ctx, 1, 1, 1, 1));
+  if (ctx.input_dtype(0) != DType::kBool) return ctx.fail("{} must be bool", input_text(ctx, 0));
+  return set_output_checked(ctx, 0, DType::kBool, ctx.input_dims(0));
 }
 
 // Max, Min, Sum, Mean: any number of inputs of one type, broadcast together.
@@ -182,9 +204,14 @@ void register_elementwise_ops(OpRegistry& registry) {
   for (const char* op : {"Add", "Sub", "Mul", "Div", "Pow"}) {
     add_elementwise(registry, op, infer_binary, "1 per output element (numpy broadcast)");
   }
-  add_elementwise(registry, "Equal", infer_binary, "1 compare per output element");
+  for (const char* op : {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"}) {
+    add_elementwise(registry, op, infer_binary, "1 compare per output element");
+  }
+  add_elementwise(registry, "And", infer_logical, "1 per output element");
+  add_elementwise(registry, "Or", infer_logical, "1 per output element");
+  add_elementwise(registry, "Not", infer_not, "1 per element");
   for (const char* op : {"Sqrt", "Reciprocal", "Neg", "Exp", "Log", "Erf", "Tanh", "Relu",
-                         "Sigmoid", "HardSwish", "Abs", "Softplus", "Softsign"}) {
+                         "Sigmoid", "HardSwish", "Abs", "Softplus", "Softsign", "Sign"}) {
     add_elementwise(registry, op, infer_unary,
                     "1 per element (a transcendental or piecewise function counts 1)");
   }

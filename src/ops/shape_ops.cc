@@ -269,6 +269,92 @@ Status infer_gather(InferenceContext& ctx) {
   return set_output_checked(ctx, 0, ctx.input_dtype(0), std::move(out));
 }
 
+Status read_reduction(const InferenceContext& ctx) {
+  std::string reduction = "none";
+  RETURN_IF_ERROR(read_string(ctx, "reduction", reduction));
+  if (reduction != "none" && reduction != "add" && reduction != "mul" && reduction != "max" &&
+      reduction != "min") {
+    return ctx.fail("reduction '{}' is not none, add, mul, max or min", reduction);
+  }
+  return Status::ok();
+}
+
+Status check_index_type(const InferenceContext& ctx, size_t i) {
+  if (ctx.input_dtype(i) != DType::kInt32 && ctx.input_dtype(i) != DType::kInt64) {
+    return ctx.fail("indices {} must be i32 or i64", input_text(ctx, i));
+  }
+  return Status::ok();
+}
+
+// ScatterElements: updates[i..] goes to data[..indices[i..] on axis..]; output has data's shape.
+Status infer_scatter_elements(InferenceContext& ctx) {
+  RETURN_IF_ERROR(check_arity(ctx, 3, 3, 1, 1));
+  RETURN_IF_ERROR(read_reduction(ctx));
+  RETURN_IF_ERROR(check_index_type(ctx, 1));
+  const int64_t rank = ctx.input_rank(0);
+  int64_t axis = 0;
+  RETURN_IF_ERROR(read_int(ctx, "axis", axis));
+  if (rank == 0) return ctx.fail("cannot scatter into scalar {}", input_text(ctx, 0));
+  RETURN_IF_ERROR(normalize_axis(ctx, "axis", rank, axis));
+  if (ctx.input_dims(1) != ctx.input_dims(2)) {
+    return ctx.fail("indices {} and updates {} differ in shape", input_text(ctx, 1),
+                    input_text(ctx, 2));
+  }
+  if (ctx.input_rank(1) != rank) {
+    return ctx.fail("indices {} must have the rank of data {}", input_text(ctx, 1),
+                    input_text(ctx, 0));
+  }
+  if (ctx.input_dtype(2) != ctx.input_dtype(0)) {
+    return ctx.fail("updates {} must have the type of data", input_text(ctx, 2));
+  }
+  return set_output_checked(ctx, 0, ctx.input_dtype(0), ctx.input_dims(0));
+}
+
+// ScatterND: indices [..., k] address data's first k dims; updates are indices.shape[:-1]
+// followed by data.shape[k:].
+Status infer_scatter_nd(InferenceContext& ctx) {
+  RETURN_IF_ERROR(check_arity(ctx, 3, 3, 1, 1));
+  RETURN_IF_ERROR(read_reduction(ctx));
+  RETURN_IF_ERROR(check_index_type(ctx, 1));
+  const auto& data = ctx.input_dims(0);
+  const auto& indices = ctx.input_dims(1);
+  if (indices.empty()) return ctx.fail("indices {} must have rank 1 or more", input_text(ctx, 1));
+  const int64_t k = indices.back();
+  if (k < 1 || k > static_cast<int64_t>(data.size())) {
+    return ctx.fail("indices {} address {} dims of data {}", input_text(ctx, 1), k,
+                    input_text(ctx, 0));
+  }
+  std::vector<int64_t> expected(indices.begin(), indices.end() - 1);
+  expected.insert(expected.end(), data.begin() + k, data.end());
+  if (ctx.input_dims(2) != expected) {
+    return ctx.fail("updates {} must be {}", input_text(ctx, 2),
+                    dims_text(ctx.input_dtype(0), expected));
+  }
+  if (ctx.input_dtype(2) != ctx.input_dtype(0)) {
+    return ctx.fail("updates {} must have the type of data", input_text(ctx, 2));
+  }
+  return set_output_checked(ctx, 0, ctx.input_dtype(0), data);
+}
+
+Status infer_constant_of_shape(InferenceContext& ctx) {
+  RETURN_IF_ERROR(check_arity(ctx, 1, 1, 1, 1));
+  std::optional<std::vector<int64_t>> shape;
+  RETURN_IF_ERROR(read_const_ints(ctx, 0, "shape", shape));
+  DType dtype = DType::kFloat32;
+  if (const Attribute* value = ctx.node().attr("value")) {
+    if (value->kind() != Attribute::Kind::kTensor || !value->tensor() ||
+        value->tensor()->num_elements() != 1) {
+      return ctx.fail("attribute 'value' must be a one-element tensor");
+    }
+    dtype = value->tensor()->dtype();
+  }
+  return set_output_checked(ctx, 0, dtype, *shape);
+}
+
+double scatter_flops(const Graph& g, const Node& n) {
+  return n.attr_string("reduction", "none") == "none" ? 0.0 : input_elements(g, n, 2);
+}
+
 // Axes of Squeeze and Unsqueeze: an attribute before opset 13, a constant input from 13.
 Status read_squeeze_axes(const InferenceContext& ctx, std::optional<std::vector<int64_t>>& axes) {
   if (ctx.opset() >= 13) return read_const_ints(ctx, 1, "axes", axes);
@@ -554,6 +640,11 @@ void register_shape_ops(OpRegistry& registry) {
   add_data_op(registry, "Tile", infer_tile, {1});
   add_data_op(registry, "Pad", infer_pad, {1, 2, 3});
   add_data_op(registry, "Constant", infer_constant);
+  add_data_op(registry, "ConstantOfShape", infer_constant_of_shape, {0});
+  registry.add(make_op("ScatterElements", infer_scatter_elements, scatter_flops,
+                       "0, or 1 per update element with a reduction", {1}));
+  registry.add(make_op("ScatterND", infer_scatter_nd, scatter_flops,
+                       "0, or 1 per update element with a reduction", {1}));
   registry.add(make_op("Resize", infer_resize, resize_flops,
                        "nearest 0; linear / cubic 2 per tap per output element (2^k / 4^k "
                        "taps over the k resized axes)",

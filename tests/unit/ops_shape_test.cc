@@ -277,3 +277,42 @@ TEST(OpsConstant, OutputTakesTheValueAttribute) {
 
 }  // namespace
 }  // namespace autopar
+
+namespace autopar {
+namespace {
+
+using ops_test::OpCase;
+
+TEST(OpsShape, ScatterOpsKeepTheDataShape) {
+  EXPECT_EQ(OpCase("ScatterElements")
+                .in({3, 4})
+                .in(DType::kInt64, {2, 4})
+                .in({2, 4})
+                .attr("reduction", "add")
+                .infer(),
+            "f32[3,4]");
+  EXPECT_EQ(
+      OpCase("ScatterElements").in({3, 4}).in(DType::kInt64, {2, 4}).in({2, 3}).infer(),
+      "error: node 'n' (ScatterElements): indices input 'in1' i64[2,4] and updates input 'in2' "
+      "f32[2,3] differ in shape");
+  EXPECT_EQ(OpCase("ScatterND")
+                .in({100, 8})
+                .in(DType::kInt64, {2, 5, 1})
+                .in({2, 5, 8})
+                .attr("reduction", "add")
+                .infer(),
+            "f32[100,8]");
+  EXPECT_EQ(OpCase("ScatterND").in({100, 8}).in(DType::kInt64, {2, 5, 1}).in({2, 8}).infer(),
+            "error: node 'n' (ScatterND): updates input 'in2' f32[2,8] must be f32[2,5,8]");
+  EXPECT_EQ(OpCase("ConstantOfShape").constant(Tensor::vector_int64({2, 3})).infer(), "f32[2,3]");
+}
+
+TEST(OpsElementwiseLogic, ComparisonsGiveBool) {
+  EXPECT_EQ(OpCase("Greater").in({2, 3}).in({3}).infer(), "bool[2,3]");
+  EXPECT_EQ(OpCase("And").in(DType::kBool, {2, 1}).in(DType::kBool, {3}).infer(), "bool[2,3]");
+  EXPECT_EQ(OpCase("Not").in({2}).infer(),
+            "error: node 'n' (Not): input 'in0' f32[2] must be bool");
+}
+
+}  // namespace
+}  // namespace autopar

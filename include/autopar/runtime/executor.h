@@ -1,0 +1,68 @@
+// Executor: interprets one graph on the CPU, freeing each buffer after its last use.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "autopar/ir/graph.h"
+#include "autopar/runtime/kernel.h"
+#include "autopar/support/status.h"
+
+namespace autopar::runtime {
+
+struct ExecutorOptions {
+  // Threads for the kernels' parallel loops; 0 = every core. Results are deterministic for a
+  // given count.
+  int num_threads = 0;
+  // Measure each node's time into RunStats::node_seconds.
+  bool profile = false;
+};
+
+struct RunStats {
+  // Most bytes held at once by values that are neither initializers nor graph inputs.
+  int64_t peak_activation_bytes = 0;
+  int64_t initializer_bytes = 0;
+  double seconds = 0;
+  std::vector<double> node_seconds;  // per node, when profiling
+};
+
+// One value fed to a run: a graph input, or an initializer to override (a training step
+// feeds back updated parameters).
+using Feed = std::pair<ValueId, std::shared_ptr<const Tensor>>;
+
+class Executor {
+ public:
+  // Checks the graph (static shapes, an OpDef and a kernel per node) and plans buffer
+  // lifetimes. The graph is copied in.
+  static StatusOr<Executor> create(Graph graph, const ExecutorOptions& options = {});
+
+  // Runs the graph. Every graph input must be fed; initializers without data must be fed.
+  // Returns the graph outputs in order. A feed whose dtype or shape differs from the
+  // graph's is an error naming it.
+  StatusOr<std::vector<TensorPtr>> run(const std::vector<Feed>& feeds,
+                                       RunStats* stats = nullptr) const;
+  // The same with graph inputs given in order.
+  StatusOr<std::vector<TensorPtr>> run_inputs(const std::vector<TensorPtr>& inputs,
+                                              RunStats* stats = nullptr) const;
+
+  const Graph& graph() const { return *graph_; }
+  int num_threads() const { return num_threads_; }
+
+ private:
+  Executor() = default;
+
+  std::shared_ptr<const Graph> graph_;
+  std::vector<const Kernel*> kernels_;         // per node
+  std::vector<std::vector<ValueId>> release_;  // per node: values dead after it runs
+  int num_threads_ = 1;
+  bool profile_ = false;
+};
+
+// Checks a fed tensor against a value's static type: "input 'x': expected f32[2,4], got
+// f32[3,4]".
+Status check_feed(const Value& value, const Tensor& tensor);
+
+}  // namespace autopar::runtime

@@ -1,0 +1,98 @@
+// Kernel: how the CPU executor runs one op type, and the registry that holds them.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "autopar/ir/graph.h"
+#include "autopar/support/status.h"
+
+namespace autopar::runtime {
+
+// What a kernel sees of one node run: the node, its input tensors (present or omitted), and
+// its outputs' static types from the graph. Kernels allocate outputs with allocate_output().
+class KernelContext {
+ public:
+  KernelContext(const Graph& graph, const Node& node, std::vector<const Tensor*> inputs,
+                int num_threads)
+      : graph_(graph), node_(node), inputs_(std::move(inputs)), num_threads_(num_threads) {
+    outputs_.resize(node.outputs.size());
+  }
+
+  const Graph& graph() const { return graph_; }
+  const Node& node() const { return node_; }
+  int64_t opset() const { return graph_.opset(node_.domain); }
+  int num_threads() const { return num_threads_; }
+
+  size_t num_inputs() const { return inputs_.size(); }
+  bool has_input(size_t i) const { return i < inputs_.size() && inputs_[i] != nullptr; }
+  const Tensor& input(size_t i) const {
+    assert(has_input(i));
+    return *inputs_[i];
+  }
+
+  size_t num_outputs() const { return node_.outputs.size(); }
+  bool has_output(size_t i) const { return node_.output(i) != kNoId; }
+  // The graph's static type of output i: what the kernel must produce.
+  const Value& output_value(size_t i) const { return graph_.value(node_.outputs.at(i)); }
+  const std::vector<int64_t>& output_dims(size_t i) const { return output_value(i).shape.dims; }
+  DType output_dtype(size_t i) const { return output_value(i).dtype; }
+
+  // Allocates output i (zero-filled) with its static dtype and dims and returns it.
+  Tensor& allocate_output(size_t i) {
+    assert(has_output(i));
+    outputs_.at(i) = std::make_shared<Tensor>(output_dtype(i), output_dims(i));
+    return *outputs_[i];
+  }
+  // Sets output i to a tensor the kernel built; its dtype and dims must be the static ones.
+  void set_output(size_t i, Tensor t) {
+    assert(has_output(i) && t.dtype() == output_dtype(i) && t.dims() == output_dims(i));
+    outputs_.at(i) = std::make_shared<Tensor>(std::move(t));
+  }
+  std::vector<std::shared_ptr<Tensor>>& outputs() { return outputs_; }
+
+  // "node 'name' (OpType): message": a run-time error caused by the data (an index out of
+  // range, a shape input that does not match).
+  template <typename... Args>
+  Status fail(fmt::format_string<Args...> format, Args&&... args) const {
+    return Status::error(fmt::format("node '{}' ({}): {}", node_.name, node_.op_type,
+                                     fmt::format(format, std::forward<Args>(args)...)));
+  }
+
+ private:
+  const Graph& graph_;
+  const Node& node_;
+  std::vector<const Tensor*> inputs_;
+  std::vector<std::shared_ptr<Tensor>> outputs_;
+  int num_threads_;
+};
+
+// Runs one node. Shapes are static and already checked by the op's shape rule, so a kernel
+// asserts what the rule guarantees and returns a Status only for data-dependent failures or
+// a dtype or attribute form it does not implement.
+using Kernel = std::function<Status(KernelContext&)>;
+
+class KernelRegistry {
+ public:
+  // Registering the same (domain, op_type) twice is a programming error.
+  void add(std::string_view domain, std::string_view op_type, Kernel kernel);
+  const Kernel* find(std::string_view domain, std::string_view op_type) const;
+  size_t size() const { return kernels_.size(); }
+  std::vector<std::pair<std::string, std::string>> keys() const;
+
+ private:
+  std::map<std::pair<std::string, std::string>, Kernel> kernels_;
+};
+
+// Fills a registry with every CPU kernel; the one explicit list lives in
+// src/runtime/kernels/register_all_kernels.cc.
+void register_all_kernels(KernelRegistry& registry);
+
+// The process-wide registry, filled on first use.
+const KernelRegistry& kernel_registry();
+
+}  // namespace autopar::runtime

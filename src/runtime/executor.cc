@@ -1,0 +1,156 @@
+// The CPU executor: kernel lookup, buffer lifetimes, feeds, and the run loop.
+#include "autopar/runtime/executor.h"
+
+#include <chrono>
+#include <thread>
+
+#include <tbb/task_arena.h>
+
+#include "autopar/ir/verify.h"
+#include "autopar/ops/op_def.h"
+
+namespace autopar::runtime {
+namespace {
+
+std::string type_text(DType dtype, const std::vector<int64_t>& dims) {
+  return fmt::format("{}[{}]", dtype_name(dtype), fmt::join(dims, ","));
+}
+
+}  // namespace
+
+Status check_feed(const Value& value, const Tensor& tensor) {
+  if (tensor.dtype() != value.dtype || tensor.dims() != value.shape.dims) {
+    return error("{} '{}': expected {}, got {}",
+                 value.kind == ValueKind::kInput ? "input" : "value", value.name,
+                 type_text(value.dtype, value.shape.dims),
+                 type_text(tensor.dtype(), tensor.dims()));
+  }
+  return Status::ok();
+}
+
+StatusOr<Executor> Executor::create(Graph graph, const ExecutorOptions& options) {
+  RETURN_IF_ERROR(verify(graph));
+  Executor e;
+  const KernelRegistry& registry = kernel_registry();
+  for (const Node& node : graph.nodes()) {
+    const Kernel* kernel = registry.find(node.domain, node.op_type);
+    if (!kernel) {
+      return error("node '{}' ({}): the CPU runtime has no kernel for this op", node.name,
+                   node.op_type);
+    }
+    e.kernels_.push_back(kernel);
+  }
+  // A value dies after its last consumer; graph outputs live to the end. Values nobody reads
+  // (unused side outputs) die right after their producer.
+  std::vector<NodeId> last_use(graph.num_values(), kNoId);
+  for (ValueId id = 0; id < graph.num_values(); ++id) {
+    const Value& v = graph.value(id);
+    if (v.kind != ValueKind::kIntermediate || graph.is_output(id)) continue;
+    NodeId last = v.producer;
+    for (NodeId consumer : v.consumers) last = std::max(last, consumer);
+    last_use[id] = last;
+  }
+  e.release_.resize(graph.num_nodes());
+  for (ValueId id = 0; id < graph.num_values(); ++id) {
+    if (last_use[id] != kNoId) e.release_[last_use[id]].push_back(id);
+  }
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  e.num_threads_ = options.num_threads > 0 ? options.num_threads : cores;
+  e.profile_ = options.profile;
+  e.graph_ = std::make_shared<const Graph>(std::move(graph));
+  return e;
+}
+
+StatusOr<std::vector<TensorPtr>> Executor::run(const std::vector<Feed>& feeds,
+                                               RunStats* stats) const {
+  const Graph& g = *graph_;
+  std::vector<TensorPtr> slots(g.num_values());
+  int64_t initializer_bytes = 0;
+  for (ValueId id = 0; id < g.num_values(); ++id) {
+    const Value& v = g.value(id);
+    if (v.is_initializer()) slots[id] = v.data;
+  }
+  for (const auto& [id, tensor] : feeds) {
+    assert(id >= 0 && id < g.num_values());
+    const Value& v = g.value(id);
+    if (v.kind == ValueKind::kIntermediate) {
+      return error("value '{}' is computed by the graph and cannot be fed", v.name);
+    }
+    if (!tensor) return error("input '{}' is fed no tensor", v.name);
+    RETURN_IF_ERROR(check_feed(v, *tensor));
+    slots[id] = tensor;
+  }
+  for (ValueId id = 0; id < g.num_values(); ++id) {
+    const Value& v = g.value(id);
+    if (v.kind == ValueKind::kIntermediate) continue;
+    if (!slots[id]) {
+      return error("{} '{}' has no data: feed it",
+                   v.kind == ValueKind::kInput ? "input" : "initializer", v.name);
+    }
+    if (v.is_initializer()) initializer_bytes += slots[id]->num_bytes();
+  }
+
+  std::vector<double> node_seconds(profile_ ? g.num_nodes() : 0, 0.0);
+  int64_t live = 0, peak = 0;
+  Status status;
+  const auto start = std::chrono::steady_clock::now();
+  tbb::task_arena arena(num_threads_);
+  arena.execute([&] {
+    for (NodeId id = 0; id < g.num_nodes(); ++id) {
+      const Node& node = g.node(id);
+      std::vector<const Tensor*> inputs;
+      inputs.reserve(node.inputs.size());
+      for (ValueId in : node.inputs) inputs.push_back(in == kNoId ? nullptr : slots[in].get());
+      KernelContext ctx(g, node, std::move(inputs), num_threads_);
+      const auto node_start = std::chrono::steady_clock::now();
+      status = (*kernels_[id])(ctx);
+      if (!status.is_ok()) return;
+      if (profile_) {
+        node_seconds[id] =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - node_start).count();
+      }
+      for (size_t i = 0; i < node.outputs.size(); ++i) {
+        const ValueId out = node.outputs[i];
+        if (out == kNoId) continue;
+        auto& produced = ctx.outputs()[i];
+        if (!produced) {
+          status = ctx.fail("kernel produced no output {}", i);
+          return;
+        }
+        assert(produced->dtype() == g.value(out).dtype &&
+               produced->dims() == g.value(out).shape.dims);
+        live += produced->num_bytes();
+        slots[out] = std::move(produced);
+      }
+      peak = std::max(peak, live);
+      for (ValueId dead : release_[id]) {
+        live -= slots[dead]->num_bytes();
+        slots[dead].reset();
+      }
+    }
+  });
+  RETURN_IF_ERROR(status);
+  if (stats) {
+    stats->peak_activation_bytes = peak;
+    stats->initializer_bytes = initializer_bytes;
+    stats->seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    stats->node_seconds = std::move(node_seconds);
+  }
+  std::vector<TensorPtr> outputs;
+  for (ValueId out : g.outputs()) outputs.push_back(slots[out]);
+  return outputs;
+}
+
+StatusOr<std::vector<TensorPtr>> Executor::run_inputs(const std::vector<TensorPtr>& inputs,
+                                                      RunStats* stats) const {
+  const Graph& g = *graph_;
+  if (inputs.size() != g.inputs().size()) {
+    return error("the graph has {} inputs, {} given", g.inputs().size(), inputs.size());
+  }
+  std::vector<Feed> feeds;
+  for (size_t i = 0; i < inputs.size(); ++i) feeds.emplace_back(g.inputs()[i], inputs[i]);
+  return run(feeds, stats);
+}
+
+}  // namespace autopar::runtime

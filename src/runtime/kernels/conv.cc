@@ -1,0 +1,8 @@
+// conv kernels.
+#include "kernel_util.h"
+
+namespace autopar::runtime {
+
+void register_conv_kernels(KernelRegistry& registry) {}
+
+}  // namespace autopar::runtime
