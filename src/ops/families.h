@@ -23,6 +23,8 @@ void register_comm_ops(OpRegistry& registry);
 // An ai.onnx OpDef with default byte counts (every input and output once).
 OpDef make_op(std::string op_type, ShapeFn infer, CountFn flops, std::string flops_doc,
               std::vector<int> config_inputs = {});
+// The same OpDef with `inputs` marked as read by the shape rule.
+OpDef with_shape_inputs(OpDef def, std::vector<int> inputs);
 // The same OpDef moved to another domain.
 OpDef in_domain(std::string domain, OpDef def);
 

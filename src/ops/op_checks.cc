@@ -18,6 +18,11 @@ OpDef make_op(std::string op_type, ShapeFn infer, CountFn flops, std::string flo
   return def;
 }
 
+OpDef with_shape_inputs(OpDef def, std::vector<int> inputs) {
+  def.shape_inputs = std::move(inputs);
+  return def;
+}
+
 OpDef in_domain(std::string domain, OpDef def) {
   def.domain = std::move(domain);
   return def;

@@ -1,4 +1,5 @@
 // The op registry: lookup, the process-wide instance and default byte counts.
+#include <algorithm>
 #include <cassert>
 
 #include "autopar/ops/op_def.h"
@@ -6,10 +7,11 @@
 namespace autopar {
 
 bool OpDef::is_config_input(int index) const {
-  for (int i : config_inputs) {
-    if (i == index) return true;
-  }
-  return false;
+  return std::find(config_inputs.begin(), config_inputs.end(), index) != config_inputs.end();
+}
+
+bool OpDef::is_shape_input(int index) const {
+  return std::find(shape_inputs.begin(), shape_inputs.end(), index) != shape_inputs.end();
 }
 
 void OpRegistry::add(OpDef def) {

@@ -78,11 +78,14 @@ double reduce_flops(const Graph& g, const Node& n) {
 }  // namespace
 
 void register_reduce_ops(OpRegistry& registry) {
-  registry.add(make_op("ReduceMean", infer_reduce, reduce_flops,
-                       "1 add per input element + 1 divide per output element", {1}));
-  registry.add(make_op("ReduceSum", infer_reduce, reduce_flops, "1 add per input element", {1}));
   registry.add(
-      make_op("ReduceMax", infer_reduce, reduce_flops, "1 compare per input element", {1}));
+      with_shape_inputs(make_op("ReduceMean", infer_reduce, reduce_flops,
+                                "1 add per input element + 1 divide per output element", {1}),
+                        {1}));
+  registry.add(with_shape_inputs(
+      make_op("ReduceSum", infer_reduce, reduce_flops, "1 add per input element", {1}), {1}));
+  registry.add(with_shape_inputs(
+      make_op("ReduceMax", infer_reduce, reduce_flops, "1 compare per input element", {1}), {1}));
 }
 
 }  // namespace autopar

@@ -617,10 +617,12 @@ Status infer_constant(InferenceContext& ctx) {
   return ctx.fail("attribute '{}' is not a supported Constant value", name);
 }
 
+// A data-movement op; its config inputs are shape inputs too unless `shape_inputs` says which.
 void add_data_op(OpRegistry& registry, const char* op, ShapeFn infer,
-                 std::vector<int> config_inputs = {}) {
-  registry.add(
-      make_op(op, std::move(infer), zero_flops, "0 (moves data only)", std::move(config_inputs)));
+                 std::vector<int> config_inputs = {},
+                 std::optional<std::vector<int>> shape_inputs = std::nullopt) {
+  OpDef def = make_op(op, std::move(infer), zero_flops, "0 (moves data only)", config_inputs);
+  registry.add(with_shape_inputs(std::move(def), shape_inputs.value_or(config_inputs)));
 }
 
 }  // namespace
@@ -632,23 +634,25 @@ void register_shape_ops(OpRegistry& registry) {
   add_data_op(registry, "Concat", infer_concat);
   add_data_op(registry, "Split", infer_split, {1});
   add_data_op(registry, "Slice", infer_slice, {1, 2, 3, 4});
-  add_data_op(registry, "Gather", infer_gather, {1});
+  add_data_op(registry, "Gather", infer_gather, {1}, std::vector<int>{});
   add_data_op(registry, "Unsqueeze", infer_unsqueeze, {1});
   add_data_op(registry, "Squeeze", infer_squeeze, {1});
   add_data_op(registry, "Expand", infer_expand, {1});
   add_data_op(registry, "Shape", infer_shape);
   add_data_op(registry, "Tile", infer_tile, {1});
-  add_data_op(registry, "Pad", infer_pad, {1, 2, 3});
+  add_data_op(registry, "Pad", infer_pad, {1, 2, 3}, std::vector<int>{1, 3});
   add_data_op(registry, "Constant", infer_constant);
   add_data_op(registry, "ConstantOfShape", infer_constant_of_shape, {0});
   registry.add(make_op("ScatterElements", infer_scatter_elements, scatter_flops,
                        "0, or 1 per update element with a reduction", {1}));
   registry.add(make_op("ScatterND", infer_scatter_nd, scatter_flops,
                        "0, or 1 per update element with a reduction", {1}));
-  registry.add(make_op("Resize", infer_resize, resize_flops,
-                       "nearest 0; linear / cubic 2 per tap per output element (2^k / 4^k "
-                       "taps over the k resized axes)",
-                       {1, 2, 3}));
+  registry.add(
+      with_shape_inputs(make_op("Resize", infer_resize, resize_flops,
+                                "nearest 0; linear / cubic 2 per tap per output element (2^k / 4^k "
+                                "taps over the k resized axes)",
+                                {1, 2, 3}),
+                        {2, 3}));
 }
 
 }  // namespace autopar

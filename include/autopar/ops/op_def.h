@@ -71,10 +71,14 @@ struct OpDef {
   // Inputs that configure the op (shapes, axes, indices, running statistics, bounds):
   // never differentiated, so an initializer used only there is not a parameter.
   std::vector<int> config_inputs;
+  // Inputs whose values the shape rule reads (a Reshape's shape, Slice's starts, axes): they
+  // must be constants for shapes to be static.
+  std::vector<int> shape_inputs;
   // The FLOP formula in words, shown by documentation and `autopar inspect --ops`.
   std::string flops_doc;
 
   bool is_config_input(int index) const;
+  bool is_shape_input(int index) const;
 };
 
 class OpRegistry {
