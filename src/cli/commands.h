@@ -36,8 +36,13 @@ struct LoadedModel {
 };
 StatusOr<LoadedModel> load_model(const std::string& model, const DimFlags& dims);
 
+// The ModelProto of an ONNX file, or of a zoo model built with weights (at batch 1, the
+// batch dim symbolic); `model_dir` receives the folder external data is read from.
+StatusOr<onnx::ModelProto> load_model_proto(const std::string& model, std::string& model_dir);
+
 void add_zoo_command(CLI::App& app, Command& command);
 void add_inspect_command(CLI::App& app, Command& command);
+void add_run_command(CLI::App& app, Command& command);
 
 // "1,234,567".
 std::string with_commas(int64_t n);

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "autopar/onnx/onnx_export.h"
 #include "autopar/zoo/zoo.h"
 #include "commands.h"
 
@@ -61,6 +62,23 @@ StatusOr<LoadedModel> load_model(const std::string& model, const DimFlags& dims)
   loaded.folded_nodes = report.folded_nodes;
   loaded.unknown_shape_values = report.unknown_shape_values;
   return loaded;
+}
+
+StatusOr<onnx::ModelProto> load_model_proto(const std::string& model, std::string& model_dir) {
+  std::error_code ec;
+  const bool is_zoo_name =
+      std::any_of(zoo_entries().begin(), zoo_entries().end(),
+                  [&](const ZooEntry& entry) { return entry.name == model; });
+  if (!std::filesystem::exists(model, ec) && is_zoo_name) {
+    ZooOptions zoo;
+    zoo.with_weights = true;
+    ASSIGN_OR_RETURN(Graph graph, build_zoo_model(model, zoo));
+    model_dir.clear();
+    return export_onnx(graph);
+  }
+  const std::string dir = std::filesystem::path(model).parent_path().string();
+  model_dir = dir.empty() ? "." : dir;
+  return read_model_proto(model);
 }
 
 std::string with_commas(int64_t n) {

@@ -1,0 +1,104 @@
+// `autopar run MODEL`: runs a model on the CPU executor (inference on input files).
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "autopar/onnx/onnx_bind.h"
+#include "autopar/onnx/onnx_tensor.h"
+#include "autopar/runtime/executor.h"
+#include "commands.h"
+
+namespace autopar::cli {
+namespace {
+
+struct RunFlags {
+  std::string model;
+  std::string inputs;
+  std::string outputs;
+  int threads = 0;
+  bool json = false;
+};
+
+StatusOr<std::vector<Tensor>> read_inputs(const std::string& dir) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) return error("--inputs {}: not a directory", dir);
+  std::vector<Tensor> inputs;
+  for (int i = 0;; ++i) {
+    const std::string path = fmt::format("{}/input_{}.pb", dir, i);
+    if (!std::filesystem::exists(path, ec)) break;
+    ASSIGN_OR_RETURN(Tensor t, read_tensor_file(path));
+    inputs.push_back(std::move(t));
+  }
+  if (inputs.empty()) return error("--inputs {}: holds no input_0.pb", dir);
+  return inputs;
+}
+
+Status run_inference(const RunFlags& flags) {
+  if (flags.inputs.empty()) return error("--inputs DIR is required to run {} (or pass --train)", flags.model);
+  if (flags.threads < 0) return error("--threads {}: must be 0 (all cores) or more", flags.threads);
+  std::string model_dir;
+  ASSIGN_OR_RETURN(onnx::ModelProto model, load_model_proto(flags.model, model_dir));
+  ASSIGN_OR_RETURN(std::vector<Tensor> inputs, read_inputs(flags.inputs));
+  ASSIGN_OR_RETURN(BoundModel bound, import_for_inputs(model, std::move(inputs), flags.model, model_dir));
+  runtime::ExecutorOptions options;
+  options.num_threads = flags.threads;
+  ASSIGN_OR_RETURN(runtime::Executor executor,
+                   runtime::Executor::create(std::move(bound.graph), options));
+  std::vector<runtime::Feed> feeds(bound.feeds.begin(), bound.feeds.end());
+  runtime::RunStats stats;
+  ASSIGN_OR_RETURN(std::vector<TensorPtr> outputs, executor.run(feeds, &stats));
+  const Graph& g = executor.graph();
+  if (!flags.outputs.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(flags.outputs, ec);
+    if (ec) return error("--outputs {}: cannot create: {}", flags.outputs, ec.message());
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      RETURN_IF_ERROR(write_tensor_file(fmt::format("{}/output_{}.pb", flags.outputs, i), *outputs[i],
+                                        g.value(g.outputs()[i]).name));
+    }
+  }
+  nlohmann::json json_outputs = nlohmann::json::array();
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& t = *outputs[i];
+    double sum = 0;
+    for (int64_t k = 0; k < t.num_elements(); ++k) sum += t.float_at(k);
+    const double mean = t.num_elements() ? sum / static_cast<double>(t.num_elements()) : 0.0;
+    json_outputs.push_back({{"name", g.value(g.outputs()[i]).name},
+                            {"dtype", dtype_name(t.dtype())},
+                            {"shape", t.dims()},
+                            {"mean", mean}});
+  }
+  if (flags.json) {
+    nlohmann::json out = {{"outputs", json_outputs},
+                          {"seconds", stats.seconds},
+                          {"threads", executor.num_threads()},
+                          {"peak_activation_bytes", stats.peak_activation_bytes}};
+    fmt::print("{}\n", out.dump(2));
+    return Status::ok();
+  }
+  for (const auto& o : json_outputs) {
+    fmt::print("output {}: {}[{}] mean {:.6g}\n", o["name"].get<std::string>(),
+               o["dtype"].get<std::string>(), fmt::join(o["shape"].get<std::vector<int64_t>>(), ","),
+               o["mean"].get<double>());
+  }
+  fmt::print("ran {} nodes in {:.3f} ms on {} threads; peak activations {}\n", g.num_nodes(),
+             stats.seconds * 1e3, executor.num_threads(), human_bytes(static_cast<double>(stats.peak_activation_bytes)));
+  return Status::ok();
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app, Command& command) {
+  auto flags = std::make_shared<RunFlags>();
+  CLI::App* run = app.add_subcommand("run", "run a model on the CPU runtime");
+  run->add_option("model", flags->model, "ONNX file, or a zoo name (built with weights)")->required();
+  run->add_option("--inputs", flags->inputs,
+                  "folder of input_<i>.pb TensorProto files, in graph-input order; unbound dims "
+                  "take their sizes");
+  run->add_option("--outputs", flags->outputs, "folder to write output_<i>.pb files to");
+  run->add_option("--threads", flags->threads, "threads of the kernels (default 0: every core)");
+  run->add_flag("--json", flags->json, "print one JSON object");
+  run->callback([flags, &command] { command = [flags] { return run_inference(*flags); }; });
+}
+
+}  // namespace autopar::cli
