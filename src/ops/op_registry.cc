@@ -26,6 +26,12 @@ const OpDef* OpRegistry::find(std::string_view domain, std::string_view op_type)
   return it == defs_.end() ? nullptr : &it->second;
 }
 
+OpDef* OpRegistry::find_mutable(std::string_view domain, std::string_view op_type) {
+  std::string d(domain == "ai.onnx" ? "" : domain);
+  auto it = defs_.find(std::make_pair(d, std::string(op_type)));
+  return it == defs_.end() ? nullptr : &it->second;
+}
+
 std::vector<const OpDef*> OpRegistry::all() const {
   std::vector<const OpDef*> out;
   for (const auto& [key, def] : defs_) out.push_back(&def);
@@ -36,6 +42,7 @@ const OpRegistry& op_registry() {
   static const OpRegistry registry = [] {
     OpRegistry r;
     register_all_ops(r);
+    register_all_gradients(r);
     return r;
   }();
   return registry;

@@ -10,6 +10,7 @@ void register_all_ops(OpRegistry& registry) {
   register_conv_ops(registry);           // Conv ConvTranspose and pooling
   register_shape_ops(registry);          // Reshape Transpose Slice Gather Pad Resize ...
   register_reduce_ops(registry);         // ReduceMean ReduceSum ReduceMax
+  register_loss_ops(registry);           // SoftmaxCrossEntropyLoss
   register_comm_ops(registry);           // ai.autopar Send Recv and collectives
 }
 

@@ -56,10 +56,21 @@ class InferenceContext {
   std::vector<std::pair<DType, Shape>> outputs_;
 };
 
+class GradientBuilder;  // include/autopar/autodiff/gradient_builder.h
+
 // Output dtypes and static shapes from input types, attributes and constant inputs.
 using ShapeFn = std::function<Status(InferenceContext&)>;
 // Operation count of one run of the node (a multiply-add counts 2); shapes are static.
 using CountFn = std::function<double(const Graph&, const Node&)>;
+// Emits the nodes computing the gradients of a node's inputs from its outputs' gradients.
+using GradientFn = std::function<Status(GradientBuilder&)>;
+
+// How gradients pass through an op.
+enum class GradientKind : uint8_t {
+  kUndeclared,  // no rule yet: differentiating through it is an error naming the op
+  kRule,        // `gradient` builds them
+  kNone,        // outputs carry no gradient (Shape, comparisons, integer results)
+};
 
 struct OpDef {
   std::string op_type;
@@ -74,6 +85,8 @@ struct OpDef {
   // Inputs whose values the shape rule reads (a Reshape's shape, Slice's starts, axes): they
   // must be constants for shapes to be static.
   std::vector<int> shape_inputs;
+  GradientKind gradient_kind = GradientKind::kUndeclared;
+  GradientFn gradient;
   // The FLOP formula in words, shown by documentation and `autopar inspect --ops`.
   std::string flops_doc;
 
@@ -86,6 +99,7 @@ class OpRegistry {
   // Registering the same (domain, op_type) twice is a programming error.
   void add(OpDef def);
   const OpDef* find(std::string_view domain, std::string_view op_type) const;
+  OpDef* find_mutable(std::string_view domain, std::string_view op_type);
   std::vector<const OpDef*> all() const;
   size_t size() const { return defs_.size(); }
 
@@ -97,7 +111,12 @@ class OpRegistry {
 // src/ops/register_all_ops.cc.
 void register_all_ops(OpRegistry& registry);
 
-// The process-wide registry, filled by register_all_ops() on first use.
+// Attaches every gradient rule to the registry's OpDefs; the one explicit list lives in
+// src/autodiff/register_all_gradients.cc.
+void register_all_gradients(OpRegistry& registry);
+
+// The process-wide registry, filled by register_all_ops() and register_all_gradients() on
+// first use.
 const OpRegistry& op_registry();
 
 // Default bytes: every input and output read or written once.

@@ -10,6 +10,7 @@ void register_all_kernels(KernelRegistry& registry) {
   register_normalization_kernels(registry);  // Softmax LogSoftmax LayerNorm BatchNorm
   register_reduce_kernels(registry);         // ReduceMean ReduceSum ReduceMax
   register_shape_kernels(registry);          // Reshape Transpose Slice Gather Pad Resize ...
+  register_loss_kernels(registry);           // SoftmaxCrossEntropyLoss
 }
 
 }  // namespace autopar::runtime

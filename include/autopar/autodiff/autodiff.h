@@ -1,0 +1,76 @@
+// Reverse-mode differentiation of a graph, and the training step built on it.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autopar/ir/graph.h"
+#include "autopar/support/status.h"
+
+namespace autopar {
+
+// Appends to `graph` the backward pass of the scalar `loss` with respect to `wrt`, running the
+// gradient rule of every node on a path from one of them to the loss, in reverse order.
+// Gradients reaching a value from several consumers are summed. Returns one gradient per
+// `wrt` value (kNoId where the loss does not depend on it). A node on such a path whose op
+// has no gradient rule is an error naming it.
+StatusOr<std::vector<ValueId>> add_gradients(Graph& graph, ValueId loss,
+                                             const std::vector<ValueId>& wrt);
+
+enum class LossKind : uint8_t { kCrossEntropy, kMse };
+enum class OptimizerKind : uint8_t { kSgd, kAdam, kAdamW };
+
+StatusOr<LossKind> parse_loss(std::string_view name);
+StatusOr<OptimizerKind> parse_optimizer(std::string_view name);
+const char* loss_name(LossKind kind);
+const char* optimizer_name(OptimizerKind kind);
+
+struct LossSpec {
+  LossKind kind = LossKind::kCrossEntropy;
+  // The model output the loss reads; empty: the first.
+  std::string output;
+};
+
+// Hyper-parameters; defaults are PyTorch's (lr 0.01 for SGD, 0.001 for Adam and AdamW).
+struct OptimizerSpec {
+  OptimizerKind kind = OptimizerKind::kAdam;
+  std::optional<double> lr;
+  double momentum = 0.9;  // SGD
+  double beta1 = 0.9;     // Adam, AdamW
+  double beta2 = 0.999;
+  double epsilon = 1e-8;
+  std::optional<double>
+      weight_decay;  // SGD/Adam: L2 added to the gradient; AdamW: decoupled (default 0.01)
+
+  double learning_rate() const;
+  double decay() const;
+  // Hyper-parameters that would make the update NaN or diverge ("--lr -1: must be positive").
+  Status validate() const;
+};
+
+// The default loss for a model: cross-entropy when its output looks like class scores (the
+// last dim is the class axis of logits or of a Softmax), else MSE.
+LossKind default_loss(const Graph& model);
+
+// One training step as one graph.
+struct TrainingGraph {
+  Graph graph;
+  ValueId loss = kNoId;    // scalar output
+  ValueId labels = kNoId;  // graph input: i64 class ids (cross-entropy) or targets (MSE)
+  // Each piece of state (a parameter, an optimizer slot, a BatchNorm running statistic) and the
+  // graph output that holds its value after the step.
+  std::vector<std::pair<ValueId, ValueId>> updates;
+  // Each parameter and its gradient (for tests and for the parallel compiler).
+  std::vector<std::pair<ValueId, ValueId>> gradients;
+};
+
+// Forward, loss, backward and optimizer update as standard ONNX ops in one graph (opset 17).
+// Inputs: the model's inputs and the labels; initializers: parameters and optimizer state;
+// outputs: the loss, then the updated parameters and state. BatchNormalization switches to
+// training mode (batch statistics, running statistics updated). Nodes keep phase fwd, bwd or
+// opt and the layer of the forward node they belong to.
+StatusOr<TrainingGraph> build_training_graph(const Graph& model, const LossSpec& loss,
+                                             const OptimizerSpec& optimizer);
+
+}  // namespace autopar

@@ -1,0 +1,118 @@
+// Reverse-mode differentiation: which nodes lie between the wrt values and the loss, and
+// their gradient rules run in reverse order with contributions summed.
+#include "autopar/autodiff/autodiff.h"
+
+#include "autopar/autodiff/gradient_builder.h"
+#include "autopar/ops/op_def.h"
+
+namespace autopar {
+namespace {
+
+// Inputs a gradient can flow into: floating, and not configuration (shapes, axes, indices).
+bool differentiable_input(const Graph& g, const Node& node, const OpDef* def, size_t i) {
+  const ValueId in = node.input(i);
+  if (in == kNoId || !is_floating(g.value(in).dtype)) return false;
+  return !def || !def->is_config_input(static_cast<int>(i));
+}
+
+// Sums the contributions to one value's gradient.
+ValueId accumulate(Graph& g, const std::vector<ValueId>& parts, int32_t layer) {
+  if (parts.empty()) return kNoId;
+  if (parts.size() == 1) return parts[0];
+  Emitter emit(g, "grad/accumulate", Phase::kBackward, layer);
+  return parts.size() == 2 ? emit.op("Add", {parts[0], parts[1]}) : emit.op("Sum", parts);
+}
+
+}  // namespace
+
+StatusOr<std::vector<ValueId>> add_gradients(Graph& g, ValueId loss,
+                                             const std::vector<ValueId>& wrt) {
+  const OpRegistry& registry = op_registry();
+  const NodeId forward_nodes = g.num_nodes();
+  // Values that depend on a wrt value through differentiable inputs.
+  std::vector<bool> depends(g.num_values(), false);
+  for (ValueId w : wrt) depends[w] = is_floating(g.value(w).dtype);
+  for (NodeId id = 0; id < forward_nodes; ++id) {
+    const Node& node = g.node(id);
+    const OpDef* def = registry.find(node.domain, node.op_type);
+    if (def && def->gradient_kind == GradientKind::kNone) continue;
+    bool any = false;
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      any = any || (differentiable_input(g, node, def, i) && depends[node.inputs[i]]);
+    }
+    if (!any) continue;
+    for (ValueId out : node.outputs) {
+      if (out != kNoId && is_floating(g.value(out).dtype)) depends[out] = true;
+    }
+  }
+  // Values the loss depends on.
+  std::vector<bool> reaches(g.num_values(), false);
+  reaches[loss] = true;
+  for (NodeId id = forward_nodes - 1; id >= 0; --id) {
+    const Node& node = g.node(id);
+    bool any = false;
+    for (ValueId out : node.outputs) any = any || (out != kNoId && reaches[out]);
+    if (!any) continue;
+    for (ValueId in : node.inputs) {
+      if (in != kNoId) reaches[in] = true;
+    }
+  }
+
+  std::vector<std::vector<ValueId>> contributions(g.num_values());
+  {
+    Emitter seed(g, "grad/loss", Phase::kBackward, -1);
+    const Value& l = g.value(loss);
+    Tensor one(l.dtype, l.shape.dims);
+    for (int64_t i = 0; i < one.num_elements(); ++i) one.set_from_double(i, 1.0);
+    contributions.resize(g.num_values() + 1);
+    contributions[loss].push_back(seed.constant(std::move(one)));
+  }
+  for (NodeId id = forward_nodes - 1; id >= 0; --id) {
+    const Node node = g.node(id);
+    const OpDef* def = registry.find(node.domain, node.op_type);
+    std::vector<bool> needs(node.inputs.size(), false);
+    bool any_needed = false;
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      const ValueId in = node.inputs[i];
+      needs[i] = differentiable_input(g, node, def, i) && depends[in] && reaches[in];
+      any_needed = any_needed || needs[i];
+    }
+    if (!any_needed) continue;
+    std::vector<ValueId> output_grads;
+    bool any_grad = false;
+    for (ValueId out : node.outputs) {
+      const ValueId grad = out == kNoId ? kNoId : accumulate(g, contributions[out], node.layer);
+      output_grads.push_back(grad);
+      any_grad = any_grad || grad != kNoId;
+      if (contributions.size() < static_cast<size_t>(g.num_values()))
+        contributions.resize(g.num_values());
+    }
+    if (!any_grad) continue;
+    if (!def || def->gradient_kind == GradientKind::kUndeclared) {
+      return error("node '{}' ({}): no gradient rule for {}", node.name, node.op_type,
+                   node.op_type);
+    }
+    if (def->gradient_kind == GradientKind::kNone) continue;
+    GradientBuilder builder(g, id, std::move(output_grads), needs);
+    RETURN_IF_ERROR(def->gradient(builder));
+    RETURN_IF_ERROR(builder.status());
+    contributions.resize(g.num_values());
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      if (!needs[i]) continue;
+      const ValueId grad = builder.input_grads()[i];
+      if (grad == kNoId) return builder.fail("the rule gave no gradient for input {}", i);
+      contributions[node.inputs[i]].push_back(grad);
+    }
+  }
+  std::vector<ValueId> result;
+  for (ValueId w : wrt) {
+    const ValueId producer_layer_node = g.value(w).producer;
+    const int32_t layer = producer_layer_node == kNoId ? -1 : g.node(producer_layer_node).layer;
+    ValueId grad = accumulate(g, contributions[w], layer);
+    contributions.resize(g.num_values());
+    result.push_back(grad);
+  }
+  return result;
+}
+
+}  // namespace autopar

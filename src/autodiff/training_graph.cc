@@ -1,0 +1,312 @@
+// The training step: forward, loss, backward and optimizer update in one graph.
+#include <cmath>
+#include <map>
+
+#include "autopar/autodiff/autodiff.h"
+#include "autopar/autodiff/emitter.h"
+#include "autopar/ir/shape_inference.h"
+#include "autopar/ops/op_def.h"
+
+namespace autopar {
+namespace {
+
+// Gradient rules emit opset-17 forms (ScatterElements with a reduction, ReduceSum's axes
+// input); forward nodes of opsets 13 to 16 mean the same at 17.
+constexpr int64_t kTrainingOpset = 17;
+constexpr int64_t kMinTrainingOpset = 13;
+
+// BatchNormalization in training mode: batch statistics, with the running statistics as
+// extra outputs that become state updates.
+Status batch_norm_to_training(Graph& g, std::vector<std::pair<std::string, std::string>>& updates) {
+  for (NodeId id = 0; id < g.num_nodes(); ++id) {
+    if (g.node(id).op_type != "BatchNormalization" || !g.node(id).domain.empty()) continue;
+    Node& node = g.mutable_node(id);
+    node.attrs["training_mode"] = int64_t{1};
+    node.outputs.resize(3, kNoId);
+    for (size_t i = 1; i < 3; ++i) {
+      const ValueId stat = node.inputs.at(i + 2);
+      if (node.outputs[i] != kNoId) continue;
+      Value v;
+      v.name = g.unique_value_name(g.value(stat).name + ".updated");
+      v.shape = Shape::unknown();
+      const ValueId out = g.add_value(std::move(v));
+      g.mutable_node(id).outputs[i] = out;
+      updates.emplace_back(g.value(stat).name, g.value(out).name);
+    }
+    g.rebuild_uses();
+    RETURN_IF_ERROR(infer_node(g, id));
+  }
+  return Status::ok();
+}
+
+struct LossResult {
+  ValueId loss = kNoId;
+  ValueId labels = kNoId;
+};
+
+StatusOr<LossResult> add_loss(Graph& g, const LossSpec& spec) {
+  ValueId output = g.outputs().empty() ? kNoId : g.outputs()[0];
+  if (!spec.output.empty()) {
+    auto found = g.find_value(spec.output);
+    if (!found || !g.is_output(*found))
+      return error("--output {}: the model has no such output", spec.output);
+    output = *found;
+  }
+  if (output == kNoId) return error("the model has no output to train");
+  const Value& out = g.value(output);
+  if (!is_floating(out.dtype)) {
+    return error("output '{}' is {}: a loss needs a floating output", out.name,
+                 dtype_name(out.dtype));
+  }
+  Emitter emit(g, "loss", Phase::kForward, -1);
+  LossResult result;
+  Value labels;
+  labels.kind = ValueKind::kInput;
+  if (spec.kind == LossKind::kCrossEntropy) {
+    if (out.shape.rank() < 2 || out.shape.dims.back() < 2) {
+      return error(
+          "cross_entropy: output '{}' {}[{}] has no class axis (its last dim must count "
+          "at least 2 classes); use --loss mse",
+          out.name, dtype_name(out.dtype), fmt::join(out.shape.dims, ","));
+    }
+    // Class scores: the logits, or a Softmax's input (its log is then taken safely inside the
+    // loss).
+    ValueId scores = output;
+    if (out.producer != kNoId) {
+      const Node& producer = g.node(out.producer);
+      const int64_t axis = producer.attr_int("axis", -1);
+      if (producer.op_type == "Softmax" && producer.domain.empty() &&
+          (axis == -1 || axis == out.shape.rank() - 1)) {
+        scores = producer.inputs[0];
+      }
+    }
+    std::vector<int64_t> label_dims(out.shape.dims.begin(), out.shape.dims.end() - 1);
+    int64_t rows = 1;
+    for (int64_t d : label_dims) rows *= d;
+    const int64_t classes = out.shape.dims.back();
+    labels.name = g.unique_value_name("labels");
+    labels.dtype = DType::kInt64;
+    labels.shape = Shape(label_dims);
+    result.labels = g.add_value(std::move(labels));
+    const ValueId flat_scores = emit.reshape(scores, {rows, classes});
+    const ValueId flat_labels = emit.reshape(result.labels, {rows});
+    result.loss =
+        emit.op("SoftmaxCrossEntropyLoss", {flat_scores, flat_labels}, {{"reduction", "mean"}});
+  } else {
+    labels.name = g.unique_value_name("targets");
+    labels.dtype = out.dtype;
+    labels.shape = out.shape;
+    labels.shape.symbols.clear();
+    result.labels = g.add_value(std::move(labels));
+    const ValueId diff = emit.op("Sub", {output, result.labels});
+    result.loss = emit.op("ReduceMean", {emit.op("Mul", {diff, diff})}, {{"keepdims", int64_t{0}}});
+  }
+  RETURN_IF_ERROR(emit.status());
+  g.add_input(result.labels);
+  return result;
+}
+
+// Zero-filled state shaped like `like` (shape-only when the parameter is).
+ValueId add_state(Graph& g, const Value& like, const std::string& name) {
+  Value v;
+  v.name = g.unique_value_name(name);
+  v.dtype = like.dtype;
+  v.shape = Shape(like.shape.dims);
+  v.kind = ValueKind::kConstant;
+  if (like.data) v.data = std::make_shared<const Tensor>(like.dtype, like.shape.dims);
+  return g.add_value(std::move(v));
+}
+
+int32_t layer_of_parameter(const Graph& g, ValueId param) {
+  for (NodeId consumer : g.value(param).consumers) {
+    if (g.node(consumer).phase == Phase::kForward) return g.node(consumer).layer;
+  }
+  return -1;
+}
+
+}  // namespace
+
+StatusOr<LossKind> parse_loss(std::string_view name) {
+  if (name == "cross_entropy") return LossKind::kCrossEntropy;
+  if (name == "mse") return LossKind::kMse;
+  return error("--loss {}: expected cross_entropy or mse", name);
+}
+
+StatusOr<OptimizerKind> parse_optimizer(std::string_view name) {
+  if (name == "sgd") return OptimizerKind::kSgd;
+  if (name == "adam") return OptimizerKind::kAdam;
+  if (name == "adamw") return OptimizerKind::kAdamW;
+  return error("--optimizer {}: expected sgd, adam or adamw", name);
+}
+
+const char* loss_name(LossKind kind) {
+  return kind == LossKind::kCrossEntropy ? "cross_entropy" : "mse";
+}
+
+const char* optimizer_name(OptimizerKind kind) {
+  switch (kind) {
+    case OptimizerKind::kSgd:
+      return "sgd";
+    case OptimizerKind::kAdam:
+      return "adam";
+    case OptimizerKind::kAdamW:
+      return "adamw";
+  }
+  return "?";
+}
+
+double OptimizerSpec::learning_rate() const {
+  return lr.value_or(kind == OptimizerKind::kSgd ? 0.01 : 0.001);
+}
+
+double OptimizerSpec::decay() const {
+  return weight_decay.value_or(kind == OptimizerKind::kAdamW ? 0.01 : 0.0);
+}
+
+Status OptimizerSpec::validate() const {
+  const double rate = learning_rate();
+  if (!(rate > 0 && std::isfinite(rate)))
+    return error("--lr {}: must be positive and finite", rate);
+  if (!(decay() >= 0 && std::isfinite(decay()))) {
+    return error("--weight-decay {}: must be zero or positive and finite", decay());
+  }
+  if (kind == OptimizerKind::kSgd) {
+    if (!(momentum >= 0 && momentum < 1))
+      return error("--momentum {}: must be in [0, 1)", momentum);
+    return Status::ok();
+  }
+  if (!(beta1 >= 0 && beta1 < 1)) return error("--beta1 {}: must be in [0, 1)", beta1);
+  if (!(beta2 >= 0 && beta2 < 1)) return error("--beta2 {}: must be in [0, 1)", beta2);
+  if (!(epsilon > 0 && std::isfinite(epsilon))) {
+    return error("--epsilon {}: must be positive and finite", epsilon);
+  }
+  return Status::ok();
+}
+
+LossKind default_loss(const Graph& model) {
+  if (model.outputs().empty()) return LossKind::kMse;
+  const Value& out = model.value(model.outputs()[0]);
+  return out.shape.rank() >= 2 && out.shape.dims.back() >= 2 ? LossKind::kCrossEntropy
+                                                             : LossKind::kMse;
+}
+
+StatusOr<TrainingGraph> build_training_graph(const Graph& model, const LossSpec& loss_spec,
+                                             const OptimizerSpec& opt) {
+  RETURN_IF_ERROR(opt.validate());
+  const int64_t opset = model.opset();
+  if (opset < kMinTrainingOpset) {
+    return error("training needs ai.onnx opset {} or newer (the model imports {})",
+                 kMinTrainingOpset, opset);
+  }
+  Graph g = model;
+  g.opsets[""] = std::max(opset, kTrainingOpset);
+  for (NodeId id = 0; id < g.num_nodes(); ++id) g.mutable_node(id).phase = Phase::kForward;
+
+  std::vector<std::pair<std::string, std::string>> updates;  // state name → updated value name
+  RETURN_IF_ERROR(batch_norm_to_training(g, updates));
+  ASSIGN_OR_RETURN(LossResult loss, add_loss(g, loss_spec));
+
+  std::vector<ValueId> params;
+  for (ValueId id : g.parameters()) {
+    if (is_floating(g.value(id).dtype)) params.push_back(id);
+  }
+  ASSIGN_OR_RETURN(std::vector<ValueId> grads, add_gradients(g, loss.loss, params));
+
+  // The optimizer: one step counter shared by every parameter (Adam's bias correction).
+  Emitter emit(g, "optimizer", Phase::kOptimizer, -1);
+  const bool adam = opt.kind != OptimizerKind::kSgd;
+  ValueId step_next = kNoId, correction1 = kNoId, correction2 = kNoId;
+  std::vector<std::pair<std::string, std::string>> gradient_names;
+  const DType dtype = params.empty() ? DType::kFloat32 : g.value(params[0]).dtype;
+  if (adam) {
+    Value step;
+    step.name = g.unique_value_name("optimizer.step");
+    step.dtype = dtype;
+    step.shape = Shape(std::vector<int64_t>{});
+    step.kind = ValueKind::kConstant;
+    step.data = std::make_shared<const Tensor>(dtype, std::vector<int64_t>{});
+    const ValueId step_id = g.add_value(std::move(step));
+    step_next = emit.op("Add", {step_id, emit.scalar(1.0, dtype)});
+    const auto one_minus_pow = [&](double beta) {
+      return emit.op(
+          "Sub", {emit.scalar(1.0, dtype), emit.op("Pow", {emit.scalar(beta, dtype), step_next})});
+    };
+    correction1 = one_minus_pow(opt.beta1);
+    correction2 = one_minus_pow(opt.beta2);
+    updates.emplace_back(g.value(step_id).name, g.value(step_next).name);
+  }
+  const double lr = opt.learning_rate();
+  const double decay = opt.decay();
+  for (size_t k = 0; k < params.size(); ++k) {
+    const ValueId p = params[k];
+    ValueId grad = grads[k];
+    if (grad == kNoId) continue;  // the loss does not depend on it
+    const Value pv = g.value(p);
+    const DType t = pv.dtype;
+    gradient_names.emplace_back(pv.name, g.value(grad).name);
+    emit.set_layer(layer_of_parameter(g, p));
+    emit.set_prefix("optimizer/" + pv.name);
+    auto scaled = [&](double s, ValueId x) { return emit.op("Mul", {emit.scalar(s, t), x}); };
+    if (decay > 0 && opt.kind != OptimizerKind::kAdamW)
+      grad = emit.op("Add", {grad, scaled(decay, p)});
+    ValueId step;  // what lr multiplies
+    if (!adam) {
+      if (opt.momentum > 0) {
+        const ValueId velocity = add_state(g, pv, pv.name + ".momentum");
+        step = emit.op("Add", {scaled(opt.momentum, velocity), grad});
+        updates.emplace_back(g.value(velocity).name, g.value(step).name);
+      } else {
+        step = grad;
+      }
+    } else {
+      const ValueId m = add_state(g, pv, pv.name + ".adam_m");
+      const ValueId v = add_state(g, pv, pv.name + ".adam_v");
+      const ValueId m_next = emit.op("Add", {scaled(opt.beta1, m), scaled(1 - opt.beta1, grad)});
+      const ValueId v_next = emit.op(
+          "Add", {scaled(opt.beta2, v), scaled(1 - opt.beta2, emit.op("Mul", {grad, grad}))});
+      const ValueId m_hat = emit.op("Div", {m_next, correction1});
+      const ValueId v_hat = emit.op("Div", {v_next, correction2});
+      step = emit.op(
+          "Div", {m_hat, emit.op("Add", {emit.op("Sqrt", {v_hat}), emit.scalar(opt.epsilon, t)})});
+      if (opt.kind == OptimizerKind::kAdamW && decay > 0)
+        step = emit.op("Add", {step, scaled(decay, p)});
+      updates.emplace_back(g.value(m).name, g.value(m_next).name);
+      updates.emplace_back(g.value(v).name, g.value(v_next).name);
+    }
+    const ValueId p_next = emit.op("Sub", {p, scaled(lr, step)});
+    updates.emplace_back(pv.name, g.value(p_next).name);
+  }
+  RETURN_IF_ERROR(emit.status());
+
+  // Outputs: the loss, then every state's next value, named "<state>.updated".
+  std::vector<ValueId> outputs = {loss.loss};
+  for (auto& [state, next] : updates) {
+    const ValueId id = *g.find_value(next);
+    const std::string wanted = state + ".updated";
+    if (next != wanted && !g.find_value(wanted)) {
+      g.rename_value(id, wanted);
+      next = wanted;
+    }
+    outputs.push_back(id);
+  }
+  g.rename_value(loss.loss, g.unique_value_name("loss"));
+  g.set_outputs(outputs);
+  const std::string loss_name_kept = g.value(loss.loss).name;
+  const std::string labels_name = g.value(loss.labels).name;
+  g.remove_dead_nodes();
+
+  TrainingGraph result;
+  result.loss = *g.find_value(loss_name_kept);
+  result.labels = *g.find_value(labels_name);
+  for (const auto& [state, next] : updates) {
+    result.updates.emplace_back(*g.find_value(state), *g.find_value(next));
+  }
+  for (const auto& [param, grad] : gradient_names) {
+    auto grad_id = g.find_value(grad);
+    if (grad_id) result.gradients.emplace_back(*g.find_value(param), *grad_id);
+  }
+  result.graph = std::move(g);
+  return result;
+}
+
+}  // namespace autopar
