@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "autopar/autodiff/autodiff.h"
 #include "autopar/onnx/onnx_import.h"
 #include "autopar/support/status.h"
 
@@ -24,6 +25,26 @@ struct DimFlags {
   void add_to(CLI::App& command, std::optional<int64_t> default_batch = std::nullopt);
   StatusOr<ImportOptions> import_options() const;
 };
+
+// --loss, --optimizer and the hyper-parameters, shared by train-graph and run --train.
+struct TrainingFlags {
+  std::string loss;  // empty: the model's default
+  std::string optimizer = "adam";
+  std::optional<double> lr;
+  std::optional<double> momentum;
+  std::optional<double> beta1;
+  std::optional<double> beta2;
+  std::optional<double> epsilon;
+  std::optional<double> weight_decay;
+
+  void add_to(CLI::App& command);
+  StatusOr<LossSpec> loss_spec(const Graph& model) const;
+  StatusOr<OptimizerSpec> optimizer_spec() const;
+};
+
+// A model to train: an ONNX file imported at --batch/--dim, or a zoo model built with
+// weights at --batch.
+StatusOr<Graph> load_trainable_model(const std::string& model, const DimFlags& dims);
 
 // A model loaded for a command: an ONNX file, or a zoo model built in memory (shape-only,
 // at the --batch size) when no file has that name.
@@ -43,6 +64,7 @@ StatusOr<onnx::ModelProto> load_model_proto(const std::string& model, std::strin
 void add_zoo_command(CLI::App& app, Command& command);
 void add_inspect_command(CLI::App& app, Command& command);
 void add_run_command(CLI::App& app, Command& command);
+void add_train_graph_command(CLI::App& app, Command& command);
 
 // "1,234,567".
 std::string with_commas(int64_t n);

@@ -66,9 +66,8 @@ StatusOr<LoadedModel> load_model(const std::string& model, const DimFlags& dims)
 
 StatusOr<onnx::ModelProto> load_model_proto(const std::string& model, std::string& model_dir) {
   std::error_code ec;
-  const bool is_zoo_name =
-      std::any_of(zoo_entries().begin(), zoo_entries().end(),
-                  [&](const ZooEntry& entry) { return entry.name == model; });
+  const bool is_zoo_name = std::any_of(zoo_entries().begin(), zoo_entries().end(),
+                                       [&](const ZooEntry& entry) { return entry.name == model; });
   if (!std::filesystem::exists(model, ec) && is_zoo_name) {
     ZooOptions zoo;
     zoo.with_weights = true;
@@ -79,6 +78,58 @@ StatusOr<onnx::ModelProto> load_model_proto(const std::string& model, std::strin
   const std::string dir = std::filesystem::path(model).parent_path().string();
   model_dir = dir.empty() ? "." : dir;
   return read_model_proto(model);
+}
+
+void TrainingFlags::add_to(CLI::App& command) {
+  command.add_option("--loss", loss,
+                     "cross_entropy or mse (default: cross_entropy for class scores, else mse)");
+  command.add_option("--optimizer", optimizer, "sgd, adam or adamw (default adam)");
+  command.add_option("--lr", lr, "learning rate (default 0.01 for sgd, 0.001 for adam and adamw)");
+  command.add_option("--momentum", momentum, "sgd momentum (default 0.9)");
+  command.add_option("--beta1", beta1, "adam beta1 (default 0.9)");
+  command.add_option("--beta2", beta2, "adam beta2 (default 0.999)");
+  command.add_option("--epsilon", epsilon, "adam epsilon (default 1e-8)");
+  command.add_option("--weight-decay", weight_decay,
+                     "L2 for sgd/adam, decoupled for adamw (default 0, adamw 0.01)");
+}
+
+StatusOr<LossSpec> TrainingFlags::loss_spec(const Graph& model) const {
+  LossSpec spec;
+  if (loss.empty()) {
+    spec.kind = default_loss(model);
+  } else {
+    ASSIGN_OR_RETURN(spec.kind, parse_loss(loss));
+  }
+  return spec;
+}
+
+StatusOr<OptimizerSpec> TrainingFlags::optimizer_spec() const {
+  OptimizerSpec spec;
+  ASSIGN_OR_RETURN(spec.kind, parse_optimizer(optimizer));
+  spec.lr = lr;
+  if (momentum) spec.momentum = *momentum;
+  if (beta1) spec.beta1 = *beta1;
+  if (beta2) spec.beta2 = *beta2;
+  if (epsilon) spec.epsilon = *epsilon;
+  spec.weight_decay = weight_decay;
+  RETURN_IF_ERROR(spec.validate());
+  return spec;
+}
+
+StatusOr<Graph> load_trainable_model(const std::string& model, const DimFlags& dims) {
+  ASSIGN_OR_RETURN(ImportOptions options, dims.import_options());
+  std::error_code ec;
+  const bool is_zoo_name = std::any_of(zoo_entries().begin(), zoo_entries().end(),
+                                       [&](const ZooEntry& entry) { return entry.name == model; });
+  if (!std::filesystem::exists(model, ec) && is_zoo_name) {
+    if (!options.dims.empty())
+      return error("--dim: zoo models have only the batch dim (use --batch)");
+    ZooOptions zoo;
+    zoo.with_weights = true;
+    zoo.batch = options.batch.value_or(4);
+    return build_zoo_model(model, zoo);
+  }
+  return read_onnx_file(model, options);
 }
 
 std::string with_commas(int64_t n) {

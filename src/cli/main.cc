@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   autopar::cli::add_zoo_command(app, command);
   autopar::cli::add_inspect_command(app, command);
   autopar::cli::add_run_command(app, command);
+  autopar::cli::add_train_graph_command(app, command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

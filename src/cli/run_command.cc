@@ -6,6 +6,7 @@
 #include "autopar/onnx/onnx_bind.h"
 #include "autopar/onnx/onnx_tensor.h"
 #include "autopar/runtime/executor.h"
+#include "autopar/runtime/trainer.h"
 #include "commands.h"
 
 namespace autopar::cli {
@@ -17,6 +18,12 @@ struct RunFlags {
   std::string outputs;
   int threads = 0;
   bool json = false;
+  bool train = false;
+  int steps = 50;
+  int batches = 4;
+  uint64_t seed = 0;
+  DimFlags dims;
+  TrainingFlags training;
 };
 
 StatusOr<std::vector<Tensor>> read_inputs(const std::string& dir) {
@@ -34,12 +41,14 @@ StatusOr<std::vector<Tensor>> read_inputs(const std::string& dir) {
 }
 
 Status run_inference(const RunFlags& flags) {
-  if (flags.inputs.empty()) return error("--inputs DIR is required to run {} (or pass --train)", flags.model);
+  if (flags.inputs.empty())
+    return error("--inputs DIR is required to run {} (or pass --train)", flags.model);
   if (flags.threads < 0) return error("--threads {}: must be 0 (all cores) or more", flags.threads);
   std::string model_dir;
   ASSIGN_OR_RETURN(onnx::ModelProto model, load_model_proto(flags.model, model_dir));
   ASSIGN_OR_RETURN(std::vector<Tensor> inputs, read_inputs(flags.inputs));
-  ASSIGN_OR_RETURN(BoundModel bound, import_for_inputs(model, std::move(inputs), flags.model, model_dir));
+  ASSIGN_OR_RETURN(BoundModel bound,
+                   import_for_inputs(model, std::move(inputs), flags.model, model_dir));
   runtime::ExecutorOptions options;
   options.num_threads = flags.threads;
   ASSIGN_OR_RETURN(runtime::Executor executor,
@@ -53,8 +62,8 @@ Status run_inference(const RunFlags& flags) {
     std::filesystem::create_directories(flags.outputs, ec);
     if (ec) return error("--outputs {}: cannot create: {}", flags.outputs, ec.message());
     for (size_t i = 0; i < outputs.size(); ++i) {
-      RETURN_IF_ERROR(write_tensor_file(fmt::format("{}/output_{}.pb", flags.outputs, i), *outputs[i],
-                                        g.value(g.outputs()[i]).name));
+      RETURN_IF_ERROR(write_tensor_file(fmt::format("{}/output_{}.pb", flags.outputs, i),
+                                        *outputs[i], g.value(g.outputs()[i]).name));
     }
   }
   nlohmann::json json_outputs = nlohmann::json::array();
@@ -78,11 +87,51 @@ Status run_inference(const RunFlags& flags) {
   }
   for (const auto& o : json_outputs) {
     fmt::print("output {}: {}[{}] mean {:.6g}\n", o["name"].get<std::string>(),
-               o["dtype"].get<std::string>(), fmt::join(o["shape"].get<std::vector<int64_t>>(), ","),
-               o["mean"].get<double>());
+               o["dtype"].get<std::string>(),
+               fmt::join(o["shape"].get<std::vector<int64_t>>(), ","), o["mean"].get<double>());
   }
   fmt::print("ran {} nodes in {:.3f} ms on {} threads; peak activations {}\n", g.num_nodes(),
-             stats.seconds * 1e3, executor.num_threads(), human_bytes(static_cast<double>(stats.peak_activation_bytes)));
+             stats.seconds * 1e3, executor.num_threads(),
+             human_bytes(static_cast<double>(stats.peak_activation_bytes)));
+  return Status::ok();
+}
+
+Status run_training(RunFlags& flags) {
+  if (flags.threads < 0) return error("--threads {}: must be 0 (all cores) or more", flags.threads);
+  if (flags.batches < 1) return error("--batches {}: must be at least 1", flags.batches);
+  ASSIGN_OR_RETURN(Graph model, load_trainable_model(flags.model, flags.dims));
+  ASSIGN_OR_RETURN(LossSpec loss, flags.training.loss_spec(model));
+  ASSIGN_OR_RETURN(OptimizerSpec optimizer, flags.training.optimizer_spec());
+  runtime::SyntheticTrainingOptions options;
+  options.steps = flags.steps;
+  options.batches = flags.batches;
+  options.seed = flags.seed;
+  options.num_threads = flags.threads;
+  ASSIGN_OR_RETURN(runtime::TrainingRun run,
+                   runtime::train_synthetic(model, loss, optimizer, options));
+  if (flags.json) {
+    nlohmann::json out = {
+        {"losses", run.losses},
+        {"steps", run.losses.size()},
+        {"loss", loss_name(loss.kind)},
+        {"optimizer", optimizer_name(optimizer.kind)},
+        {"lr", optimizer.learning_rate()},
+        {"seconds", run.seconds},
+        {"seconds_per_step", run.seconds / static_cast<double>(run.losses.size())},
+        {"peak_activation_bytes", run.peak_activation_bytes},
+        {"training_nodes", run.training_nodes}};
+    fmt::print("{}\n", out.dump(2));
+    return Status::ok();
+  }
+  fmt::print("training {} with {} and {} (lr {}), {} synthetic batches from a random teacher\n",
+             flags.model, loss_name(loss.kind), optimizer_name(optimizer.kind),
+             optimizer.learning_rate(), flags.batches);
+  for (size_t s = 0; s < run.losses.size(); ++s)
+    fmt::print("step {:>4}  loss {:.6f}\n", s + 1, run.losses[s]);
+  fmt::print("{} steps in {:.3f} s ({:.2f} ms per step, {} nodes); peak activations {}\n",
+             run.losses.size(), run.seconds,
+             1e3 * run.seconds / static_cast<double>(run.losses.size()), run.training_nodes,
+             human_bytes(static_cast<double>(run.peak_activation_bytes)));
   return Status::ok();
 }
 
@@ -91,14 +140,26 @@ Status run_inference(const RunFlags& flags) {
 void add_run_command(CLI::App& app, Command& command) {
   auto flags = std::make_shared<RunFlags>();
   CLI::App* run = app.add_subcommand("run", "run a model on the CPU runtime");
-  run->add_option("model", flags->model, "ONNX file, or a zoo name (built with weights)")->required();
+  run->add_option("model", flags->model, "ONNX file, or a zoo name (built with weights)")
+      ->required();
   run->add_option("--inputs", flags->inputs,
                   "folder of input_<i>.pb TensorProto files, in graph-input order; unbound dims "
                   "take their sizes");
   run->add_option("--outputs", flags->outputs, "folder to write output_<i>.pb files to");
   run->add_option("--threads", flags->threads, "threads of the kernels (default 0: every core)");
   run->add_flag("--json", flags->json, "print one JSON object");
-  run->callback([flags, &command] { command = [flags] { return run_inference(*flags); }; });
+  run->add_flag("--train", flags->train,
+                "train on a synthetic task (labels from a fixed random teacher) and print the "
+                "loss per step");
+  run->add_option("--steps", flags->steps, "training steps (default 50)");
+  run->add_option("--batches", flags->batches,
+                  "fixed synthetic batches cycled through (default 4)");
+  run->add_option("--seed", flags->seed, "seed of the synthetic data and the teacher (default 0)");
+  flags->dims.add_to(*run, 4);
+  flags->training.add_to(*run);
+  run->callback([flags, &command] {
+    command = [flags] { return flags->train ? run_training(*flags) : run_inference(*flags); };
+  });
 }
 
 }  // namespace autopar::cli

@@ -95,6 +95,10 @@ onnx::ModelProto export_onnx(const Graph& graph, const ExportOptions& options) {
   onnx::GraphProto& g = *model.mutable_graph();
   g.set_name(graph.name);
   for (ValueId id : graph.inputs()) set_type(*g.add_input(), graph.value(id));
+  for (const std::string& name : options.initializers_as_inputs) {
+    auto id = graph.find_value(name);
+    if (id && graph.value(*id).is_initializer()) set_type(*g.add_input(), graph.value(*id));
+  }
   for (ValueId id : graph.outputs()) set_type(*g.add_output(), graph.value(id));
   for (const Value& v : graph.values()) {
     if (v.is_initializer()) {
@@ -134,6 +138,11 @@ onnx::ModelProto export_onnx(const Graph& graph, const ExportOptions& options) {
   entry = model.add_metadata_props();
   entry->set_key(std::string(kMetadataNodes));
   entry->set_value(nodes.dump());
+  for (const auto& [key, value] : options.metadata) {
+    auto* extra = model.add_metadata_props();
+    extra->set_key(key);
+    extra->set_value(value);
+  }
   return model;
 }
 

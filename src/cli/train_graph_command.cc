@@ -1,0 +1,65 @@
+// `autopar train-graph MODEL`: writes the training step (forward, loss, backward, optimizer)
+// as an ONNX model.
+#include <nlohmann/json.hpp>
+
+#include "autopar/ir/model_summary.h"
+#include "autopar/onnx/onnx_check.h"
+#include "autopar/onnx/onnx_export.h"
+#include "commands.h"
+
+namespace autopar::cli {
+namespace {
+
+struct TrainGraphFlags {
+  std::string model;
+  std::string output = "train.onnx";
+  DimFlags dims;
+  TrainingFlags training;
+};
+
+Status run_train_graph(const TrainGraphFlags& flags) {
+  ASSIGN_OR_RETURN(Graph model, load_trainable_model(flags.model, flags.dims));
+  ASSIGN_OR_RETURN(LossSpec loss, flags.training.loss_spec(model));
+  ASSIGN_OR_RETURN(OptimizerSpec optimizer, flags.training.optimizer_spec());
+  ASSIGN_OR_RETURN(TrainingGraph training, build_training_graph(model, loss, optimizer));
+  const Graph& g = training.graph;
+  ExportOptions options;
+  nlohmann::json updates = nlohmann::json::array();
+  for (const auto& [state, next] : training.updates) {
+    options.initializers_as_inputs.push_back(g.value(state).name);
+    updates.push_back({g.value(state).name, g.value(next).name});
+  }
+  options.metadata["autopar.training"] =
+      nlohmann::json{
+          {"loss", g.value(training.loss).name}, {"labels", g.value(training.labels).name},
+          {"loss_kind", loss_name(loss.kind)},   {"optimizer", optimizer_name(optimizer.kind)},
+          {"lr", optimizer.learning_rate()},     {"updates", updates}}
+          .dump();
+  RETURN_IF_ERROR(check_onnx_model(export_onnx(g, options), flags.output));
+  RETURN_IF_ERROR(write_onnx_file(g, flags.output, options));
+  int64_t counts[3] = {0, 0, 0};
+  for (const Node& n : g.nodes()) ++counts[static_cast<int>(n.phase)];
+  fmt::print(
+      "wrote {}: {} nodes ({} forward, {} backward, {} optimizer), {} parameters, {} state "
+      "tensors, loss {}, optimizer {}\n",
+      flags.output, g.num_nodes(), counts[0], counts[1], counts[2],
+      with_commas(g.num_parameter_elements()), training.updates.size(), loss_name(loss.kind),
+      optimizer_name(optimizer.kind));
+  return Status::ok();
+}
+
+}  // namespace
+
+void add_train_graph_command(CLI::App& app, Command& command) {
+  auto flags = std::make_shared<TrainGraphFlags>();
+  CLI::App* cmd = app.add_subcommand("train-graph",
+                                     "write one training step (forward, loss, "
+                                     "backward, optimizer) as an ONNX model");
+  cmd->add_option("model", flags->model, "ONNX file, or a zoo name")->required();
+  cmd->add_option("-o,--output", flags->output, "file to write (default train.onnx)");
+  flags->dims.add_to(*cmd, 4);
+  flags->training.add_to(*cmd);
+  cmd->callback([flags, &command] { command = [flags] { return run_train_graph(*flags); }; });
+}
+
+}  // namespace autopar::cli
