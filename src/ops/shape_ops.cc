@@ -351,6 +351,65 @@ Status infer_constant_of_shape(InferenceContext& ctx) {
   return set_output_checked(ctx, 0, dtype, *shape);
 }
 
+// Range(start, limit, delta): max(ceil((limit − start)/delta), 0) elements.
+Status infer_range(InferenceContext& ctx) {
+  RETURN_IF_ERROR(check_arity(ctx, 3, 3, 1, 1));
+  const Tensor* values[3];
+  for (size_t i = 0; i < 3; ++i) {
+    values[i] = ctx.input_data(i);
+    if (!values[i] || values[i]->num_elements() != 1) {
+      return ctx.fail("{} must be a constant scalar", input_text(ctx, i));
+    }
+    if (ctx.input_dtype(i) != ctx.input_dtype(0)) return ctx.fail("inputs must share one type");
+  }
+  const double start = values[0]->float_at(0), limit = values[1]->float_at(0),
+               delta = values[2]->float_at(0);
+  if (delta == 0) return ctx.fail("delta is zero");
+  const double count = std::max(0.0, std::ceil((limit - start) / delta));
+  if (!(count <= static_cast<double>(kMaxElements)))
+    return ctx.fail("range of {} elements is too large", count);
+  return set_output_checked(ctx, 0, ctx.input_dtype(0), {static_cast<int64_t>(count)});
+}
+
+// GatherElements: output[i..] = data[..indices[i..] on axis..]; indices keep data's rank.
+Status infer_gather_elements(InferenceContext& ctx) {
+  RETURN_IF_ERROR(check_arity(ctx, 2, 2, 1, 1));
+  RETURN_IF_ERROR(check_index_type(ctx, 1));
+  const int64_t rank = ctx.input_rank(0);
+  int64_t axis = 0;
+  RETURN_IF_ERROR(read_int(ctx, "axis", axis));
+  if (rank == 0) return ctx.fail("cannot gather from scalar {}", input_text(ctx, 0));
+  RETURN_IF_ERROR(normalize_axis(ctx, "axis", rank, axis));
+  if (ctx.input_rank(1) != rank) {
+    return ctx.fail("indices {} must have the rank of data {}", input_text(ctx, 1),
+                    input_text(ctx, 0));
+  }
+  return set_output_checked(ctx, 0, ctx.input_dtype(0), ctx.input_dims(1));
+}
+
+// GatherND: indices [..., k] address data's dims after batch_dims.
+Status infer_gather_nd(InferenceContext& ctx) {
+  RETURN_IF_ERROR(check_arity(ctx, 2, 2, 1, 1));
+  RETURN_IF_ERROR(check_index_type(ctx, 1));
+  const auto& data = ctx.input_dims(0);
+  const auto& indices = ctx.input_dims(1);
+  int64_t batch_dims = 0;
+  RETURN_IF_ERROR(read_int(ctx, "batch_dims", batch_dims));
+  if (indices.empty()) return ctx.fail("indices {} must have rank 1 or more", input_text(ctx, 1));
+  const int64_t k = indices.back();
+  if (batch_dims < 0 || batch_dims >= static_cast<int64_t>(indices.size()) ||
+      batch_dims + k > static_cast<int64_t>(data.size()) || k < 1) {
+    return ctx.fail("indices {} with batch_dims {} do not address data {}", input_text(ctx, 1),
+                    batch_dims, input_text(ctx, 0));
+  }
+  for (int64_t d = 0; d < batch_dims; ++d) {
+    if (data[d] != indices[d]) return ctx.fail("batch dim {} differs between data and indices", d);
+  }
+  std::vector<int64_t> out(indices.begin(), indices.end() - 1);
+  out.insert(out.end(), data.begin() + batch_dims + k, data.end());
+  return set_output_checked(ctx, 0, ctx.input_dtype(0), std::move(out));
+}
+
 double scatter_flops(const Graph& g, const Node& n) {
   return n.attr_string("reduction", "none") == "none" ? 0.0 : input_elements(g, n, 2);
 }
@@ -643,6 +702,9 @@ void register_shape_ops(OpRegistry& registry) {
   add_data_op(registry, "Pad", infer_pad, {1, 2, 3}, std::vector<int>{1, 3});
   add_data_op(registry, "Constant", infer_constant);
   add_data_op(registry, "ConstantOfShape", infer_constant_of_shape, {0});
+  add_data_op(registry, "Range", infer_range, {0, 1, 2});
+  add_data_op(registry, "GatherElements", infer_gather_elements, {1}, std::vector<int>{});
+  add_data_op(registry, "GatherND", infer_gather_nd, {1}, std::vector<int>{});
   registry.add(make_op("ScatterElements", infer_scatter_elements, scatter_flops,
                        "0, or 1 per update element with a reduction", {1}));
   registry.add(make_op("ScatterND", infer_scatter_nd, scatter_flops,

@@ -1,8 +1,17 @@
-// Gradient rules of data-movement ops: reshapes, Transpose, Concat, Split, Gather, Expand, Tile.
+// Gradient rules of data-movement ops: reshapes, Transpose, Concat, Split, Gather, Expand,
+// Tile, Slice, Pad, Resize and the scatters and gathers.
+#include <algorithm>
+
 #include "rules.h"
 
 namespace autopar {
 namespace {
+
+std::vector<int64_t> iota(int64_t n) {
+  std::vector<int64_t> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = i;
+  return v;
+}
 
 // Flatten, Reshape, Squeeze, Unsqueeze: the gradient takes the input's shape back.
 Status reshape_rule(GradientBuilder& b) {
@@ -113,6 +122,198 @@ Status gather_rule(GradientBuilder& b) {
   });
 }
 
+ValueId zeros_of(GradientBuilder& b, const std::vector<int64_t>& dims, DType dtype) {
+  Tensor zero(dtype, {1});
+  return b.op("ConstantOfShape", {b.ints(dims)},
+              {{"value", Attribute(std::make_shared<const Tensor>(std::move(zero)))}});
+}
+
+// 0, 1, ..., n − 1 as i64 in `dims`: pushed through a data-movement op, it tells which input
+// element each output element came from.
+ValueId element_indices(GradientBuilder& b, const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  const ValueId flat =
+      b.op("Range", {b.constant(Tensor::scalar_int64(0)), b.constant(Tensor::scalar_int64(n)),
+                     b.constant(Tensor::scalar_int64(1))});
+  return b.reshape(flat, dims);
+}
+
+// Scatter-adds GO into zeros of X's shape at the flat input indices `map` (GO's shape).
+ValueId scatter_back(GradientBuilder& b, ValueId map, ValueId go, ValueId x) {
+  const int64_t n = b.value(x).shape.num_elements();
+  const int64_t m = b.value(go).shape.num_elements();
+  const ValueId scattered = b.op(
+      "ScatterElements", {zeros_of(b, {n}, b.dtype(x)), b.reshape(map, {m}), b.reshape(go, {m})},
+      {{"axis", int64_t{0}}, {"reduction", "add"}});
+  return b.reshape(scattered, b.dims(x));
+}
+
+std::vector<int64_t> const_ints(const GradientBuilder& b, size_t input) {
+  if (!b.has_input(input)) return {};
+  const Tensor* data = b.data(b.I(input));
+  return data ? data->to_int64_vector() : std::vector<int64_t>{};
+}
+
+// Slice with unit steps is undone by a zero Pad; other steps scatter through the index map.
+Status slice_rule(GradientBuilder& b) {
+  const ValueId x = b.I(0);
+  const std::vector<int64_t>& dims = b.dims(x);
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  const std::vector<int64_t> starts = const_ints(b, 1), ends = const_ints(b, 2);
+  std::vector<int64_t> axes = const_ints(b, 3), steps = const_ints(b, 4);
+  if (axes.empty()) axes = iota(static_cast<int64_t>(starts.size()));
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  std::vector<int64_t> begin(rank, 0), end(rank, 0);
+  bool unit = true;
+  for (size_t i = 0; i < starts.size(); ++i) {
+    const int64_t axis = axes[i] < 0 ? axes[i] + rank : axes[i];
+    const int64_t extent = dims[axis];
+    unit = unit && steps[i] == 1;
+    int64_t first = starts[i] < 0 ? starts[i] + extent : starts[i];
+    first = std::clamp<int64_t>(first, 0, extent);
+    begin[axis] = first;
+    end[axis] = extent - first - b.dims(b.O(0))[axis];
+  }
+  return maybe_grad(b, 0, [&] {
+    if (!unit)
+      return scatter_back(
+          b, b.op("Slice", {element_indices(b, dims), b.I(1), b.I(2), b.I(3), b.I(4)}), b.GO(0), x);
+    std::vector<int64_t> pads = begin;
+    pads.insert(pads.end(), end.begin(), end.end());
+    return b.op("Pad", {b.GO(0), b.ints(pads)});
+  });
+}
+
+// Constant-mode Pad is undone by a Slice (and a Pad where pads were negative, cropping);
+// reflect and edge scatter through the index map.
+Status pad_rule(GradientBuilder& b) {
+  const ValueId x = b.I(0);
+  const std::vector<int64_t>& dims = b.dims(x);
+  const size_t rank = dims.size();
+  const std::vector<int64_t> pads = b.opset() >= 11 ? const_ints(b, 1) : b.node().attr_ints("pads");
+  const std::string mode = b.node().attr_string("mode", "constant");
+  return maybe_grad(b, 0, [&] {
+    if (mode != "constant") {
+      Attributes attrs = {{"mode", mode}};
+      return scatter_back(b, b.op("Pad", {element_indices(b, dims), b.ints(pads)}, attrs), b.GO(0),
+                          x);
+    }
+    const std::vector<int64_t>& out = b.dims(b.GO(0));
+    std::vector<int64_t> starts(rank), ends(rank), regrow(2 * rank, 0);
+    bool crop = false;
+    for (size_t d = 0; d < rank; ++d) {
+      starts[d] = std::max<int64_t>(pads[d], 0);
+      ends[d] = out[d] - std::max<int64_t>(pads[d + rank], 0);
+      regrow[d] = std::max<int64_t>(-pads[d], 0);
+      regrow[d + rank] = std::max<int64_t>(-pads[d + rank], 0);
+      crop = crop || pads[d] < 0 || pads[d + rank] < 0;
+    }
+    const ValueId kept = b.op("Slice", {b.GO(0), b.ints(starts), b.ints(ends)});
+    return crop ? b.op("Pad", {kept, b.ints(regrow)}) : kept;
+  });
+}
+
+// Resize is linear in X and separable: along each resized axis it multiplies by a matrix
+// A [out, in], obtained by resizing the identity along that axis. dX applies Aᵀ per axis.
+Status resize_rule(GradientBuilder& b) {
+  const ValueId x = b.I(0);
+  const std::vector<int64_t>& in = b.dims(x);
+  const std::vector<int64_t>& out = b.dims(b.O(0));
+  const int64_t rank = static_cast<int64_t>(in.size());
+  const Tensor* scales = b.num_inputs() > 2 && b.has_input(2) ? b.data(b.I(2)) : nullptr;
+  if (scales && scales->num_elements() == 0) scales = nullptr;
+  const Tensor* roi = b.num_inputs() > 1 && b.has_input(1) ? b.data(b.I(1)) : nullptr;
+  if (roi && roi->num_elements() == 0) roi = nullptr;
+  return maybe_grad(b, 0, [&] {
+    ValueId grad = b.GO(0);
+    const DType t = b.dtype(x);
+    for (int64_t axis = 0; axis < rank; ++axis) {
+      if (in[axis] == out[axis] && (!scales || scales->float_at(axis) == 1.0) && !roi) continue;
+      // The identity [in, in] resized along its last axis is Aᵀ [in, out].
+      const ValueId ids = b.op(
+          "Range", {b.constant(Tensor::scalar_int64(0)), b.constant(Tensor::scalar_int64(in[axis])),
+                    b.constant(Tensor::scalar_int64(1))});
+      const ValueId identity =
+          b.op("Cast", {b.op("Equal", {b.op("Unsqueeze", {ids, b.ints({1})}), ids})},
+               {{"to", int64_t{dtype_to_onnx(t)}}});
+      std::vector<ValueId> inputs = {identity};
+      if (roi) {
+        Tensor axis_roi(roi->dtype(), {4});
+        axis_roi.set_from_double(0, 0.0);
+        axis_roi.set_from_double(1, roi->float_at(axis));
+        axis_roi.set_from_double(2, 1.0);
+        axis_roi.set_from_double(3, roi->float_at(axis + rank));
+        inputs.push_back(b.constant(std::move(axis_roi)));
+      } else {
+        inputs.push_back(kNoId);
+      }
+      if (scales) {
+        Tensor axis_scales(scales->dtype(), {2});
+        axis_scales.set_from_double(0, 1.0);
+        axis_scales.set_from_double(1, scales->float_at(axis));
+        inputs.push_back(b.constant(std::move(axis_scales)));
+      } else {
+        inputs.push_back(kNoId);
+        inputs.push_back(b.ints({in[axis], out[axis]}));
+      }
+      Attributes attrs = b.node().attrs;
+      attrs["extrapolation_value"] = 0.0f;
+      const ValueId a_transposed = b.op("Resize", inputs, attrs);
+      // Move `axis` last, multiply by A = (Aᵀ)ᵀ, move it back.
+      std::vector<int64_t> perm;
+      for (int64_t d = 0; d < rank; ++d) {
+        if (d != axis) perm.push_back(d);
+      }
+      perm.push_back(axis);
+      std::vector<int64_t> inverse(rank);
+      for (int64_t d = 0; d < rank; ++d) inverse[perm[d]] = d;
+      const ValueId moved = b.transpose(grad, perm);
+      grad = b.transpose(b.op("MatMul", {moved, b.transpose(a_transposed, {1, 0})}), inverse);
+    }
+    return grad;
+  });
+}
+
+Status gather_elements_rule(GradientBuilder& b) {
+  return maybe_grad(b, 0, [&] {
+    const ValueId data = b.I(0);
+    return b.op("ScatterElements", {zeros_of(b, b.dims(data), b.dtype(data)), b.I(1), b.GO(0)},
+                {{"axis", b.node().attr_int("axis", 0)}, {"reduction", "add"}});
+  });
+}
+
+Status gather_nd_rule(GradientBuilder& b) {
+  if (b.node().attr_int("batch_dims", 0) != 0)
+    return b.fail("batch_dims other than 0 are not differentiated");
+  return maybe_grad(b, 0, [&] {
+    const ValueId data = b.I(0);
+    return b.op("ScatterND", {zeros_of(b, b.dims(data), b.dtype(data)), b.I(1), b.GO(0)},
+                {{"reduction", "add"}});
+  });
+}
+
+// Scatter with no reduction overwrites: the data keeps GO where nothing was written, and the
+// updates read GO where they went. With add both pass it on.
+Status scatter_rule(GradientBuilder& b) {
+  const bool elements = b.node().op_type == "ScatterElements";
+  const std::string reduction = b.node().attr_string("reduction", "none");
+  if (reduction != "none" && reduction != "add") {
+    return b.fail("reduction '{}' is not differentiated (none and add are)", reduction);
+  }
+  Attributes axis;
+  if (elements) axis["axis"] = b.node().attr_int("axis", 0);
+  RETURN_IF_ERROR(maybe_grad(b, 0, [&] {
+    if (reduction == "add") return b.GO(0);
+    const ValueId updates = b.I(2);
+    return b.op(b.node().op_type, {b.GO(0), b.I(1), zeros_of(b, b.dims(updates), b.dtype(updates))},
+                axis);
+  }));
+  return maybe_grad(b, 2, [&] {
+    return b.op(elements ? "GatherElements" : "GatherND", {b.GO(0), b.I(1)}, axis);
+  });
+}
+
 }  // namespace
 
 void register_shape_gradients(OpRegistry& registry) {
@@ -124,7 +325,14 @@ void register_shape_gradients(OpRegistry& registry) {
   add_gradient(registry, "Expand", expand_rule);
   add_gradient(registry, "Tile", tile_rule);
   add_gradient(registry, "Gather", gather_rule);
-  add_no_gradient(registry, {"Shape", "Constant", "ConstantOfShape"});
+  add_gradient(registry, "Slice", slice_rule);
+  add_gradient(registry, "Pad", pad_rule);
+  add_gradient(registry, "Resize", resize_rule);
+  add_gradient(registry, "GatherElements", gather_elements_rule);
+  add_gradient(registry, "GatherND", gather_nd_rule);
+  add_gradient(registry, "ScatterElements", scatter_rule);
+  add_gradient(registry, "ScatterND", scatter_rule);
+  add_no_gradient(registry, {"Shape", "Constant", "ConstantOfShape", "Range"});
 }
 
 }  // namespace autopar

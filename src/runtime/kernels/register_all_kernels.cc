@@ -11,6 +11,7 @@ void register_all_kernels(KernelRegistry& registry) {
   register_reduce_kernels(registry);         // ReduceMean ReduceSum ReduceMax
   register_shape_kernels(registry);          // Reshape Transpose Slice Gather Pad Resize ...
   register_loss_kernels(registry);           // SoftmaxCrossEntropyLoss
+  register_indexing_kernels(registry);       // Range GatherElements GatherND
 }
 
 }  // namespace autopar::runtime
