@@ -1,0 +1,36 @@
+// change_float_type: one pass over values, data and type-carrying attributes.
+#include "autopar/ir/precision.h"
+
+namespace autopar {
+namespace {
+
+TensorPtr converted(const TensorPtr& t, DType from, DType to) {
+  if (!t || t->dtype() != from) return t;
+  Tensor out(to, t->dims());
+  for (int64_t i = 0; i < t->num_elements(); ++i) out.set_from_double(i, t->float_at(i));
+  return std::make_shared<const Tensor>(std::move(out));
+}
+
+}  // namespace
+
+void change_float_type(Graph& graph, DType from, DType to) {
+  for (ValueId id = 0; id < graph.num_values(); ++id) {
+    Value& v = graph.mutable_value(id);
+    if (v.dtype != from) continue;
+    v.dtype = to;
+    v.data = converted(v.data, from, to);
+  }
+  for (NodeId id = 0; id < graph.num_nodes(); ++id) {
+    Node& node = graph.mutable_node(id);
+    for (auto& [name, attr] : node.attrs) {
+      if (attr.kind() == Attribute::Kind::kTensor) {
+        attr = Attribute(converted(attr.tensor(), from, to));
+      } else if (node.op_type == "Cast" && name == "to" && attr.kind() == Attribute::Kind::kInt &&
+                 attr.i() == dtype_to_onnx(from)) {
+        attr = Attribute(int64_t{dtype_to_onnx(to)});
+      }
+    }
+  }
+}
+
+}  // namespace autopar
