@@ -15,11 +15,21 @@ bool differentiable_input(const Graph& g, const Node& node, const OpDef* def, si
   return !def || !def->is_config_input(static_cast<int>(i));
 }
 
-// Sums the contributions to one value's gradient.
-ValueId accumulate(Graph& g, const std::vector<ValueId>& parts, int32_t layer) {
+// Sums the contributions to one value's gradient. The sum belongs with the backward nodes
+// that produced the contributions (the consumers' layer: a residual stream's gradient is
+// summed where its two uses are), or with `fallback` when they come from several layers.
+ValueId accumulate(Graph& g, const std::vector<ValueId>& parts, int32_t fallback) {
   if (parts.empty()) return kNoId;
   if (parts.size() == 1) return parts[0];
-  Emitter emit(g, "grad/accumulate", Phase::kBackward, layer);
+  std::optional<int32_t> layer;
+  bool common = true;
+  for (ValueId part : parts) {
+    const NodeId producer = g.value(part).producer;
+    const int32_t part_layer = producer == kNoId ? -1 : g.node(producer).layer;
+    common = common && (!layer || *layer == part_layer);
+    layer = part_layer;
+  }
+  Emitter emit(g, "grad/accumulate", Phase::kBackward, common ? *layer : fallback);
   return parts.size() == 2 ? emit.op("Add", {parts[0], parts[1]}) : emit.op("Sum", parts);
 }
 
@@ -106,9 +116,7 @@ StatusOr<std::vector<ValueId>> add_gradients(Graph& g, ValueId loss,
   }
   std::vector<ValueId> result;
   for (ValueId w : wrt) {
-    const ValueId producer_layer_node = g.value(w).producer;
-    const int32_t layer = producer_layer_node == kNoId ? -1 : g.node(producer_layer_node).layer;
-    ValueId grad = accumulate(g, contributions[w], layer);
+    ValueId grad = accumulate(g, contributions[w], -1);
     contributions.resize(g.num_values());
     result.push_back(grad);
   }
