@@ -56,20 +56,21 @@ ValueId Emitter::ints(const std::vector<int64_t>& values) {
 }
 
 ValueId Emitter::zeros_like(ValueId id) {
-  const Value& v = graph_.value(id);
-  Tensor zero(v.dtype, {1});
+  const DType dtype = graph_.value(id).dtype;
+  const std::vector<int64_t> dims = graph_.value(id).shape.dims;
+  Tensor zero(dtype, {1});
   Attributes attrs;
   attrs["value"] = Attribute(std::make_shared<const Tensor>(std::move(zero)));
-  return op("ConstantOfShape", {ints(v.shape.dims)}, std::move(attrs));
+  return op("ConstantOfShape", {ints(dims)}, std::move(attrs));
 }
 
-ValueId Emitter::reshape(ValueId x, const std::vector<int64_t>& dims) {
+ValueId Emitter::reshape(ValueId x, std::vector<int64_t> dims) {
   if (graph_.value(x).shape.dims == dims) return x;
   return op("Reshape", {x, ints(dims)});
 }
 
-ValueId Emitter::unbroadcast(ValueId grad, const std::vector<int64_t>& dims) {
-  const std::vector<int64_t>& from = graph_.value(grad).shape.dims;
+ValueId Emitter::unbroadcast(ValueId grad, std::vector<int64_t> dims) {
+  const std::vector<int64_t> from = graph_.value(grad).shape.dims;
   if (from == dims) return grad;
   // Axes of `from` that `dims` lacks (leading) or holds as 1 are summed.
   const size_t shift = from.size() - dims.size();
@@ -82,7 +83,7 @@ ValueId Emitter::unbroadcast(ValueId grad, const std::vector<int64_t>& dims) {
   if (!axes.empty()) {
     summed = op("ReduceSum", {grad, ints(axes)}, {{"keepdims", int64_t{1}}});
   }
-  return reshape(summed, dims);
+  return reshape(summed, std::move(dims));
 }
 
 ValueId Emitter::transpose(ValueId x, const std::vector<int64_t>& perm) {

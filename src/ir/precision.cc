@@ -22,6 +22,11 @@ void change_float_type(Graph& graph, DType from, DType to) {
   }
   for (NodeId id = 0; id < graph.num_nodes(); ++id) {
     Node& node = graph.mutable_node(id);
+    // LayerNormalization's statistics are computed in stash_type (default f32).
+    if (node.op_type == "LayerNormalization" &&
+        node.attr_int("stash_type", dtype_to_onnx(DType::kFloat32)) == dtype_to_onnx(from)) {
+      node.attrs["stash_type"] = int64_t{dtype_to_onnx(to)};
+    }
     for (auto& [name, attr] : node.attrs) {
       if (attr.kind() == Attribute::Kind::kTensor) {
         attr = Attribute(converted(attr.tensor(), from, to));

@@ -152,12 +152,14 @@ TEST(GradientRules, LayerNormalization) {
                 .wrt(random_f64({6}, 101))
                 .wrt(random_f64({6}, 102))
                 .attr("axis", int64_t{-1})
+                .attr("stash_type", int64_t{11})
                 .check(1e-5),
             "");
   EXPECT_EQ(GradientCheck("LayerNormalization")
                 .wrt(random_f64({2, 3, 4}, 103))
                 .wrt(random_f64({3, 4}, 104))
                 .attr("axis", int64_t{1})
+                .attr("stash_type", int64_t{11})
                 .check(1e-5),
             "");
 }

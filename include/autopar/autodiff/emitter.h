@@ -30,8 +30,8 @@ class Emitter {
   ValueId scalar(double v, DType dtype);
   ValueId ints(const std::vector<int64_t>& values);
   ValueId zeros_like(ValueId id);
-  ValueId reshape(ValueId x, const std::vector<int64_t>& dims);
-  ValueId unbroadcast(ValueId grad, const std::vector<int64_t>& dims);
+  ValueId reshape(ValueId x, std::vector<int64_t> dims);
+  ValueId unbroadcast(ValueId grad, std::vector<int64_t> dims);
   ValueId transpose(ValueId x, const std::vector<int64_t>& perm);
 
   // The first failure of an emitted node's shape rule; emitters keep returning ids after it.

@@ -30,9 +30,10 @@ class GradientBuilder : public Emitter {
   bool has_output_grad(size_t i) const { return GO(i) != kNoId; }
   bool needs_grad(size_t i) const { return i < needs_.size() && needs_[i]; }
 
+  // References into the graph's values die when a node is emitted; dims are copies.
   const Value& value(ValueId id) const { return graph().value(id); }
-  const std::vector<int64_t>& dims(ValueId id) const { return graph().value(id).shape.dims; }
-  int64_t rank(ValueId id) const { return static_cast<int64_t>(dims(id).size()); }
+  std::vector<int64_t> dims(ValueId id) const { return graph().value(id).shape.dims; }
+  int64_t rank(ValueId id) const { return graph().value(id).shape.rank(); }
   DType dtype(ValueId id) const { return graph().value(id).dtype; }
   // Constant data of a value (an initializer or folded constant), or null.
   const Tensor* data(ValueId id) const { return graph().value(id).data.get(); }

@@ -5,8 +5,9 @@
 
 namespace autopar {
 
-// Every value, initializer's data, Cast target, and tensor attribute (ConstantOfShape's value,
-// Constant's value) of type `from` becomes `to`, converting the data.
+// Every value, initializer's data, Cast target, LayerNormalization stash_type, and tensor
+// attribute (ConstantOfShape's value, Constant's value) of type `from` becomes `to`,
+// converting the data.
 void change_float_type(Graph& graph, DType from, DType to);
 
 }  // namespace autopar
