@@ -208,7 +208,7 @@ void add_scaled(T* __restrict target, const T* __restrict source, T weight, int6
   for (; j < n; ++j) target[j] += weight * source[j];
 }
 
-// out[m, p] = Σ_k weights[m, k]·plane[position of output first + p under kernel offset k] for
+// out[m, p] += Σ_k weights[m, k]·plane[position of output first + p under kernel offset k] for
 // `outputs` rows m (row stride `out_stride`) and `count` output positions.
 template <typename T>
 void conv_single_channel(const T* plane, const T* weights, int64_t outputs, const Window& w,
@@ -218,7 +218,6 @@ void conv_single_channel(const T* plane, const T* weights, int64_t outputs, cons
   const int64_t kernel_count = static_cast<int64_t>(shifts.size());
   for (int64_t m = 0; m < outputs; ++m) {
     T* row = out + m * out_stride;
-    std::fill(row, row + count, T(0));
     for (int64_t k = 0; k < kernel_count; ++k) {
       const T weight = weights[m * kernel_count + k];
       for_each_line(w, shifts[k], first, first + count, [&](const LineSpan& line) {
@@ -304,18 +303,17 @@ Status run_conv(KernelContext& ctx) {
           StridedMap<T> y_block(out, group_out_channels, count, Eigen::OuterStride<>(positions));
           ConstMatrixMap<T> w_group(w_data + g * group_out_channels * rows, group_out_channels,
                                     rows);
-          if (rows == 0) {
-            y_block.setZero();
-          } else if (pointwise) {
+          // The output starts zero-filled; every path accumulates into it.
+          if (pointwise) {
             ConstStridedMap<T> columns(image + first, group_channels, count,
                                        Eigen::OuterStride<>(input_size));
-            y_block.noalias() = w_group * columns;
+            y_block.noalias() += w_group * columns;
           } else if (single_channel) {
             conv_single_channel(image, w_data + g * group_out_channels * rows, group_out_channels,
                                 w, shifts, first, count, out, positions);
-          } else {
+          } else if (rows > 0) {
             im2col(image, group_channels, w, shifts, first, first + count, col.get());
-            y_block.noalias() = w_group * ConstMatrixMap<T>(col.get(), rows, count);
+            y_block.noalias() += w_group * ConstMatrixMap<T>(col.get(), rows, count);
           }
           if (bias)
             add_bias(out, bias + g * group_out_channels, group_out_channels, count, positions);

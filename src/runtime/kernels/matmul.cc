@@ -102,7 +102,8 @@ Status run_matmul(KernelContext& ctx) {
                    ConstMatrixMap<T> lhs(a_data + a_offsets[matrix] + span.begin * k, span.count,
                                          k);
                    ConstMatrixMap<T> rhs(b_data + b_offsets[matrix], k, n);
-                   out.noalias() = lhs * rhs;
+                   // The output starts zero-filled: accumulating skips Eigen's own zeroing.
+                   out.noalias() += lhs * rhs;
                  }
                });
   return Status::ok();
@@ -149,17 +150,12 @@ Status run_gemm(KernelContext& ctx) {
                      }
                    }
                    if (k == 0) continue;
+                   // The rows hold beta·C or the allocation's zeros.
                    auto multiply = [&](const auto& lhs) {
                      if (trans_b) {
-                       if (with_c) {
-                         out.noalias() += alpha * lhs * b_stored.transpose();
-                       } else {
-                         out.noalias() = alpha * lhs * b_stored.transpose();
-                       }
-                     } else if (with_c) {
-                       out.noalias() += alpha * lhs * b_stored;
+                       out.noalias() += alpha * lhs * b_stored.transpose();
                      } else {
-                       out.noalias() = alpha * lhs * b_stored;
+                       out.noalias() += alpha * lhs * b_stored;
                      }
                    };
                    if (trans_a) {
