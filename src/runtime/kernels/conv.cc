@@ -73,14 +73,13 @@ Window read_window(const Node& node, const std::vector<int64_t>& x_dims,
   return w;
 }
 
-// The kernel offsets k in [0, kernel) whose input position o·stride − pad + k·dilation lies
-// in [low, high).
+// The kernel offsets k in [0, kernel) whose position start + k·dilation lies in [low, high),
+// where start = o·stride − pad_begin is the window's first position.
 struct KernelRange {
   int64_t begin, end;
 };
 KernelRange kernel_range(int64_t start, int64_t kernel, int64_t dilation, int64_t low,
                          int64_t high) {
-  // Smallest k with start + k·d >= low, and one past the largest with start + k·d < high.
   auto ceil_div = [](int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); };
   const int64_t begin = std::clamp<int64_t>(ceil_div(low - start, dilation), 0, kernel);
   const int64_t end = std::clamp<int64_t>(ceil_div(high - start, dilation), 0, kernel);
@@ -185,13 +184,16 @@ void im2col(const T* image, int64_t channels, const Window& w,
           return;
         }
         std::fill(out, out + line.valid_begin, T(0));
-        const T* in = plane + line.input_base + line.input_start;
-        if (stride == 1) {
-          std::copy(in + line.valid_begin, in + line.valid_end, out + line.valid_begin);
-        } else {
-          for (int64_t j = line.valid_begin; j < line.valid_end; ++j) out[j] = in[j * stride];
-        }
         std::fill(out + line.valid_end, out + line.length, T(0));
+        const int64_t valid = line.valid_end - line.valid_begin;
+        if (valid <= 0) return;
+        const T* in = plane + line.input_base + line.input_start + line.valid_begin * stride;
+        out += line.valid_begin;
+        if (stride == 1) {
+          std::copy(in, in + valid, out);
+        } else {
+          for (int64_t j = 0; j < valid; ++j) out[j] = in[j * stride];
+        }
       });
     }
   }
@@ -221,23 +223,22 @@ void conv_single_channel(const T* plane, const T* weights, int64_t outputs, cons
     for (int64_t k = 0; k < kernel_count; ++k) {
       const T weight = weights[m * kernel_count + k];
       for_each_line(w, shifts[k], first, first + count, [&](const LineSpan& line) {
-        if (line.input_base < 0) return;
-        T* target = row + line.column;
-        const T* in = plane + line.input_base + line.input_start;
+        const int64_t valid = line.valid_end - line.valid_begin;
+        if (line.input_base < 0 || valid <= 0) return;
+        T* target = row + line.column + line.valid_begin;
+        const T* in = plane + line.input_base + line.input_start + line.valid_begin * stride;
         if (stride == 1) {
-          add_scaled(target + line.valid_begin, in + line.valid_begin, weight,
-                     line.valid_end - line.valid_begin);
+          add_scaled(target, in, weight, valid);
         } else {
-          for (int64_t j = line.valid_begin; j < line.valid_end; ++j) {
-            target[j] += weight * in[j * stride];
-          }
+          for (int64_t j = 0; j < valid; ++j) target[j] += weight * in[j * stride];
         }
       });
     }
   }
 }
 
-// Splits `positions` output columns into panels of at most `width` columns.
+// Output columns per panel: bounded by the column buffer, and by the work per Eigen call
+// when there are too few (image, group) items to keep the threads busy.
 int64_t panel_width(int64_t positions, int64_t rows, int64_t multiply_adds_per_column,
                     int64_t items) {
   int64_t width = std::max<int64_t>(1, kColumnBufferElements / std::max<int64_t>(rows, 1));
@@ -383,10 +384,10 @@ void col2im(const T* col, int64_t channels, const Window& w,
           const int64_t o = coords[d] * w.strides[d] + shift[d];
           base = o >= 0 && o < w.output[d] ? base + o * output_strides[d] : -1;
         }
-        if (base >= 0) {
-          T* target = plane + base + shift[rank - 1];
-          const T* source = row + line;
-          for (int64_t i = valid.begin; i < valid.end; ++i) target[i * stride] += source[i];
+        if (base >= 0 && valid.begin < valid.end) {
+          T* target = plane + base + valid.begin * stride + shift[rank - 1];
+          const T* source = row + line + valid.begin;
+          for (int64_t i = 0; i < valid.end - valid.begin; ++i) target[i * stride] += source[i];
         }
         if (!next_line(w.input, coords)) break;
       }

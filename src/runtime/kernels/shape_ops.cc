@@ -118,7 +118,7 @@ Status run_strided_copy(KernelContext& ctx, const StridedView& view) {
 
 // ---- Transpose ------------------------------------------------------------------------
 
-// out[b][a][c] = source[b-offset + c·rows + a]: a batch of row-major [rows, cols] matrices
+// out[b][c][r] = source[offset of b + r·cols + c]: a batch of row-major [rows, cols] matrices
 // transposed in square tiles, so both sides are read and written a cache line at a time.
 template <typename T>
 void transpose_tiles(const T* source, const StridedView& batch, int64_t rows, int64_t cols,
@@ -164,8 +164,8 @@ Status run_transpose(KernelContext& ctx) {
   }
   const StridedView v = simplify(view);
   const size_t r = v.dims.size();
-  // Swapping the last two dims of a contiguous block ([.., cols, rows] read as [.., rows,
-  // cols]) is a batch of matrix transposes: 2-D Transpose, and perm [.., n−1, n−2].
+  // An output [.., cols, rows] that reads contiguous [rows, cols] blocks is a batch of matrix
+  // transposes: 2-D Transpose, perm [.., n−1, n−2], and whatever merges into them.
   if (r >= 2 && v.strides[r - 2] == 1 && v.strides[r - 1] == v.dims[r - 2]) {
     StridedView batch;
     batch.offset = 0;
