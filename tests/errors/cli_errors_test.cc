@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "autopar/onnx/onnx_export.h"
+#include "autopar/onnx/onnx_tensor.h"
 #include "testing/onnx_proto.h"
 #include "testing/testing.h"
 
@@ -242,6 +243,119 @@ TEST_F(CliErrors, ZooBadOption) {
 TEST_F(CliErrors, ZooUnwritableOutput) {
   expect_error({"zoo", "gpt-tiny", "-o", "missing/dir/gpt.onnx"},
                "autopar: error: missing/dir/gpt.onnx: cannot open for writing");
+}
+
+// ---- autopar run: inputs that do not fit the model ----------------------------------
+
+class RunErrors : public CliErrors {
+ protected:
+  void SetUp() override {
+    CliErrors::SetUp();
+    write("linear.onnx", linear());
+    std::filesystem::create_directory(dir_ + "/in");
+  }
+  void input(int i, const Tensor& t) {
+    ASSERT_TRUE(write_tensor_file(fmt::format("{}/in/input_{}.pb", dir_, i), t, "x").is_ok());
+  }
+};
+
+TEST_F(RunErrors, NoInputFiles) {
+  expect_error({"run", "linear.onnx", "--inputs", "in"},
+               "autopar: error: --inputs in: holds no input_0.pb");
+  expect_error({"run", "linear.onnx"},
+               "autopar: error: --inputs DIR is required to run linear.onnx (or pass --train)");
+}
+
+TEST_F(RunErrors, InputCount) {
+  input(0, Tensor(DType::kFloat32, {2, 4}));
+  input(1, Tensor(DType::kFloat32, {2, 4}));
+  expect_error({"run", "linear.onnx", "--inputs", "in"},
+               "autopar: error: linear.onnx: the model has 1 input (x), 2 given");
+}
+
+TEST_F(RunErrors, InputDtype) {
+  input(0, Tensor(DType::kInt64, {2, 4}));
+  expect_error({"run", "linear.onnx", "--inputs", "in"},
+               "autopar: error: linear.onnx: input 'x': expected f32, got i64");
+}
+
+TEST_F(RunErrors, InputRank) {
+  input(0, Tensor(DType::kFloat32, {8}));
+  expect_error({"run", "linear.onnx", "--inputs", "in"},
+               "autopar: error: linear.onnx: input 'x': expected rank 2, got 1 [8]");
+}
+
+TEST_F(RunErrors, InputDim) {
+  input(0, Tensor(DType::kFloat32, {2, 5}));
+  expect_error({"run", "linear.onnx", "--inputs", "in"},
+               "autopar: error: linear.onnx: input 'x' dim 1: expected 4, got 5");
+}
+
+TEST_F(RunErrors, NotATensorFile) {
+  write("in/input_0.pb", std::string("\xff\xff\xff", 3));
+  expect_error(
+      {"run", "linear.onnx", "--inputs", "in"},
+      "autopar: error: in/input_0.pb: not an ONNX TensorProto (the protobuf does not parse)");
+}
+
+// ---- training: hyper-parameters and losses that cannot work ---------------------------
+
+TEST_F(CliErrors, HyperParametersThatMakeNaN) {
+  expect_error({"run", "mlp", "--train", "--lr", "-1"},
+               "autopar: error: --lr -1: must be positive and finite");
+  expect_error({"run", "mlp", "--train", "--beta2", "1"},
+               "autopar: error: --beta2 1: must be in [0, 1)");
+  expect_error({"run", "mlp", "--train", "--optimizer", "sgd", "--momentum", "1.5"},
+               "autopar: error: --momentum 1.5: must be in [0, 1)");
+  expect_error({"run", "mlp", "--train", "--epsilon", "0"},
+               "autopar: error: --epsilon 0: must be positive and finite");
+  expect_error({"train-graph", "mlp", "--weight-decay", "-0.1"},
+               "autopar: error: --weight-decay -0.1: must be zero or positive and finite");
+}
+
+TEST_F(CliErrors, TrainingThatDiverges) {
+  expect_error({"run", "mlp", "--train", "--optimizer", "sgd", "--lr", "1e30", "--steps", "5"},
+               "autopar: error: step 2: the loss is nan (lower --lr?)");
+}
+
+TEST_F(CliErrors, LossThatDoesNotFitTheModel) {
+  expect_error({"run", "mlp", "--train", "--loss", "hinge"},
+               "autopar: error: --loss hinge: expected cross_entropy or mse");
+  expect_error({"run", "mlp", "--train", "--optimizer", "lion"},
+               "autopar: error: --optimizer lion: expected sgd, adam or adamw");
+}
+
+TEST_F(CliErrors, CrossEntropyWithoutClasses) {
+  ASSERT_EQ(run_autopar({"zoo", "mlp", "--classes", "1", "-o", "regression.onnx"}, dir_).exit_code,
+            0);
+  expect_error(
+      {"run", "regression.onnx", "--train", "--loss", "cross_entropy"},
+      "autopar: error: cross_entropy: output 'logits' f32[4,1] has no class axis (its last dim "
+      "must count at least 2 classes); use --loss mse");
+}
+
+TEST_F(CliErrors, TrainingAShapeOnlyModel) {
+  ASSERT_EQ(run_autopar({"zoo", "mlp", "--no-weights", "-o", "shapes.onnx"}, dir_).exit_code, 0);
+  expect_error({"run", "shapes.onnx", "--train"},
+               "autopar: error: parameter 'fc.0.weight' has no data: training needs a model with "
+               "weights (autopar zoo --with-weights)");
+}
+
+TEST_F(CliErrors, TrainingSteps) {
+  expect_error({"run", "mlp", "--train", "--steps", "0"},
+               "autopar: error: --steps 0: must be at least 1");
+  expect_error({"run", "mlp", "--train", "--batches", "0"},
+               "autopar: error: --batches 0: must be at least 1");
+}
+
+TEST_F(CliErrors, TrainingAnOldOpset) {
+  testing::OnnxProto m(11);
+  m.input("x", onnx::TensorProto::FLOAT, {"batch", 4});
+  m.weight("w", {4, 3});
+  m.node("MatMul", "mm", {"x", "w"}, {}, {"y"});
+  m.output("y", onnx::TensorProto::FLOAT, {"batch", 3});
+  expect_error({"train-graph", write("old.onnx", m)},
+               "autopar: error: training needs ai.onnx opset 13 or newer (the model imports 11)");
 }
 
 }  // namespace
