@@ -1,0 +1,96 @@
+// The runtime's commands end to end: inference on tensor files, the training step as ONNX,
+// and training on the synthetic teacher task.
+#include <filesystem>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "autopar/onnx/onnx_check.h"
+#include "autopar/onnx/onnx_import.h"
+#include "autopar/onnx/onnx_tensor.h"
+#include "autopar/runtime/executor.h"
+#include "autopar/runtime/trainer.h"
+#include "testing/testing.h"
+
+namespace autopar {
+namespace {
+
+using testing::run_autopar;
+
+std::vector<double> losses_of(const testing::CommandResult& r) {
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  auto json = nlohmann::json::parse(r.out, nullptr, false);
+  EXPECT_TRUE(json.is_object()) << r.out;
+  if (!json.is_object() || !json.contains("losses")) return {};
+  return json["losses"].get<std::vector<double>>();
+}
+
+TEST(RuntimeCli, MlpLossHalvesIn50Steps) {
+  const std::vector<double> losses =
+      losses_of(run_autopar({"run", "mlp", "--train", "--steps", "50", "--json"}));
+  ASSERT_EQ(losses.size(), 50u);
+  EXPECT_LT(losses.back(), 0.5 * losses.front());
+}
+
+TEST(RuntimeCli, GptTinyLossFalls) {
+  const std::vector<double> losses = losses_of(
+      run_autopar({"run", "gpt-tiny", "--train", "--steps", "50", "--json", "--threads", "2"}));
+  ASSERT_EQ(losses.size(), 50u);
+  // Cross-entropy over 256 tokens starts near ln 256 ≈ 5.55.
+  EXPECT_NEAR(losses.front(), 5.55, 0.1);
+  EXPECT_LT(losses.back(), 0.6 * losses.front());
+}
+
+TEST(RuntimeCli, TrainingIsDeterministic) {
+  const auto first = losses_of(
+      run_autopar({"run", "resnet-tiny", "--train", "--steps", "3", "--json", "--threads", "2"}));
+  const auto second = losses_of(
+      run_autopar({"run", "resnet-tiny", "--train", "--steps", "3", "--json", "--threads", "2"}));
+  ASSERT_EQ(first.size(), 3u);
+  EXPECT_EQ(first, second);
+}
+
+TEST(RuntimeCli, TrainGraphWritesACheckedModel) {
+  const std::string dir = testing::temp_dir("train_graph");
+  const auto r =
+      run_autopar({"train-graph", "bert-tiny", "--optimizer", "adamw", "-o", "train.onnx"}, dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto model = read_model_proto(dir + "/train.onnx");
+  ASSERT_TRUE(model.is_ok());
+  EXPECT_TRUE(check_onnx_model(*model, "train.onnx").is_ok());
+  auto graph = read_onnx_file(dir + "/train.onnx", ImportOptions{.batch = 4, .dims = {}});
+  ASSERT_TRUE(graph.is_ok()) << graph.status().message();
+  EXPECT_EQ(graph->value(graph->outputs()[0]).name, "loss");
+  int phases[3] = {0, 0, 0};
+  for (const Node& n : graph->nodes()) ++phases[static_cast<int>(n.phase)];
+  EXPECT_GT(phases[1], 0);
+  EXPECT_GT(phases[2], 0);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(RuntimeCli, RunWritesTheExecutorsOutputs) {
+  const std::string dir = testing::temp_dir("run_files");
+  ASSERT_EQ(run_autopar({"zoo", "resnet-tiny", "-o", "resnet.onnx"}, dir).exit_code, 0);
+  auto graph = read_onnx_file(dir + "/resnet.onnx", ImportOptions{.batch = 3, .dims = {}});
+  ASSERT_TRUE(graph.is_ok());
+  const std::vector<TensorPtr> inputs = runtime::synthetic_inputs(*graph, 5);
+  std::filesystem::create_directory(dir + "/in");
+  ASSERT_TRUE(write_tensor_file(dir + "/in/input_0.pb", *inputs[0], "pixel_values").is_ok());
+  const auto r = run_autopar(
+      {"run", "resnet.onnx", "--inputs", "in", "--outputs", "out", "--threads", "2"}, dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto written = read_tensor_file(dir + "/out/output_0.pb");
+  ASSERT_TRUE(written.is_ok()) << written.status().message();
+  runtime::ExecutorOptions options;
+  options.num_threads = 2;
+  auto executor = runtime::Executor::create(*graph, options);
+  ASSERT_TRUE(executor.is_ok());
+  auto expected = executor->run_inputs(inputs);
+  ASSERT_TRUE(expected.is_ok());
+  EXPECT_EQ(*written, *(*expected)[0]);
+  EXPECT_EQ(written->dims(), (std::vector<int64_t>{3, 10}));
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace autopar
