@@ -167,17 +167,21 @@ int64_t int_div(int64_t a, int64_t b) {
   return a / b;
 }
 
+// Integer arithmetic wraps on overflow, as the runtime's kernels (and numpy) do.
 int64_t wrap_add(int64_t a, int64_t b) {
   int64_t r;
-  return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r;
+  __builtin_add_overflow(a, b, &r);
+  return r;
 }
 int64_t wrap_sub(int64_t a, int64_t b) {
   int64_t r;
-  return __builtin_sub_overflow(a, b, &r) ? INT64_MAX : r;
+  __builtin_sub_overflow(a, b, &r);
+  return r;
 }
 int64_t wrap_mul(int64_t a, int64_t b) {
   int64_t r;
-  return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
+  __builtin_mul_overflow(a, b, &r);
+  return r;
 }
 
 StatusOr<Outputs> fold_where(const FoldContext& c) {
