@@ -341,6 +341,25 @@ TEST(GradientRules, ConvTranspose) {
             "");
 }
 
+TEST(GradientRules, ConvTransposeOutputShape) {
+  // output_shape longer than the natural extent (the end extended) and shorter (cut).
+  EXPECT_EQ(GradientCheck("ConvTranspose")
+                .wrt(random_f64({1, 2, 3, 3}, 215))
+                .wrt(random_f64({2, 2, 3, 3}, 216))
+                .attr("strides", std::vector<int64_t>{2, 2})
+                .attr("output_shape", std::vector<int64_t>{8, 6})
+                .check(1e-5),
+            "");
+  EXPECT_EQ(GradientCheck("ConvTranspose")
+                .wrt(random_f64({1, 2, 3, 3}, 217))
+                .wrt(random_f64({2, 1, 2, 2}, 218))
+                .attr("strides", std::vector<int64_t>{3, 3})
+                .attr("auto_pad", "SAME_LOWER")
+                .attr("output_shape", std::vector<int64_t>{7, 10})
+                .check(1e-5),
+            "");
+}
+
 TEST(GradientRules, Pooling) {
   EXPECT_EQ(GradientCheck("MaxPool")
                 .wrt(random_f64({2, 2, 5, 5}, 220))

@@ -51,7 +51,10 @@ Window sliding_window(const GradientBuilder& b, std::vector<int64_t> kernel,
   return w;
 }
 
+// Dims after N and C; empty for a value whose shape an earlier failure left unknown (the
+// builder reports that failure).
 std::vector<int64_t> spatial_dims(const std::vector<int64_t>& dims) {
+  if (dims.size() < 2) return {};
   return std::vector<int64_t>(dims.begin() + 2, dims.end());
 }
 
@@ -160,26 +163,41 @@ Status conv_transpose_rule(GradientBuilder& b) {
       n.attr_ints("output_padding", std::vector<int64_t>(spatial, 0));
   const std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
   const std::vector<int64_t> pads = n.attr_ints("pads", std::vector<int64_t>(2 * spatial, 0));
-  const bool derived =
-      n.attr("output_shape") || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
   for (size_t i = 0; i < spatial; ++i) {
-    if (derived) {
-      // ONNX: total = s·(in − 1) + output_padding + extent − out, split by auto_pad.
-      const int64_t total = w.strides[i] * (in[i] - 1) + output_padding[i] + w.extent(i) - out[i];
-      const int64_t half = total / 2;
+    // The natural extent is s·(in − 1) + output_padding + extent. SAME splits the difference
+    // to the output extent (floor halves, as ONNX defines it); otherwise the begin pads stand
+    // and the end is cut or extended to the output extent (output_shape).
+    const int64_t natural = w.strides[i] * (in[i] - 1) + output_padding[i] + w.extent(i);
+    const int64_t total = natural - out[i];
+    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      const int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);
       w.begin.push_back(auto_pad == "SAME_UPPER" ? half : total - half);
-      w.end.push_back(total - w.begin.back());
-    } else if (auto_pad == "VALID") {
-      w.begin.push_back(0);
-      w.end.push_back(out[i] - (w.strides[i] * (in[i] - 1) + output_padding[i] + w.extent(i)));
     } else {
-      w.begin.push_back(pads[i]);
-      w.end.push_back(pads[i + spatial]);
+      w.begin.push_back(auto_pad == "VALID" ? 0 : pads[i]);
+    }
+    w.end.push_back(total - w.begin.back());
+  }
+  // Output positions outside the natural extent (negative pads) were never written: their
+  // gradient reaches nothing, so GO is cut there before the convolutions below.
+  ValueId go_used = go;
+  std::vector<int64_t> kept_begin(b.rank(go), 0), kept_end = b.dims(go);
+  bool cut = false;
+  for (size_t i = 0; i < spatial; ++i) {
+    if (w.begin[i] < 0) {
+      kept_begin[i + 2] = -w.begin[i];
+      w.begin[i] = 0;
+      cut = true;
+    }
+    if (w.end[i] < 0) {
+      kept_end[i + 2] += w.end[i];
+      w.end[i] = 0;
+      cut = true;
     }
   }
+  if (cut) go_used = b.op("Slice", {go, b.ints(kept_begin), b.ints(kept_end)});
   RETURN_IF_ERROR(maybe_grad(b, 0, [&] {
     const ValueId grad =
-        b.op("Conv", {go, weight}, window_attrs(w, w.strides, w.dilations, w.pads(), w.group));
+        b.op("Conv", {go_used, weight}, window_attrs(w, w.strides, w.dilations, w.pads(), w.group));
     if (spatial_dims(b.dims(grad)) == in) return grad;
     std::vector<int64_t> zeros(spatial, 0);
     return b.op("Slice", {grad, b.ints(zeros), b.ints(in), b.ints(iota_from(2, spatial))});
@@ -189,8 +207,9 @@ Status conv_transpose_rule(GradientBuilder& b) {
     // convolved by X with batch as input channels, stride d and dilation s.
     Window swapped = w;
     swapped.kernel = in;
-    const ValueId grad = b.op("Conv", {channels_to_batch(b, go, w.group), channels_to_out(b, x)},
-                              window_attrs(swapped, w.dilations, w.strides, w.pads(), w.group));
+    const ValueId grad =
+        b.op("Conv", {channels_to_batch(b, go_used, w.group), channels_to_out(b, x)},
+             window_attrs(swapped, w.dilations, w.strides, w.pads(), w.group));
     return crop_and_swap(b, grad, kernel);
   }));
   if (b.num_inputs() > 2 && b.has_input(2))
@@ -217,8 +236,12 @@ Status max_pool_rule(GradientBuilder& b) {
     ValueId indices = b.num_outputs() > 1 ? b.O(1) : kNoId;
     if (indices == kNoId) indices = b.op_n("MaxPool", {x}, pool_attrs(b), 2)[1];
     const int64_t total = b.value(x).shape.num_elements();
-    const ValueId flat_go = b.reshape(b.GO(0), {b.value(b.GO(0)).shape.num_elements()});
-    const ValueId flat_indices = b.reshape(indices, {b.value(indices).shape.num_elements()});
+    ValueId flat_go = b.reshape(b.GO(0), {b.value(b.GO(0)).shape.num_elements()});
+    ValueId flat_indices = b.reshape(indices, {b.value(indices).shape.num_elements()});
+    // A window over padding only has index −1: it takes no gradient.
+    const ValueId empty = b.op("Less", {flat_indices, b.constant(Tensor::scalar_int64(0))});
+    flat_go = b.op("Where", {empty, b.scalar(0.0, b.dtype(x)), flat_go});
+    flat_indices = b.op("Where", {empty, b.constant(Tensor::scalar_int64(0)), flat_indices});
     Tensor zero(b.dtype(x), {1});
     const ValueId zeros =
         b.op("ConstantOfShape", {b.ints({total})},
