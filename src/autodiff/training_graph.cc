@@ -215,7 +215,7 @@ StatusOr<TrainingGraph> build_training_graph(const Graph& model, const LossSpec&
   // The optimizer: one step counter shared by every parameter (Adam's bias correction).
   Emitter emit(g, "optimizer", Phase::kOptimizer, -1);
   const bool adam = opt.kind != OptimizerKind::kSgd;
-  ValueId step_next = kNoId, correction1 = kNoId, correction2 = kNoId;
+  ValueId step_next = kNoId, adam_rate = kNoId, adam_epsilon = kNoId;
   std::vector<std::pair<std::string, std::string>> gradient_names;
   const DType dtype = params.empty() ? DType::kFloat32 : g.value(params[0]).dtype;
   if (adam) {
@@ -231,8 +231,12 @@ StatusOr<TrainingGraph> build_training_graph(const Graph& model, const LossSpec&
       return emit.op(
           "Sub", {emit.scalar(1.0, dtype), emit.op("Pow", {emit.scalar(beta, dtype), step_next})});
     };
-    correction1 = one_minus_pow(opt.beta1);
-    correction2 = one_minus_pow(opt.beta2);
+    // m̂/(√v̂ + ε) with m̂ = m/c1, v̂ = v/c2 is (√c2/c1)·m/(√v + ε√c2): the bias corrections
+    // fold into two scalars shared by every parameter, saving two passes over each.
+    const ValueId root_c2 = emit.op("Sqrt", {one_minus_pow(opt.beta2)});
+    adam_rate = emit.op("Div", {emit.op("Mul", {emit.scalar(opt.learning_rate(), dtype), root_c2}),
+                                one_minus_pow(opt.beta1)});
+    adam_epsilon = emit.op("Mul", {emit.scalar(opt.epsilon, dtype), root_c2});
     updates.emplace_back(g.value(step_id).name, g.value(step_next).name);
   }
   const double lr = opt.learning_rate();
@@ -249,31 +253,30 @@ StatusOr<TrainingGraph> build_training_graph(const Graph& model, const LossSpec&
     auto scaled = [&](double s, ValueId x) { return emit.op("Mul", {emit.scalar(s, t), x}); };
     if (decay > 0 && opt.kind != OptimizerKind::kAdamW)
       grad = emit.op("Add", {grad, scaled(decay, p)});
-    ValueId step;  // what lr multiplies
+    ValueId p_next;
     if (!adam) {
+      ValueId step = grad;
       if (opt.momentum > 0) {
         const ValueId velocity = add_state(g, pv, pv.name + ".momentum");
         step = emit.op("Add", {scaled(opt.momentum, velocity), grad});
         updates.emplace_back(g.value(velocity).name, g.value(step).name);
-      } else {
-        step = grad;
       }
+      p_next = emit.op("Sub", {p, scaled(lr, step)});
     } else {
       const ValueId m = add_state(g, pv, pv.name + ".adam_m");
       const ValueId v = add_state(g, pv, pv.name + ".adam_v");
       const ValueId m_next = emit.op("Add", {scaled(opt.beta1, m), scaled(1 - opt.beta1, grad)});
       const ValueId v_next = emit.op(
           "Add", {scaled(opt.beta2, v), scaled(1 - opt.beta2, emit.op("Mul", {grad, grad}))});
-      const ValueId m_hat = emit.op("Div", {m_next, correction1});
-      const ValueId v_hat = emit.op("Div", {v_next, correction2});
-      step = emit.op(
-          "Div", {m_hat, emit.op("Add", {emit.op("Sqrt", {v_hat}), emit.scalar(opt.epsilon, t)})});
-      if (opt.kind == OptimizerKind::kAdamW && decay > 0)
-        step = emit.op("Add", {step, scaled(decay, p)});
+      const ValueId direction =
+          emit.op("Div", {m_next, emit.op("Add", {emit.op("Sqrt", {v_next}), adam_epsilon})});
+      // AdamW decays the weights themselves: p·(1 − lr·λ).
+      const ValueId kept =
+          opt.kind == OptimizerKind::kAdamW && decay > 0 ? scaled(1 - lr * decay, p) : p;
+      p_next = emit.op("Sub", {kept, emit.op("Mul", {adam_rate, direction})});
       updates.emplace_back(g.value(m).name, g.value(m_next).name);
       updates.emplace_back(g.value(v).name, g.value(v_next).name);
     }
-    const ValueId p_next = emit.op("Sub", {p, scaled(lr, step)});
     updates.emplace_back(pv.name, g.value(p_next).name);
   }
   RETURN_IF_ERROR(emit.status());

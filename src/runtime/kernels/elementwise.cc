@@ -6,6 +6,9 @@
 #include <limits>
 #include <type_traits>
 
+#include <Eigen/Core>
+#include <unsupported/Eigen/SpecialFunctions>
+
 #include "kernel_util.h"
 
 namespace autopar::runtime {
@@ -437,6 +440,27 @@ auto plain(Op op) {
   return [op](const KernelContext&) { return op; };
 }
 
+// Transcendental ops through Eigen's array functions, which evaluate several lanes per
+// instruction (exp, log, tanh, erf, logistic), chunked over threads like every other loop.
+template <typename ArrayOp>
+Kernel array_unary_kernel(ArrayOp array_op) {
+  return [array_op](KernelContext& ctx) -> Status {
+    const Tensor& x = ctx.input(0);
+    Tensor& y = ctx.allocate_output(0);
+    return dispatch_float(ctx, x.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      using Array = Eigen::Array<T, Eigen::Dynamic, 1>;
+      const T* in = data_of<T>(x);
+      T* out = mutable_data_of<T>(y);
+      parallel_for(x.num_elements(), grain_for(8), [&](int64_t begin, int64_t end) {
+        Eigen::Map<Array>(out + begin, end - begin) =
+            array_op(Eigen::Map<const Array>(in + begin, end - begin));
+      });
+      return Status::ok();
+    });
+  };
+}
+
 template <typename T>
 T sigmoid(T x) {
   // exp of a non-positive argument only, so neither branch overflows.
@@ -455,10 +479,10 @@ void register_unary(KernelRegistry& registry) {
   registry.add("", "Sqrt", float_unary_kernel(plain([](auto x) { return std::sqrt(x); })));
   registry.add("", "Reciprocal",
                float_unary_kernel(plain([](auto x) { return decltype(x)(1) / x; }), 1));
-  registry.add("", "Exp", float_unary_kernel(plain([](auto x) { return std::exp(x); })));
-  registry.add("", "Log", float_unary_kernel(plain([](auto x) { return std::log(x); })));
-  registry.add("", "Erf", float_unary_kernel(plain([](auto x) { return std::erf(x); })));
-  registry.add("", "Tanh", float_unary_kernel(plain([](auto x) { return std::tanh(x); })));
+  registry.add("", "Exp", array_unary_kernel([](const auto& x) { return x.exp(); }));
+  registry.add("", "Log", array_unary_kernel([](const auto& x) { return x.log(); }));
+  registry.add("", "Erf", array_unary_kernel([](const auto& x) { return x.erf(); }));
+  registry.add("", "Tanh", array_unary_kernel([](const auto& x) { return x.tanh(); }));
   registry.add("", "Sigmoid", float_unary_kernel(plain([](auto x) { return sigmoid(x); })));
   // log(1 + e^x) without overflow: x + log1p(e^-x) for positive x.
   registry.add("", "Softplus", float_unary_kernel(plain([](auto x) {

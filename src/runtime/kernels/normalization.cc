@@ -2,6 +2,8 @@
 #include <cmath>
 #include <type_traits>
 
+#include <Eigen/Core>
+
 #include "kernel_util.h"
 
 namespace autopar::runtime {
@@ -54,7 +56,8 @@ void softmax_rows(const T* x, T* y, const SoftmaxShape& shape, bool log) {
       T* out = y + row * n;
       T max = in[0];
       for (int64_t i = 1; i < n; ++i) max = max_of(max, in[i]);
-      for (int64_t i = 0; i < n; ++i) out[i] = std::exp(in[i] - max);
+      using Array = Eigen::Array<T, Eigen::Dynamic, 1>;
+      Eigen::Map<Array>(out, n) = (Eigen::Map<const Array>(in, n) - max).exp();
       const T sum = pairwise_sum<T>(n, [out](int64_t i) { return out[i]; });
       if (log) {
         const T log_sum = std::log(sum);
