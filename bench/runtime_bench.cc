@@ -2,8 +2,8 @@
 // Softmax, LayerNorm, and whole training steps of gpt-tiny and resnet-tiny, in GFLOP/s.
 #include <random>
 
-#include <Eigen/Core>
 #include <benchmark/benchmark.h>
+#include <Eigen/Core>
 
 #include "autopar/autodiff/autodiff.h"
 #include "autopar/ir/builder.h"
@@ -24,8 +24,8 @@ TensorPtr random_tensor(const std::vector<int64_t>& dims, uint64_t seed) {
 }
 
 // One node over graph inputs of the given shapes, run repeatedly; reports GFLOP/s.
-void run_node(benchmark::State& state, const std::string& op, std::vector<std::vector<int64_t>> shapes,
-              Attributes attrs, int threads) {
+void run_node(benchmark::State& state, const std::string& op,
+              std::vector<std::vector<int64_t>> shapes, Attributes attrs, int threads) {
   GraphBuilder b("bench");
   std::vector<ValueId> inputs;
   for (size_t i = 0; i < shapes.size(); ++i) {
@@ -48,7 +48,8 @@ void run_node(benchmark::State& state, const std::string& op, std::vector<std::v
     auto out = executor->run_inputs(feeds);
     benchmark::DoNotOptimize(out);
   }
-  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void BM_Gemm(benchmark::State& state) {
@@ -69,7 +70,8 @@ void BM_EigenGemm(benchmark::State& state) {
 }
 
 void BM_BatchedMatMul(benchmark::State& state) {
-  run_node(state, "MatMul", {{8, 4, 128, 64}, {8, 4, 64, 128}}, {}, static_cast<int>(state.range(0)));
+  run_node(state, "MatMul", {{8, 4, 128, 64}, {8, 4, 64, 128}}, {},
+           static_cast<int>(state.range(0)));
 }
 
 void BM_Conv(benchmark::State& state) {
@@ -78,7 +80,8 @@ void BM_Conv(benchmark::State& state) {
 }
 
 void BM_Softmax(benchmark::State& state) {
-  run_node(state, "Softmax", {{64, 12, 128, 128}}, {{"axis", int64_t{-1}}}, static_cast<int>(state.range(0)));
+  run_node(state, "Softmax", {{64, 12, 128, 128}}, {{"axis", int64_t{-1}}},
+           static_cast<int>(state.range(0)));
 }
 
 void BM_LayerNorm(benchmark::State& state) {
@@ -90,7 +93,7 @@ void BM_LayerNorm(benchmark::State& state) {
 // graph's FLOPs, and gemm_share the fraction of node time spent in MatMul, Gemm and Conv.
 void BM_TrainingStep(benchmark::State& state, const char* name) {
   ZooOptions zoo;
-  zoo.batch = 8;
+  zoo.batch = state.range(1);
   zoo.with_weights = true;
   auto model = build_zoo_model(name, zoo);
   auto training = model.is_ok() ? build_training_graph(*model, {default_loss(*model), ""}, {})
@@ -131,10 +134,12 @@ void BM_TrainingStep(benchmark::State& state, const char* name) {
     for (NodeId id = 0; id < g.num_nodes(); ++id) {
       const std::string& op = g.node(id).op_type;
       all_seconds += stats.node_seconds[id];
-      if (op == "MatMul" || op == "Gemm" || op == "Conv" || op == "ConvTranspose") gemm_seconds += stats.node_seconds[id];
+      if (op == "MatMul" || op == "Gemm" || op == "Conv" || op == "ConvTranspose")
+        gemm_seconds += stats.node_seconds[id];
     }
   }
-  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["gemm_share"] = all_seconds > 0 ? gemm_seconds / all_seconds : 0.0;
 }
 
@@ -144,8 +149,13 @@ BENCHMARK(BM_BatchedMatMul)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Conv)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Softmax)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_LayerNorm)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_TrainingStep, gpt_tiny, "gpt-tiny")->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_TrainingStep, resnet_tiny, "resnet-tiny")->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
+// Args: threads, batch.
+BENCHMARK_CAPTURE(BM_TrainingStep, gpt_tiny, "gpt-tiny")
+    ->ArgsProduct({{1, 2}, {8, 32}})
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_TrainingStep, resnet_tiny, "resnet-tiny")
+    ->ArgsProduct({{1, 2}, {8}})
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace autopar

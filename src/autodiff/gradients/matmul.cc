@@ -32,6 +32,14 @@ Status matmul_rule(GradientBuilder& b) {
     return b.reshape(b.unbroadcast(grad, a_dims), b.dims(a));
   }));
   return maybe_grad(b, 1, [&] {
+    if (b_dims.size() == 2 && a_dims.size() > 2) {
+      // A weight shared by every batch item: one GEMM over the flattened rows,
+      // Aᵀ[K, rows]·GO[rows, N], instead of a product per item summed afterwards.
+      const int64_t k = a_dims.back(), n = b_dims.back();
+      const ValueId rows_a = b.reshape(a2, {b.value(a2).shape.num_elements() / k, k});
+      const ValueId rows_go = b.reshape(go, {b.value(go).shape.num_elements() / n, n});
+      return b.reshape(b.op("Gemm", {rows_a, rows_go}, {{"transA", int64_t{1}}}), b.dims(bm));
+    }
     const ValueId grad = b.op("MatMul", {b.transpose(a2, swap_last(a_dims.size())), go});
     return b.reshape(b.unbroadcast(grad, b_dims), b.dims(bm));
   });
