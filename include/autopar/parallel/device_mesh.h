@@ -1,0 +1,49 @@
+// DeviceMesh: the logical N-D mesh of devices with named axes (pp, dp, tp, sp, ...).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "autopar/support/status.h"
+
+namespace autopar {
+
+struct MeshAxis {
+  std::string name;
+  int64_t size = 1;
+  bool operator==(const MeshAxis&) const = default;
+};
+
+// Axes are ordered outer to inner: device ids enumerate the mesh row-major, so the last axis
+// varies fastest (tp = 8 as the last axis keeps a tensor-parallel group inside one node).
+class DeviceMesh {
+ public:
+  DeviceMesh() = default;
+  // Axis names are unique, non-empty identifiers; sizes are at least 1.
+  static StatusOr<DeviceMesh> create(std::vector<MeshAxis> axes);
+
+  const std::vector<MeshAxis>& axes() const { return axes_; }
+  int64_t num_devices() const;
+  bool has_axis(std::string_view name) const { return axis_index(name) >= 0; }
+  // Index of the named axis, or -1.
+  int64_t axis_index(std::string_view name) const;
+  // Size of the named axis; 1 for an axis the mesh does not have.
+  int64_t size(std::string_view name) const;
+
+  std::vector<int64_t> coords(int64_t device) const;
+  int64_t device(const std::vector<int64_t>& coords) const;
+  // The devices that share every coordinate with `device` except those of `axes`: one
+  // communication group, in ring order (row-major over `axes` in mesh order).
+  std::vector<int64_t> group(int64_t device, const std::vector<std::string>& axes) const;
+
+  // "{pp: 2, dp: 2, tp: 2}"
+  std::string to_string() const;
+  bool operator==(const DeviceMesh&) const = default;
+
+ private:
+  std::vector<MeshAxis> axes_;
+};
+
+}  // namespace autopar
