@@ -1,4 +1,6 @@
 // Scheme YAML: fields, defaults, round trip through to_yaml, and one-line errors.
+#include <filesystem>
+
 #include <gtest/gtest.h>
 
 #include "autopar/parallel/scheme.h"
@@ -116,6 +118,23 @@ TEST(Scheme, ValidatedAgainstAModel) {
       validate_scheme(parse("mesh: {pp: 2}\npipeline: {stages: [[0, 1], [2, 2]]}"), gpt, "s.yaml")
           .message(),
       "s.yaml: pipeline.stages: the ranges end at layer 2, the model's last layer is 3");
+}
+
+}  // namespace
+}  // namespace autopar
+
+namespace autopar {
+namespace {
+
+TEST(Scheme, ExampleConfigsParse) {
+  const std::filesystem::path dir = std::filesystem::path(AUTOPAR_SOURCE_DIR) / "configs" / "schemes";
+  int parsed = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    auto scheme = read_scheme_file(entry.path().string());
+    EXPECT_TRUE(scheme.is_ok()) << scheme.status().message();
+    parsed += scheme.is_ok() ? 1 : 0;
+  }
+  EXPECT_EQ(parsed, 8);
 }
 
 }  // namespace
