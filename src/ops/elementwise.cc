@@ -195,7 +195,9 @@ double variadic_flops(const Graph& g, const Node& n) {
 
 void add_elementwise(OpRegistry& registry, const char* op, ShapeFn infer, const char* doc,
                      std::vector<int> config_inputs = {}) {
-  registry.add(make_op(op, std::move(infer), one_per_output, doc, std::move(config_inputs)));
+  registry.add(
+      with_semantics(make_op(op, std::move(infer), one_per_output, doc, std::move(config_inputs)),
+                     broadcast_space));
 }
 
 }  // namespace
@@ -225,17 +227,21 @@ void register_elementwise_ops(OpRegistry& registry) {
                   "1 per element (a piecewise function counts 1)");
   add_elementwise(registry, "PRelu", infer_prelu, "1 per element (a piecewise function counts 1)");
   for (const char* op : {"Max", "Min", "Sum", "Mean"}) {
-    registry.add(make_op(op, infer_variadic, variadic_flops,
-                         "n - 1 per output element for n inputs (Mean: n)"));
+    registry.add(with_semantics(make_op(op, infer_variadic, variadic_flops,
+                                        "n - 1 per output element for n inputs (Mean: n)"),
+                                broadcast_space));
   }
   add_elementwise(registry, "Clip", infer_clip, "1 per element (the clamp counts 1)", {1, 2});
   add_elementwise(registry, "Where", infer_where, "1 select per output element", {0});
-  registry.add(make_op("Identity", infer_unary, zero_flops, "0 (a copy)"));
-  registry.add(make_op("Cast", infer_cast, zero_flops, "0 (a copy)"));
-  registry.add(make_op("Dropout", infer_dropout, dropout_flops,
-                       "0 in inference; 2 per element (mask compare, scale) when "
-                       "training_mode is a constant true",
-                       {1, 2}));
+  registry.add(
+      with_semantics(make_op("Identity", infer_unary, zero_flops, "0 (a copy)"), broadcast_space));
+  registry.add(
+      with_semantics(make_op("Cast", infer_cast, zero_flops, "0 (a copy)"), broadcast_space));
+  registry.add(with_semantics(make_op("Dropout", infer_dropout, dropout_flops,
+                                      "0 in inference; 2 per element (mask compare, scale) when "
+                                      "training_mode is a constant true",
+                                      {1, 2}),
+                              broadcast_space));
 }
 
 }  // namespace autopar

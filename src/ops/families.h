@@ -26,6 +26,8 @@ OpDef make_op(std::string op_type, ShapeFn infer, CountFn flops, std::string flo
               std::vector<int> config_inputs = {});
 // The same OpDef with `inputs` marked as read by the shape rule.
 OpDef with_shape_inputs(OpDef def, std::vector<int> inputs);
+// The same OpDef with its parallel semantics.
+OpDef with_semantics(OpDef def, IterationSpaceFn space);
 // The same OpDef moved to another domain.
 OpDef in_domain(std::string domain, OpDef def);
 
@@ -79,6 +81,15 @@ Status read_const_floats(const InferenceContext& ctx, size_t i, std::string_view
                          std::optional<std::vector<double>>& out);
 // Present with at least one element; ONNX writers mark omitted inputs with empty tensors.
 bool has_nonempty_input(const InferenceContext& ctx, size_t i);
+
+// ---- parallel semantics --------------------------------------------------------
+
+// Loops over the output's dims, every input mapped right-aligned with broadcast dims of size
+// 1 left to no loop: elementwise ops of any arity.
+std::optional<IterationSpace> broadcast_space(const Graph& graph, const Node& node);
+// The same, with the loops of `axes` (normalised axes of Softmax, LayerNorm) not splittable.
+IterationSpace space_with_whole_axes(const Graph& graph, const Node& node,
+                                     const std::vector<int64_t>& axes);
 
 // ---- what a cost function reads ----------------------------------------------
 

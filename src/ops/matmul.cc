@@ -113,14 +113,82 @@ double gemm_flops(const Graph& g, const Node& n) {
   return flops;
 }
 
+// Y[b.., m, n] = Σ_k A[b.., m, k]·B[b.., k, n]: batch, m and n parallel, k a reduction (a
+// 1-D operand has no m or n). Batch dims broadcast right-aligned.
+std::optional<IterationSpace> matmul_space(const Graph& g, const Node& n) {
+  const std::vector<int64_t>& a = g.value(n.inputs[0]).shape.dims;
+  const std::vector<int64_t>& b = g.value(n.inputs[1]).shape.dims;
+  const std::vector<int64_t>& y = g.value(n.outputs[0]).shape.dims;
+  const bool has_m = a.size() >= 2, has_n = b.size() >= 2;
+  const size_t batch = y.size() - (has_m ? 1 : 0) - (has_n ? 1 : 0);
+  IterationSpace space;
+  for (size_t i = 0; i < batch; ++i)
+    space.loops.push_back({fmt::format("b{}", i), y[i], LoopKind::kParallel, true});
+  const int m = has_m ? static_cast<int>(space.loops.size()) : -1;
+  if (has_m) space.loops.push_back({"m", a[a.size() - 2], LoopKind::kParallel, true});
+  const int nn = has_n ? static_cast<int>(space.loops.size()) : -1;
+  if (has_n) space.loops.push_back({"n", b.back(), LoopKind::kParallel, true});
+  const int k = static_cast<int>(space.loops.size());
+  space.loops.push_back({"k", a.back(), LoopKind::kReduction, true});
+  auto batch_map = [&](const std::vector<int64_t>& dims, size_t own_batch) {
+    std::vector<int> map;
+    for (size_t i = 0; i < own_batch; ++i) {
+      const size_t at = batch - own_batch + i;
+      map.push_back(dims[i] == y[at] ? static_cast<int>(at) : -1);
+    }
+    return map;
+  };
+  std::vector<int> a_map = batch_map(a, has_m ? a.size() - 2 : 0);
+  if (has_m) a_map.push_back(m);
+  a_map.push_back(k);
+  std::vector<int> b_map = batch_map(b, has_n ? b.size() - 2 : 0);
+  b_map.push_back(k);
+  if (has_n) b_map.push_back(nn);
+  std::vector<int> y_map;
+  for (size_t i = 0; i < batch; ++i) y_map.push_back(static_cast<int>(i));
+  if (has_m) y_map.push_back(m);
+  if (has_n) y_map.push_back(nn);
+  space.inputs = {a_map, b_map};
+  space.outputs = {y_map};
+  return space;
+}
+
+// Y[m, n] = α·Σ_k A'[m, k]·B'[k, n] + β·C[m, n]; transA/transB swap an operand's dims.
+std::optional<IterationSpace> gemm_space(const Graph& g, const Node& n) {
+  const std::vector<int64_t>& y = g.value(n.outputs[0]).shape.dims;
+  const std::vector<int64_t>& a = g.value(n.inputs[0]).shape.dims;
+  const bool trans_a = n.attr_int("transA", 0) != 0, trans_b = n.attr_int("transB", 0) != 0;
+  IterationSpace space;
+  space.loops = {{"m", y[0], LoopKind::kParallel, true},
+                 {"n", y[1], LoopKind::kParallel, true},
+                 {"k", trans_a ? a[0] : a[1], LoopKind::kReduction, true}};
+  space.inputs = {trans_a ? std::vector<int>{2, 0} : std::vector<int>{0, 2},
+                  trans_b ? std::vector<int>{1, 2} : std::vector<int>{2, 1}};
+  if (n.input(2) != kNoId) {
+    const std::vector<int64_t>& c = g.value(n.inputs[2]).shape.dims;
+    std::vector<int> c_map;
+    for (size_t d = 0; d < c.size(); ++d) {
+      const size_t at = 2 - c.size() + d;
+      c_map.push_back(c[d] == y[at] ? static_cast<int>(at) : -1);
+    }
+    space.inputs.push_back(c_map);
+  }
+  space.outputs = {{0, 1}};
+  return space;
+}
+
 }  // namespace
 
 void register_matmul_ops(OpRegistry& registry) {
-  registry.add(make_op("MatMul", infer_matmul, matmul_flops,
-                       "2·M·N·K per broadcast batch element (a multiply-add counts 2)"));
-  registry.add(make_op("Gemm", infer_gemm, gemm_flops,
-                       "2·M·N·K, + M·N when alpha != 1, + M·N when C is present (beta's "
-                       "scaling of C is folded into that addition)"));
+  registry.add(
+      with_semantics(make_op("MatMul", infer_matmul, matmul_flops,
+                             "2·M·N·K per broadcast batch element (a multiply-add counts 2)"),
+                     matmul_space));
+  registry.add(
+      with_semantics(make_op("Gemm", infer_gemm, gemm_flops,
+                             "2·M·N·K, + M·N when alpha != 1, + M·N when C is present (beta's "
+                             "scaling of C is folded into that addition)"),
+                     gemm_space));
 }
 
 }  // namespace autopar

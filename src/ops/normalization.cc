@@ -158,23 +158,70 @@ double batch_norm_flops(const Graph& g, const Node& n) {
   return 7.0 * elements + 11.0 * channels;
 }
 
+// The normalised axes are read whole: one axis from opset 13, every axis from `axis` on before
+// (the 2-D coercion).
+std::optional<IterationSpace> softmax_space(const Graph& g, const Node& n) {
+  const int64_t rank = g.value(n.inputs[0]).shape.rank();
+  int64_t axis = n.attr_int("axis", g.opset(n.domain) >= 13 ? -1 : 1);
+  if (axis < 0) axis += rank;
+  std::vector<int64_t> whole = {axis};
+  if (g.opset(n.domain) < 13) {
+    for (int64_t d = axis + 1; d < rank; ++d) whole.push_back(d);
+  }
+  return space_with_whole_axes(g, n, whole);
+}
+
+std::optional<IterationSpace> layer_norm_space(const Graph& g, const Node& n) {
+  const int64_t rank = g.value(n.inputs[0]).shape.rank();
+  int64_t axis = n.attr_int("axis", -1);
+  if (axis < 0) axis += rank;
+  std::vector<int64_t> whole;
+  for (int64_t d = axis; d < rank; ++d) whole.push_back(d);
+  return space_with_whole_axes(g, n, whole);
+}
+
+// Per-channel statistics and parameters [C] against X [N, C, ...]. In training the batch
+// statistics read N and the spatial dims whole.
+std::optional<IterationSpace> batch_norm_space(const Graph& g, const Node& n) {
+  const std::vector<int64_t>& x = g.value(n.inputs[0]).shape.dims;
+  const bool training = batch_norm_training(g, n);
+  IterationSpace space;
+  for (size_t d = 0; d < x.size(); ++d) {
+    const std::string name = d == 0 ? "n" : d == 1 ? "c" : fmt::format("s{}", d - 2);
+    space.loops.push_back({name, x[d], LoopKind::kParallel, !training || d == 1});
+  }
+  std::vector<int> all;
+  for (size_t d = 0; d < x.size(); ++d) all.push_back(static_cast<int>(d));
+  space.inputs = {all, {1}, {1}, {1}, {1}};
+  for (size_t i = 0; i < n.outputs.size(); ++i)
+    space.outputs.push_back(i == 0 ? all : std::vector<int>{1});
+  return space;
+}
+
 }  // namespace
 
 void register_normalization_ops(OpRegistry& registry) {
-  registry.add(make_op("Softmax", infer_softmax, softmax_flops,
-                       "5 per element: max compare, subtract max, exp (counts 1), add to "
-                       "sum, divide"));
-  registry.add(make_op("LogSoftmax", infer_softmax, log_softmax_flops,
-                       "5 per element (max compare, subtract max, exp, add to sum, "
-                       "subtract log-sum) + 1 log per normalised row"));
-  registry.add(make_op("LayerNormalization", infer_layer_norm, layer_norm_flops,
-                       "per element 6 (mean sum, subtract, square, variance sum, ×1/σ, "
-                       "×scale) + 1 with bias; per row 5 (two divides, +ε, sqrt, "
-                       "reciprocal)"));
-  registry.add(make_op("BatchNormalization", infer_batch_norm, batch_norm_flops,
-                       "inference 2 per element (folded scale and shift); training 7 per "
-                       "element + 11 per channel (statistics, 1/σ, running updates)",
-                       {3, 4}));
+  registry.add(
+      with_semantics(make_op("Softmax", infer_softmax, softmax_flops,
+                             "5 per element: max compare, subtract max, exp (counts 1), add to "
+                             "sum, divide"),
+                     softmax_space));
+  registry.add(with_semantics(make_op("LogSoftmax", infer_softmax, log_softmax_flops,
+                                      "5 per element (max compare, subtract max, exp, add to sum, "
+                                      "subtract log-sum) + 1 log per normalised row"),
+                              softmax_space));
+  registry.add(
+      with_semantics(make_op("LayerNormalization", infer_layer_norm, layer_norm_flops,
+                             "per element 6 (mean sum, subtract, square, variance sum, ×1/σ, "
+                             "×scale) + 1 with bias; per row 5 (two divides, +ε, sqrt, "
+                             "reciprocal)"),
+                     layer_norm_space));
+  registry.add(
+      with_semantics(make_op("BatchNormalization", infer_batch_norm, batch_norm_flops,
+                             "inference 2 per element (folded scale and shift); training 7 per "
+                             "element + 11 per channel (statistics, 1/σ, running updates)",
+                             {3, 4}),
+                     batch_norm_space));
 }
 
 }  // namespace autopar

@@ -23,6 +23,11 @@ OpDef with_shape_inputs(OpDef def, std::vector<int> inputs) {
   return def;
 }
 
+OpDef with_semantics(OpDef def, IterationSpaceFn space) {
+  def.iteration_space = std::move(space);
+  return def;
+}
+
 OpDef in_domain(std::string domain, OpDef def) {
   def.domain = std::move(domain);
   return def;

@@ -75,17 +75,62 @@ double reduce_flops(const Graph& g, const Node& n) {
   return flops;
 }
 
+// Loops over the input's dims; the reduced ones are reduction loops. Without keepdims the
+// reduced dims leave the output.
+std::optional<IterationSpace> reduce_space(const Graph& g, const Node& n) {
+  const std::vector<int64_t>& x = g.value(n.inputs[0]).shape.dims;
+  const int64_t rank = static_cast<int64_t>(x.size());
+  std::vector<int64_t> axes = n.attr_ints("axes");
+  if (axes.empty() && n.input(1) != kNoId) {
+    const TensorPtr& data = g.value(n.inputs[1]).data;
+    if (!data) return std::nullopt;
+    axes = data->to_int64_vector();
+  }
+  if (axes.empty()) {
+    if (n.attr_int("noop_with_empty_axes", 0) != 0) return broadcast_space(g, n);
+    for (int64_t d = 0; d < rank; ++d) axes.push_back(d);
+  }
+  std::vector<bool> reduced(rank, false);
+  for (int64_t a : axes) reduced[a < 0 ? a + rank : a] = true;
+  const bool keep = n.attr_int("keepdims", 1) != 0;
+  IterationSpace space;
+  space.combine = n.op_type == "ReduceMax"    ? Combine::kMax
+                  : n.op_type == "ReduceMean" ? Combine::kMean
+                                              : Combine::kSum;
+  std::vector<int> in_map, out_map;
+  for (int64_t d = 0; d < rank; ++d) {
+    space.loops.push_back({fmt::format("d{}", d), x[d],
+                           reduced[d] ? LoopKind::kReduction : LoopKind::kParallel, true});
+    in_map.push_back(static_cast<int>(d));
+    if (!reduced[d]) {
+      out_map.push_back(static_cast<int>(d));
+    } else if (keep) {
+      out_map.push_back(-1);
+    }
+  }
+  space.inputs = {in_map};
+  if (n.inputs.size() > 1)
+    space.inputs.emplace_back(n.input(1) == kNoId ? std::vector<int>{} : std::vector<int>{-1});
+  space.outputs = {out_map};
+  return space;
+}
+
 }  // namespace
 
 void register_reduce_ops(OpRegistry& registry) {
-  registry.add(
+  registry.add(with_semantics(
       with_shape_inputs(make_op("ReduceMean", infer_reduce, reduce_flops,
                                 "1 add per input element + 1 divide per output element", {1}),
-                        {1}));
-  registry.add(with_shape_inputs(
-      make_op("ReduceSum", infer_reduce, reduce_flops, "1 add per input element", {1}), {1}));
-  registry.add(with_shape_inputs(
-      make_op("ReduceMax", infer_reduce, reduce_flops, "1 compare per input element", {1}), {1}));
+                        {1}),
+      reduce_space));
+  registry.add(with_semantics(
+      with_shape_inputs(
+          make_op("ReduceSum", infer_reduce, reduce_flops, "1 add per input element", {1}), {1}),
+      reduce_space));
+  registry.add(with_semantics(with_shape_inputs(make_op("ReduceMax", infer_reduce, reduce_flops,
+                                                        "1 compare per input element", {1}),
+                                                {1}),
+                              reduce_space));
 }
 
 }  // namespace autopar

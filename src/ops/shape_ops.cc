@@ -676,26 +676,142 @@ Status infer_constant(InferenceContext& ctx) {
   return ctx.fail("attribute '{}' is not a supported Constant value", name);
 }
 
+// Transpose: loops over the input's dims; the output reads them permuted.
+std::optional<IterationSpace> transpose_space(const Graph& g, const Node& n) {
+  const std::vector<int64_t>& x = g.value(n.inputs[0]).shape.dims;
+  const int64_t rank = static_cast<int64_t>(x.size());
+  std::vector<int64_t> perm = n.attr_ints("perm");
+  if (perm.empty()) {
+    for (int64_t d = rank - 1; d >= 0; --d) perm.push_back(d);
+  }
+  IterationSpace space;
+  std::vector<int> in_map, out_map;
+  for (int64_t d = 0; d < rank; ++d) {
+    space.loops.push_back({fmt::format("d{}", d), x[d], LoopKind::kParallel, true});
+    in_map.push_back(static_cast<int>(d));
+    out_map.push_back(static_cast<int>(perm[d]));
+  }
+  space.inputs = {in_map};
+  space.outputs = {out_map};
+  return space;
+}
+
+// Reshape, Flatten, Squeeze, Unsqueeze: the dims split into groups of equal products; within a
+// group the major input dim and the major output dim share a loop (splitting the flat range
+// into contiguous pieces splits both), the others are read whole. Size-1 dims index nothing.
+std::optional<IterationSpace> reshape_space(const Graph& g, const Node& n) {
+  const std::vector<int64_t>& in = g.value(n.inputs[0]).shape.dims;
+  const std::vector<int64_t>& out = g.value(n.outputs[0]).shape.dims;
+  IterationSpace space;
+  std::vector<int> in_map(in.size(), -1), out_map(out.size(), -1);
+  size_t i = 0, o = 0;
+  while (i < in.size() || o < out.size()) {
+    while (i < in.size() && in[i] == 1) ++i;
+    while (o < out.size() && out[o] == 1) ++o;
+    if (i >= in.size() || o >= out.size()) break;
+    const size_t group_in = i, group_out = o;
+    int64_t p_in = in[i++], p_out = out[o++];
+    while (p_in != p_out) {
+      if (p_in < p_out) {
+        if (i >= in.size()) return std::nullopt;
+        p_in *= in[i++];
+      } else {
+        if (o >= out.size()) return std::nullopt;
+        p_out *= out[o++];
+      }
+    }
+    const int loop = static_cast<int>(space.loops.size());
+    space.loops.push_back({fmt::format("g{}", loop), in[group_in], LoopKind::kParallel, true});
+    in_map[group_in] = loop;
+    out_map[group_out] = loop;
+  }
+  space.inputs = {in_map};
+  for (size_t k = 1; k < n.inputs.size(); ++k)
+    space.inputs.emplace_back(n.input(k) == kNoId ? 0 : 1, -1);
+  space.outputs = {out_map};
+  return space;
+}
+
+// Gather(data, indices, axis): the output is data[:axis] + indices + data[axis+1:]. The
+// gathered dim is a reduction loop: split (a vocabulary over tp), each shard gathers the
+// indices in its range, zero elsewhere, and the shards' outputs sum to the result.
+std::optional<IterationSpace> gather_space(const Graph& g, const Node& n) {
+  const std::vector<int64_t>& data = g.value(n.inputs[0]).shape.dims;
+  const std::vector<int64_t>& indices = g.value(n.inputs[1]).shape.dims;
+  int64_t axis = n.attr_int("axis", 0);
+  if (axis < 0) axis += static_cast<int64_t>(data.size());
+  IterationSpace space;
+  std::vector<int> data_map(data.size()), index_map, out_map;
+  for (int64_t d = 0; d < axis; ++d) {
+    data_map[d] = static_cast<int>(space.loops.size());
+    out_map.push_back(data_map[d]);
+    space.loops.push_back({fmt::format("d{}", d), data[d], LoopKind::kParallel, true});
+  }
+  for (size_t d = 0; d < indices.size(); ++d) {
+    index_map.push_back(static_cast<int>(space.loops.size()));
+    out_map.push_back(index_map.back());
+    space.loops.push_back({fmt::format("i{}", d), indices[d], LoopKind::kParallel, true});
+  }
+  for (size_t d = axis + 1; d < data.size(); ++d) {
+    data_map[d] = static_cast<int>(space.loops.size());
+    out_map.push_back(data_map[d]);
+    space.loops.push_back({fmt::format("d{}", d), data[d], LoopKind::kParallel, true});
+  }
+  data_map[axis] = static_cast<int>(space.loops.size());
+  space.loops.push_back({"v", data[axis], LoopKind::kReduction, true});
+  space.inputs = {data_map, index_map};
+  space.outputs = {out_map};
+  return space;
+}
+
+// Concat and Split: loops over the larger side's dims with the axis read whole.
+std::optional<IterationSpace> axis_whole_space(const Graph& g, const Node& n) {
+  const bool concat = n.op_type == "Concat";
+  const ValueId whole = concat ? n.outputs[0] : n.inputs[0];
+  const int64_t rank = g.value(whole).shape.rank();
+  int64_t axis = n.attr_int("axis", 0);
+  if (axis < 0) axis += rank;
+  const std::vector<int64_t>& dims = g.value(whole).shape.dims;
+  IterationSpace space;
+  std::vector<int> map;
+  for (int64_t d = 0; d < rank; ++d) {
+    space.loops.push_back({fmt::format("d{}", d), dims[d], LoopKind::kParallel, d != axis});
+    map.push_back(d == axis ? -1 : static_cast<int>(d));
+  }
+  if (concat) {
+    for (size_t k = 0; k < n.inputs.size(); ++k) space.inputs.push_back(map);
+    space.outputs = {map};
+  } else {
+    space.inputs = {map};
+    for (size_t k = 1; k < n.inputs.size(); ++k)
+      space.inputs.emplace_back(n.input(k) == kNoId ? 0 : 1, -1);
+    for (size_t k = 0; k < n.outputs.size(); ++k) space.outputs.push_back(map);
+  }
+  return space;
+}
+
 // A data-movement op; its config inputs are shape inputs too unless `shape_inputs` says which.
 void add_data_op(OpRegistry& registry, const char* op, ShapeFn infer,
                  std::vector<int> config_inputs = {},
-                 std::optional<std::vector<int>> shape_inputs = std::nullopt) {
+                 std::optional<std::vector<int>> shape_inputs = std::nullopt,
+                 IterationSpaceFn space = nullptr) {
   OpDef def = make_op(op, std::move(infer), zero_flops, "0 (moves data only)", config_inputs);
-  registry.add(with_shape_inputs(std::move(def), shape_inputs.value_or(config_inputs)));
+  registry.add(with_semantics(
+      with_shape_inputs(std::move(def), shape_inputs.value_or(config_inputs)), std::move(space)));
 }
 
 }  // namespace
 
 void register_shape_ops(OpRegistry& registry) {
-  add_data_op(registry, "Flatten", infer_flatten);
-  add_data_op(registry, "Reshape", infer_reshape, {1});
-  add_data_op(registry, "Transpose", infer_transpose);
-  add_data_op(registry, "Concat", infer_concat);
-  add_data_op(registry, "Split", infer_split, {1});
+  add_data_op(registry, "Flatten", infer_flatten, {}, std::nullopt, reshape_space);
+  add_data_op(registry, "Reshape", infer_reshape, {1}, std::nullopt, reshape_space);
+  add_data_op(registry, "Transpose", infer_transpose, {}, std::nullopt, transpose_space);
+  add_data_op(registry, "Concat", infer_concat, {}, std::nullopt, axis_whole_space);
+  add_data_op(registry, "Split", infer_split, {1}, std::nullopt, axis_whole_space);
   add_data_op(registry, "Slice", infer_slice, {1, 2, 3, 4});
-  add_data_op(registry, "Gather", infer_gather, {1}, std::vector<int>{});
-  add_data_op(registry, "Unsqueeze", infer_unsqueeze, {1});
-  add_data_op(registry, "Squeeze", infer_squeeze, {1});
+  add_data_op(registry, "Gather", infer_gather, {1}, std::vector<int>{}, gather_space);
+  add_data_op(registry, "Unsqueeze", infer_unsqueeze, {1}, std::nullopt, reshape_space);
+  add_data_op(registry, "Squeeze", infer_squeeze, {1}, std::nullopt, reshape_space);
   add_data_op(registry, "Expand", infer_expand, {1});
   add_data_op(registry, "Shape", infer_shape);
   add_data_op(registry, "Tile", infer_tile, {1});

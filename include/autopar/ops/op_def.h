@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "autopar/ir/graph.h"
+#include "autopar/ops/parallel_semantics.h"
 #include "autopar/support/status.h"
 
 namespace autopar {
@@ -85,6 +86,8 @@ struct OpDef {
   // Inputs whose values the shape rule reads (a Reshape's shape, Slice's starts, axes): they
   // must be constants for shapes to be static.
   std::vector<int> shape_inputs;
+  // Loop dims and operand maps (DESIGN.md, "Parallel semantics"); unset: runs replicated.
+  IterationSpaceFn iteration_space;
   GradientKind gradient_kind = GradientKind::kUndeclared;
   GradientFn gradient;
   // The FLOP formula in words, shown by documentation and `autopar inspect --ops`.

@@ -1,0 +1,107 @@
+// Strategies from iteration spaces: operand layouts follow the loops their dims index.
+#include "autopar/parallel/op_strategy.h"
+
+#include <set>
+
+namespace autopar {
+
+std::string OpStrategy::to_string(const IterationSpace& space) const {
+  std::vector<std::string> assigned;
+  for (const auto& [axis, loop] : assignment)
+    assigned.push_back(fmt::format("{}:{}", axis, space.loops[loop].name));
+  std::vector<std::string> in, out;
+  for (const Layout& l : inputs) in.push_back(l.to_string());
+  for (const Layout& l : outputs) out.push_back(l.to_string());
+  return fmt::format(
+      "{} | {} -> {}",
+      assigned.empty() ? std::string("replicated") : fmt::format("{}", fmt::join(assigned, " ")),
+      fmt::join(in, " "), fmt::join(out, " "));
+}
+
+StatusOr<OpStrategy> derive_strategy(const Graph& g, const Node& n, const IterationSpace& space,
+                                     const LoopAssignment& assignment, const DeviceMesh& mesh) {
+  const std::string where = fmt::format("node '{}' ({})", n.name, n.op_type);
+  std::set<std::string> used;
+  for (const auto& [axis, loop] : assignment) {
+    if (!mesh.has_axis(axis))
+      return error("{}: the mesh {} has no axis '{}'", where, mesh.to_string(), axis);
+    if (!used.insert(axis).second) return error("{}: axis '{}' splits two loops", where, axis);
+    if (loop < 0 || loop >= static_cast<int>(space.loops.size()))
+      return error("{}: loop {} does not exist", where, loop);
+    const Loop& l = space.loops[loop];
+    if (!l.splittable)
+      return error("{}: loop {} cannot be split (it is read whole)", where, l.name);
+    if (l.kind == LoopKind::kReduction && space.combine == Combine::kMax) {
+      return error("{}: splitting reduction loop {} needs a max, not a sum, of the parts", where,
+                   l.name);
+    }
+  }
+  auto layout_of = [&](const std::vector<int>& map, bool output) {
+    Layout layout = Layout::replicated(static_cast<int64_t>(map.size()));
+    for (const auto& [axis, loop] : assignment) {
+      bool placed = false;
+      for (size_t d = 0; d < map.size(); ++d) {
+        if (map[d] == loop) {
+          layout = layout.with_split(static_cast<int64_t>(d), axis);
+          placed = true;
+          break;
+        }
+      }
+      if (!placed && output && space.loops[loop].kind == LoopKind::kReduction)
+        layout = layout.with_partial(axis);
+    }
+    return layout;
+  };
+  OpStrategy s;
+  s.assignment = assignment;
+  for (size_t i = 0; i < space.inputs.size(); ++i) {
+    s.inputs.push_back(layout_of(space.inputs[i], false));
+    if (n.input(i) == kNoId) continue;
+    Status valid = s.inputs.back().validate(g.value(n.inputs[i]).shape.dims, mesh);
+    if (!valid.is_ok()) return error("{}: input {}: {}", where, i, valid.message());
+  }
+  for (size_t i = 0; i < space.outputs.size(); ++i) {
+    s.outputs.push_back(layout_of(space.outputs[i], true));
+    if (n.output(i) == kNoId) continue;
+    Status valid = s.outputs.back().validate(g.value(n.outputs[i]).shape.dims, mesh);
+    if (!valid.is_ok()) return error("{}: output {}: {}", where, i, valid.message());
+  }
+  return s;
+}
+
+std::vector<OpStrategy> enumerate_strategies(const Graph& g, const Node& n, const DeviceMesh& mesh,
+                                             const std::vector<std::string>& axes) {
+  std::vector<OpStrategy> result;
+  const std::optional<IterationSpace> space = iteration_space(g, n);
+  if (!space) {
+    // No parallel semantics: the op runs whole on every device.
+    OpStrategy replicated;
+    for (ValueId in : n.inputs)
+      replicated.inputs.push_back(Layout::replicated(in == kNoId ? 0 : g.value(in).shape.rank()));
+    for (ValueId out : n.outputs)
+      replicated.outputs.push_back(
+          Layout::replicated(out == kNoId ? 0 : g.value(out).shape.rank()));
+    result.push_back(std::move(replicated));
+    return result;
+  }
+  const int loops = static_cast<int>(space->loops.size());
+  // Each axis picks a loop or none (-1); odometer over the choices.
+  std::vector<int> choice(axes.size(), -1);
+  while (true) {
+    LoopAssignment assignment;
+    for (size_t a = 0; a < axes.size(); ++a) {
+      if (choice[a] >= 0) assignment.emplace_back(axes[a], choice[a]);
+    }
+    auto strategy = derive_strategy(g, n, *space, assignment, mesh);
+    if (strategy.is_ok()) result.push_back(std::move(strategy).value());
+    size_t a = 0;
+    for (; a < axes.size(); ++a) {
+      if (++choice[a] < loops) break;
+      choice[a] = -1;
+    }
+    if (a == axes.size()) break;
+  }
+  return result;
+}
+
+}  // namespace autopar
