@@ -1,0 +1,127 @@
+// reshard: one axis at a time, in the order that keeps every intermediate layout valid.
+#include "autopar/parallel/reshard.h"
+
+#include <algorithm>
+
+namespace autopar {
+namespace {
+
+bool is_partial(const Layout& l, const std::string& axis) {
+  return std::find(l.partial_axes().begin(), l.partial_axes().end(), axis) !=
+         l.partial_axes().end();
+}
+
+// Position of `axis` among the axes splitting its dim (0 = major), or -1.
+int64_t depth(const Layout& l, const std::string& axis) {
+  const int64_t dim = l.dim_of(axis);
+  if (dim < 0) return -1;
+  const auto& axes = l.dim_axes(dim);
+  return std::find(axes.begin(), axes.end(), axis) - axes.begin();
+}
+
+}  // namespace
+
+std::string ReshardStep::to_string() const {
+  switch (kind) {
+    case Kind::kAllReduce:
+      return fmt::format("all-reduce({})", axis);
+    case Kind::kReduceScatter:
+      return fmt::format("reduce-scatter({}, dim {})", axis, dim);
+    case Kind::kAllGather:
+      return fmt::format("all-gather({}, dim {})", axis, dim);
+    case Kind::kAllToAll:
+      return fmt::format("all-to-all({}, dim {} -> {})", axis, dim, to_dim);
+    case Kind::kSlice:
+      return fmt::format("slice({}, dim {})", axis, dim);
+  }
+  return "?";
+}
+
+StatusOr<std::vector<ReshardStep>> reshard_steps(const Layout& from, const Layout& to,
+                                                 const std::vector<int64_t>& shape,
+                                                 const DeviceMesh& mesh) {
+  RETURN_IF_ERROR(from.validate(shape, mesh));
+  RETURN_IF_ERROR(to.validate(shape, mesh));
+  using Kind = ReshardStep::Kind;
+  std::vector<ReshardStep> steps;
+  Layout at = from;
+  auto apply = [&](ReshardStep step, Layout next) -> Status {
+    RETURN_IF_ERROR(
+        next.validate(shape, mesh).with_context(fmt::format("after {}", step.to_string())));
+    steps.push_back(std::move(step));
+    at = std::move(next);
+    return Status::ok();
+  };
+  // A split stays where `to` has it only if every axis before it in that dim stays too.
+  auto stays = [&](const std::string& axis) {
+    const int64_t dim = at.dim_of(axis);
+    if (dim < 0 || to.dim_of(axis) != dim) return false;
+    const auto& now = at.dim_axes(dim);
+    const auto& want = to.dim_axes(dim);
+    const int64_t d = depth(at, axis);
+    return d < static_cast<int64_t>(want.size()) &&
+           std::equal(now.begin(), now.begin() + d + 1, want.begin());
+  };
+  for (const MeshAxis& mesh_axis : mesh.axes()) {
+    const std::string& axis = mesh_axis.name;
+    if (!at.uses(axis) && to.uses(axis) && is_partial(to, axis)) {
+      return error("a tensor replicated over {} cannot become a partial sum over it", axis);
+    }
+    if (at.dim_of(axis) >= 0 && is_partial(to, axis)) {
+      return error("a tensor split over {} cannot become a partial sum over it", axis);
+    }
+  }
+  // 1. Gathers: splits that do not stay and do not move by all-to-all (minor first).
+  bool changed = true;
+  while (changed) {
+    changed = false;
+    for (int64_t dim = 0; dim < at.rank(); ++dim) {
+      const auto axes = at.dim_axes(dim);
+      for (auto it = axes.rbegin(); it != axes.rend(); ++it) {
+        const std::string& axis = *it;
+        if (stays(axis)) continue;
+        const bool minor = axis == axes.back();
+        const int64_t target = to.dim_of(axis);
+        // An axis that moves to another dim and is minor here is an all-to-all later.
+        if (target >= 0 && target != dim && minor) continue;
+        if (!minor) continue;
+        RETURN_IF_ERROR(apply({Kind::kAllGather, axis, dim, -1}, at.without(axis)));
+        changed = true;
+        break;
+      }
+      if (changed) break;
+    }
+  }
+  // 2. Partial sums: reduce-scatter onto the dim `to` splits, else all-reduce.
+  for (const std::string& axis : std::vector<std::string>(at.partial_axes())) {
+    const int64_t target = to.dim_of(axis);
+    Layout resolved = at.without(axis);
+    if (target >= 0) {
+      RETURN_IF_ERROR(
+          apply({Kind::kReduceScatter, axis, target, -1}, resolved.with_split(target, axis)));
+    } else if (!is_partial(to, axis)) {
+      RETURN_IF_ERROR(apply({Kind::kAllReduce, axis, -1, -1}, std::move(resolved)));
+    }
+  }
+  // 3. All-to-alls: a split moving to another dim.
+  for (const MeshAxis& mesh_axis : mesh.axes()) {
+    const std::string& axis = mesh_axis.name;
+    const int64_t now = at.dim_of(axis), target = to.dim_of(axis);
+    if (now < 0 || target < 0 || now == target) continue;
+    RETURN_IF_ERROR(apply({Kind::kAllToAll, axis, now, target}, at.with_split(target, axis)));
+  }
+  // 4. Slices: replicated axes `to` splits, in `to`'s major-to-minor order per dim.
+  for (int64_t dim = 0; dim < to.rank(); ++dim) {
+    for (const std::string& axis : to.dim_axes(dim)) {
+      if (at.dim_of(axis) == dim) continue;
+      RETURN_IF_ERROR(apply({Kind::kSlice, axis, dim, -1}, at.with_split(dim, axis)));
+    }
+  }
+  if (!(at == to)) {
+    return error("cannot reshard {} to {} (reached {})", from.to_string(), to.to_string(),
+                 at.to_string());
+  }
+  return steps;
+}
+
+}  // namespace autopar
