@@ -9,6 +9,17 @@
 #include "commands.h"
 
 namespace autopar::cli {
+namespace {
+
+// A zoo name with no file of that name beside it: the built-in model.
+bool names_zoo_model(const std::string& model) {
+  std::error_code ec;
+  if (std::filesystem::exists(model, ec)) return false;
+  return std::any_of(zoo_entries().begin(), zoo_entries().end(),
+                     [&](const ZooEntry& entry) { return entry.name == model; });
+}
+
+}  // namespace
 
 void DimFlags::add_to(CLI::App& command, std::optional<int64_t> default_batch) {
   batch = default_batch;
@@ -40,11 +51,8 @@ StatusOr<ImportOptions> DimFlags::import_options() const {
 
 StatusOr<LoadedModel> load_model(const std::string& model, const DimFlags& dims) {
   ASSIGN_OR_RETURN(ImportOptions options, dims.import_options());
-  std::error_code ec;
   LoadedModel loaded;
-  const bool is_zoo_name = std::any_of(zoo_entries().begin(), zoo_entries().end(),
-                                       [&](const ZooEntry& entry) { return entry.name == model; });
-  if (!std::filesystem::exists(model, ec) && is_zoo_name) {
+  if (names_zoo_model(model)) {
     if (!options.dims.empty())
       return error("--dim: zoo models have only the batch dim (use --batch)");
     ZooOptions zoo;
@@ -65,10 +73,7 @@ StatusOr<LoadedModel> load_model(const std::string& model, const DimFlags& dims)
 }
 
 StatusOr<onnx::ModelProto> load_model_proto(const std::string& model, std::string& model_dir) {
-  std::error_code ec;
-  const bool is_zoo_name = std::any_of(zoo_entries().begin(), zoo_entries().end(),
-                                       [&](const ZooEntry& entry) { return entry.name == model; });
-  if (!std::filesystem::exists(model, ec) && is_zoo_name) {
+  if (names_zoo_model(model)) {
     ZooOptions zoo;
     zoo.with_weights = true;
     ASSIGN_OR_RETURN(Graph graph, build_zoo_model(model, zoo));
@@ -118,10 +123,7 @@ StatusOr<OptimizerSpec> TrainingFlags::optimizer_spec() const {
 
 StatusOr<Graph> load_trainable_model(const std::string& model, const DimFlags& dims) {
   ASSIGN_OR_RETURN(ImportOptions options, dims.import_options());
-  std::error_code ec;
-  const bool is_zoo_name = std::any_of(zoo_entries().begin(), zoo_entries().end(),
-                                       [&](const ZooEntry& entry) { return entry.name == model; });
-  if (!std::filesystem::exists(model, ec) && is_zoo_name) {
+  if (names_zoo_model(model)) {
     if (!options.dims.empty())
       return error("--dim: zoo models have only the batch dim (use --batch)");
     ZooOptions zoo;
