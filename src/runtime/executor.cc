@@ -57,6 +57,7 @@ StatusOr<Executor> Executor::create(Graph graph, const ExecutorOptions& options)
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   e.num_threads_ = options.num_threads > 0 ? options.num_threads : cores;
   e.profile_ = options.profile;
+  e.communicator_ = options.communicator;
   e.graph_ = std::make_shared<const Graph>(std::move(graph));
   return e;
 }
@@ -102,6 +103,7 @@ StatusOr<std::vector<TensorPtr>> Executor::run(const std::vector<Feed>& feeds,
       inputs.reserve(node.inputs.size());
       for (ValueId in : node.inputs) inputs.push_back(in == kNoId ? nullptr : slots[in].get());
       KernelContext ctx(g, node, std::move(inputs), num_threads_);
+      ctx.set_communicator(communicator_);
       const auto node_start = std::chrono::steady_clock::now();
       status = (*kernels_[id])(ctx);
       if (!status.is_ok()) return;

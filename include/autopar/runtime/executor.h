@@ -19,6 +19,8 @@ struct ExecutorOptions {
   int num_threads = 0;
   // Measure each node's time into RunStats::node_seconds.
   bool profile = false;
+  // The device's communicator, for graphs with ai.autopar ops (not owned).
+  Communicator* communicator = nullptr;
 };
 
 struct RunStats {
@@ -59,6 +61,7 @@ class Executor {
   std::vector<std::vector<ValueId>> release_;  // per node: values dead after it runs
   int num_threads_ = 1;
   bool profile_ = false;
+  Communicator* communicator_ = nullptr;
 };
 
 // Checks a fed tensor against a value's static type: "input 'x': expected f32[2,4], got

@@ -13,6 +13,8 @@
 
 namespace autopar::runtime {
 
+class Communicator;
+
 // What a kernel sees of one node run: the node, its input tensors (present or omitted), and
 // its outputs' static types from the graph. Kernels allocate outputs with allocate_output().
 class KernelContext {
@@ -27,6 +29,9 @@ class KernelContext {
   const Node& node() const { return node_; }
   int64_t opset() const { return graph_.opset(node_.domain); }
   int num_threads() const { return num_threads_; }
+  // The device's communicator for the ai.autopar ops; null when the graph runs alone.
+  Communicator* communicator() const { return communicator_; }
+  void set_communicator(Communicator* communicator) { communicator_ = communicator; }
 
   size_t num_inputs() const { return inputs_.size(); }
   bool has_input(size_t i) const { return i < inputs_.size() && inputs_[i] != nullptr; }
@@ -69,6 +74,7 @@ class KernelContext {
   std::vector<const Tensor*> inputs_;
   std::vector<std::shared_ptr<Tensor>> outputs_;
   int num_threads_;
+  Communicator* communicator_ = nullptr;
 };
 
 // Runs one node. Shapes are static and already checked by the op's shape rule, so a kernel

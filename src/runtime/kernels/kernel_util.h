@@ -26,6 +26,7 @@ void register_reduce_kernels(KernelRegistry& registry);
 void register_shape_kernels(KernelRegistry& registry);
 void register_loss_kernels(KernelRegistry& registry);
 void register_indexing_kernels(KernelRegistry& registry);
+void register_comm_kernels(KernelRegistry& registry);
 
 // ---- parallel loops ----------------------------------------------------------------
 

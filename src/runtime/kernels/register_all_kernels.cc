@@ -12,6 +12,7 @@ void register_all_kernels(KernelRegistry& registry) {
   register_shape_kernels(registry);          // Reshape Transpose Slice Gather Pad Resize ...
   register_loss_kernels(registry);           // SoftmaxCrossEntropyLoss
   register_indexing_kernels(registry);       // Range GatherElements GatherND
+  register_comm_kernels(registry);           // ai.autopar Send Recv and collectives
 }
 
 }  // namespace autopar::runtime

@@ -1,0 +1,63 @@
+// Communicator: how devices of a plan exchange tensors. Backends provide point-to-point
+// send and receive; the collectives are built on them here, reducing in group order so every
+// backend and every timing gives the same bits.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autopar/ir/tensor.h"
+#include "autopar/support/status.h"
+
+namespace autopar::runtime {
+
+enum class ReduceOp : uint8_t { kSum, kMax, kMin };
+StatusOr<ReduceOp> parse_reduce_op(std::string_view name);
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int64_t rank() const = 0;
+  virtual int64_t size() const = 0;
+
+  // Point to point; messages between two ranks with one tag arrive in the order sent.
+  virtual Status send(int64_t peer, int64_t tag, const Tensor& tensor) = 0;
+  virtual StatusOr<Tensor> recv(int64_t peer, int64_t tag) = 0;
+
+  // Collectives over `group` (device ids in ring order; this rank is a member). Every member
+  // calls them in the same order, as SPMD programs do.
+  StatusOr<Tensor> all_reduce(const Tensor& x, const std::vector<int64_t>& group, ReduceOp op);
+  // Concatenation of the members' tensors along `axis`, in group order.
+  StatusOr<Tensor> all_gather(const Tensor& x, const std::vector<int64_t>& group, int64_t axis);
+  // The reduction, split along `axis`: member i keeps part i.
+  StatusOr<Tensor> reduce_scatter(const Tensor& x, const std::vector<int64_t>& group, int64_t axis,
+                                  ReduceOp op);
+  // x split along `split_axis` into one part per member; part j goes to member j; the received
+  // parts are concatenated along `concat_axis` in group order.
+  StatusOr<Tensor> all_to_all(const Tensor& x, const std::vector<int64_t>& group,
+                              int64_t split_axis, int64_t concat_axis);
+  StatusOr<Tensor> broadcast(const Tensor& x, const std::vector<int64_t>& group, int64_t root);
+
+ private:
+  // A tag per collective call of one group: members count their calls alike.
+  int64_t next_collective_tag(const std::vector<int64_t>& group);
+  StatusOr<std::vector<Tensor>> exchange(const std::vector<Tensor>& parts,
+                                         const std::vector<int64_t>& group);
+
+  std::vector<std::pair<std::vector<int64_t>, int64_t>> collective_calls_;
+};
+
+// Ranks of one process, one thread each: `create_inproc_world(n)` gives n communicators
+// sharing mailboxes. A receive that waits longer than `timeout` fails (a plan that deadlocks
+// is a bug; it must not hang).
+std::vector<std::unique_ptr<Communicator>> create_inproc_world(
+    int64_t size, std::chrono::milliseconds timeout = std::chrono::milliseconds(120000));
+
+// Splits along `axis` into `parts` equal pieces; concatenates along `axis`.
+std::vector<Tensor> split_tensor(const Tensor& x, int64_t axis, int64_t parts);
+Tensor concat_tensors(const std::vector<Tensor>& parts, int64_t axis);
+
+}  // namespace autopar::runtime

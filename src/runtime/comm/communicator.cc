@@ -1,0 +1,154 @@
+// Collectives on point-to-point messages, reduced in group order for identical bits everywhere.
+#include "autopar/runtime/communicator.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace autopar::runtime {
+namespace {
+
+// Collective tags live above the tags plans give Send/Recv.
+constexpr int64_t kCollectiveTagBase = int64_t{1} << 40;
+
+int64_t position_in(const std::vector<int64_t>& group, int64_t rank) {
+  const auto it = std::find(group.begin(), group.end(), rank);
+  return it == group.end() ? -1 : it - group.begin();
+}
+
+template <typename T>
+T combine(T a, T b, ReduceOp op) {
+  return op == ReduceOp::kSum ? a + b : op == ReduceOp::kMax ? std::max(a, b) : std::min(a, b);
+}
+
+void reduce_into(Tensor& acc, const Tensor& x, ReduceOp op) {
+  for (int64_t i = 0; i < acc.num_elements(); ++i) {
+    if (is_floating(acc.dtype())) {
+      acc.set_from_double(i, combine(acc.float_at(i), x.float_at(i), op));
+    } else {
+      acc.set_from_int(i, combine(acc.int_at(i), x.int_at(i), op));
+    }
+  }
+}
+
+}  // namespace
+
+StatusOr<ReduceOp> parse_reduce_op(std::string_view name) {
+  if (name == "sum") return ReduceOp::kSum;
+  if (name == "max") return ReduceOp::kMax;
+  if (name == "min") return ReduceOp::kMin;
+  return error("reduction '{}' is not sum, max or min", name);
+}
+
+std::vector<Tensor> split_tensor(const Tensor& x, int64_t axis, int64_t parts) {
+  std::vector<int64_t> dims = x.dims();
+  assert(dims[axis] % parts == 0);
+  dims[axis] /= parts;
+  int64_t outer = 1, inner = dtype_size(x.dtype());
+  for (int64_t d = 0; d < axis; ++d) outer *= x.dims()[d];
+  for (int64_t d = axis; d < x.rank(); ++d) inner *= dims[d];
+  std::vector<Tensor> out;
+  for (int64_t p = 0; p < parts; ++p) {
+    Tensor t(x.dtype(), dims);
+    for (int64_t o = 0; o < outer; ++o) {
+      std::memcpy(t.mutable_bytes().data() + o * inner, x.bytes().data() + (o * parts + p) * inner,
+                  inner);
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+Tensor concat_tensors(const std::vector<Tensor>& parts, int64_t axis) {
+  std::vector<int64_t> dims = parts[0].dims();
+  const int64_t n = static_cast<int64_t>(parts.size());
+  dims[axis] *= n;
+  int64_t outer = 1, inner = dtype_size(parts[0].dtype());
+  for (int64_t d = 0; d < axis; ++d) outer *= dims[d];
+  for (int64_t d = axis; d < static_cast<int64_t>(dims.size()); ++d) inner *= parts[0].dims()[d];
+  Tensor out(parts[0].dtype(), dims);
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t p = 0; p < n; ++p) {
+      std::memcpy(out.mutable_bytes().data() + (o * n + p) * inner,
+                  parts[p].bytes().data() + o * inner, inner);
+    }
+  }
+  return out;
+}
+
+int64_t Communicator::next_collective_tag(const std::vector<int64_t>& group) {
+  for (auto& [members, calls] : collective_calls_) {
+    if (members == group) return kCollectiveTagBase + calls++;
+  }
+  collective_calls_.emplace_back(group, 1);
+  return kCollectiveTagBase;
+}
+
+// Every member sends part j to member j and receives one part from every member, in group
+// order (its own part stays local).
+StatusOr<std::vector<Tensor>> Communicator::exchange(const std::vector<Tensor>& parts,
+                                                     const std::vector<int64_t>& group) {
+  const int64_t me = position_in(group, rank());
+  if (me < 0) return error("rank {} is not in group [{}]", rank(), fmt::join(group, ","));
+  const int64_t tag = next_collective_tag(group);
+  for (size_t j = 0; j < group.size(); ++j) {
+    if (static_cast<int64_t>(j) != me) RETURN_IF_ERROR(send(group[j], tag, parts[j]));
+  }
+  std::vector<Tensor> received(group.size());
+  for (size_t j = 0; j < group.size(); ++j) {
+    if (static_cast<int64_t>(j) == me) {
+      received[j] = parts[j];
+      continue;
+    }
+    ASSIGN_OR_RETURN(received[j], recv(group[j], tag));
+  }
+  return received;
+}
+
+StatusOr<Tensor> Communicator::all_reduce(const Tensor& x, const std::vector<int64_t>& group,
+                                          ReduceOp op) {
+  ASSIGN_OR_RETURN(std::vector<Tensor> all, exchange(std::vector<Tensor>(group.size(), x), group));
+  Tensor acc = all[0];
+  for (size_t j = 1; j < all.size(); ++j) reduce_into(acc, all[j], op);
+  return acc;
+}
+
+StatusOr<Tensor> Communicator::all_gather(const Tensor& x, const std::vector<int64_t>& group,
+                                          int64_t axis) {
+  ASSIGN_OR_RETURN(std::vector<Tensor> all, exchange(std::vector<Tensor>(group.size(), x), group));
+  return concat_tensors(all, axis);
+}
+
+StatusOr<Tensor> Communicator::reduce_scatter(const Tensor& x, const std::vector<int64_t>& group,
+                                              int64_t axis, ReduceOp op) {
+  ASSIGN_OR_RETURN(std::vector<Tensor> mine,
+                   exchange(split_tensor(x, axis, static_cast<int64_t>(group.size())), group));
+  Tensor acc = mine[0];
+  for (size_t j = 1; j < mine.size(); ++j) reduce_into(acc, mine[j], op);
+  return acc;
+}
+
+StatusOr<Tensor> Communicator::all_to_all(const Tensor& x, const std::vector<int64_t>& group,
+                                          int64_t split_axis, int64_t concat_axis) {
+  ASSIGN_OR_RETURN(
+      std::vector<Tensor> received,
+      exchange(split_tensor(x, split_axis, static_cast<int64_t>(group.size())), group));
+  return concat_tensors(received, concat_axis);
+}
+
+StatusOr<Tensor> Communicator::broadcast(const Tensor& x, const std::vector<int64_t>& group,
+                                         int64_t root) {
+  const int64_t me = position_in(group, rank());
+  const int64_t root_at = position_in(group, root);
+  if (me < 0 || root_at < 0)
+    return error("rank {} or root {} is not in group [{}]", rank(), root, fmt::join(group, ","));
+  const int64_t tag = next_collective_tag(group);
+  if (me == root_at) {
+    for (int64_t member : group) {
+      if (member != root) RETURN_IF_ERROR(send(member, tag, x));
+    }
+    return x;
+  }
+  return recv(root, tag);
+}
+
+}  // namespace autopar::runtime
