@@ -56,6 +56,11 @@ class Communicator {
 std::vector<std::unique_ptr<Communicator>> create_inproc_world(
     int64_t size, std::chrono::milliseconds timeout = std::chrono::milliseconds(120000));
 
+// This process's rank of an MPI world (mpirun -np N), initialising MPI when it is not. The
+// communicator finalises MPI when destroyed. A tensor has at most 16 dims on the wire.
+StatusOr<std::unique_ptr<Communicator>> create_mpi_communicator(int* argc = nullptr,
+                                                                char*** argv = nullptr);
+
 // Splits along `axis` into `parts` equal pieces; concatenates along `axis`.
 std::vector<Tensor> split_tensor(const Tensor& x, int64_t axis, int64_t parts);
 Tensor concat_tensors(const std::vector<Tensor>& parts, int64_t axis);
