@@ -8,6 +8,7 @@
 
 #include "autopar/ir/verify.h"
 #include "autopar/ops/op_def.h"
+#include "fusion.h"
 
 namespace autopar::runtime {
 namespace {
@@ -40,12 +41,23 @@ StatusOr<Executor> Executor::create(Graph graph, const ExecutorOptions& options)
     }
     e.kernels_.push_back(kernel);
   }
+  std::vector<FusedGroup> groups;
+  if (options.fuse_elementwise) groups = find_fused_groups(graph);
+  e.group_starting_at_.assign(graph.num_nodes(), -1);
+  std::vector<bool> never_stored(graph.num_values(), false);
+  for (size_t k = 0; k < groups.size(); ++k) {
+    e.group_starting_at_[groups[k].first] = static_cast<int>(k);
+    for (size_t i = 0; i < groups[k].internals.size(); ++i) {
+      if (!groups[k].escapes[i]) never_stored[groups[k].internals[i]] = true;
+    }
+  }
+  e.groups_ = std::make_shared<const std::vector<FusedGroup>>(std::move(groups));
   // A value dies after its last consumer; graph outputs live to the end. Values nobody reads
   // (unused side outputs) die right after their producer.
   std::vector<NodeId> last_use(graph.num_values(), kNoId);
   for (ValueId id = 0; id < graph.num_values(); ++id) {
     const Value& v = graph.value(id);
-    if (v.kind != ValueKind::kIntermediate || graph.is_output(id)) continue;
+    if (v.kind != ValueKind::kIntermediate || graph.is_output(id) || never_stored[id]) continue;
     NodeId last = v.producer;
     for (NodeId consumer : v.consumers) last = std::max(last, consumer);
     last_use[id] = last;
@@ -98,6 +110,30 @@ StatusOr<std::vector<TensorPtr>> Executor::run(const std::vector<Feed>& feeds,
   tbb::task_arena arena(num_threads_);
   arena.execute([&] {
     for (NodeId id = 0; id < g.num_nodes(); ++id) {
+      if (const int k = group_starting_at_[id]; k >= 0) {
+        const FusedGroup& group = (*groups_)[k];
+        const auto group_start = std::chrono::steady_clock::now();
+        run_fused_group(group, slots);
+        if (profile_) {
+          const double seconds =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - group_start).count();
+          const double share = seconds / static_cast<double>(group.last - group.first + 1);
+          for (NodeId member = group.first; member <= group.last; ++member)
+            node_seconds[member] = share;
+        }
+        for (size_t i = 0; i < group.internals.size(); ++i) {
+          if (group.escapes[i]) live += slots[group.internals[i]]->num_bytes();
+        }
+        peak = std::max(peak, live);
+        for (NodeId member = group.first; member <= group.last; ++member) {
+          for (ValueId dead : release_[member]) {
+            live -= slots[dead]->num_bytes();
+            slots[dead].reset();
+          }
+        }
+        id = group.last;
+        continue;
+      }
       const Node& node = g.node(id);
       std::vector<const Tensor*> inputs;
       inputs.reserve(node.inputs.size());

@@ -21,6 +21,8 @@ struct ExecutorOptions {
   bool profile = false;
   // The device's communicator, for graphs with ai.autopar ops (not owned).
   Communicator* communicator = nullptr;
+  // Run consecutive elementwise nodes over one shape tile by tile (bit-identical results).
+  bool fuse_elementwise = true;
 };
 
 struct RunStats {
@@ -34,6 +36,8 @@ struct RunStats {
 // One value fed to a run: a graph input, or an initializer to override (a training step
 // feeds back updated parameters).
 using Feed = std::pair<ValueId, std::shared_ptr<const Tensor>>;
+
+struct FusedGroup;
 
 class Executor {
  public:
@@ -59,6 +63,8 @@ class Executor {
   std::shared_ptr<const Graph> graph_;
   std::vector<const Kernel*> kernels_;         // per node
   std::vector<std::vector<ValueId>> release_;  // per node: values dead after it runs
+  std::shared_ptr<const std::vector<FusedGroup>> groups_;
+  std::vector<int> group_starting_at_;  // per node: the fused group it starts, or -1
   int num_threads_ = 1;
   bool profile_ = false;
   Communicator* communicator_ = nullptr;

@@ -1,0 +1,43 @@
+// Elementwise fusion: runs of consecutive elementwise nodes over one shape execute tile by
+// tile, so their intermediate values never reach memory (an optimizer's dozen passes over
+// every parameter become one).
+#pragma once
+
+#include <vector>
+
+#include "autopar/ir/graph.h"
+#include "autopar/runtime/kernel.h"
+#include "autopar/support/status.h"
+
+namespace autopar::runtime {
+
+struct FusedGroup {
+  enum class Code : uint8_t { kAdd, kSub, kMul, kDiv, kNeg, kSqrt, kReciprocal };
+  struct Operand {
+    enum class Kind : uint8_t { kTensor, kScalar, kInternal };
+    Kind kind = Kind::kTensor;
+    ValueId value = kNoId;
+    int internal = -1;  // index into `internals` for kInternal
+  };
+  struct Op {
+    Code code;
+    Operand a, b;  // b unused by unary ops
+    int out;       // index into `internals`
+  };
+  NodeId first = kNoId, last = kNoId;
+  DType dtype = DType::kUndefined;
+  std::vector<int64_t> dims;
+  std::vector<Op> ops;
+  std::vector<ValueId> internals;  // the values the group computes
+  std::vector<bool> escapes;       // per internal: read after the group (materialised)
+};
+
+// Groups of at least two consecutive fusible nodes (Add, Sub, Mul, Div, Neg, Sqrt, Reciprocal
+// on f32/f64 whose operands have the group's shape or one element).
+std::vector<FusedGroup> find_fused_groups(const Graph& graph);
+
+// Runs a group: inputs from `slots`, escaping values allocated and stored into `slots`.
+// Results are bit-identical to running the nodes one by one.
+void run_fused_group(const FusedGroup& group, std::vector<TensorPtr>& slots);
+
+}  // namespace autopar::runtime
