@@ -12,7 +12,7 @@
 #include <onnx/version_converter/convert.h>
 #include <nlohmann/json.hpp>
 
-#include "autopar/ir/constant_folding.h"
+#include "autopar/runtime/constant_folding.h"
 #include "autopar/ir/layers.h"
 #include "autopar/ir/shape_inference.h"
 #include "autopar/ir/verify.h"

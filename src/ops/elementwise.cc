@@ -212,8 +212,9 @@ void register_elementwise_ops(OpRegistry& registry) {
   add_elementwise(registry, "And", infer_logical, "1 per output element");
   add_elementwise(registry, "Or", infer_logical, "1 per output element");
   add_elementwise(registry, "Not", infer_not, "1 per element");
-  for (const char* op : {"Sqrt", "Reciprocal", "Neg", "Exp", "Log", "Erf", "Tanh", "Relu",
-                         "Sigmoid", "HardSwish", "Abs", "Softplus", "Softsign", "Sign"}) {
+  for (const char* op :
+       {"Sqrt", "Reciprocal", "Neg", "Exp", "Log", "Erf", "Tanh", "Relu", "Sigmoid", "HardSwish",
+        "Abs", "Softplus", "Softsign", "Sign", "Floor", "Ceil"}) {
     add_elementwise(registry, op, infer_unary,
                     "1 per element (a transcendental or piecewise function counts 1)");
   }

@@ -351,6 +351,12 @@ Status infer_constant_of_shape(InferenceContext& ctx) {
   return set_output_checked(ctx, 0, dtype, *shape);
 }
 
+// Size: the element count as an i64 scalar.
+Status infer_size(InferenceContext& ctx) {
+  RETURN_IF_ERROR(check_arity(ctx, 1, 1, 1, 1));
+  return set_output_checked(ctx, 0, DType::kInt64, {});
+}
+
 // Range(start, limit, delta): max(ceil((limit − start)/delta), 0) elements.
 Status infer_range(InferenceContext& ctx) {
   RETURN_IF_ERROR(check_arity(ctx, 3, 3, 1, 1));
@@ -819,6 +825,7 @@ void register_shape_ops(OpRegistry& registry) {
   add_data_op(registry, "Constant", infer_constant);
   add_data_op(registry, "ConstantOfShape", infer_constant_of_shape, {0});
   add_data_op(registry, "Range", infer_range, {0, 1, 2});
+  add_data_op(registry, "Size", infer_size);
   add_data_op(registry, "GatherElements", infer_gather_elements, {1}, std::vector<int>{});
   add_data_op(registry, "GatherND", infer_gather_nd, {1}, std::vector<int>{});
   registry.add(make_op("ScatterElements", infer_scatter_elements, scatter_flops,

@@ -296,7 +296,7 @@ void register_elementwise_gradients(OpRegistry& registry) {
   add_gradient(registry, "Cast", cast_rule);
   add_gradient(registry, "Dropout", dropout_rule);
   add_no_gradient(registry, {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And",
-                             "Or", "Not", "Sign"});
+                             "Or", "Not", "Sign", "Floor", "Ceil"});
 }
 
 }  // namespace autopar

@@ -332,7 +332,7 @@ void register_shape_gradients(OpRegistry& registry) {
   add_gradient(registry, "GatherND", gather_nd_rule);
   add_gradient(registry, "ScatterElements", scatter_rule);
   add_gradient(registry, "ScatterND", scatter_rule);
-  add_no_gradient(registry, {"Shape", "Constant", "ConstantOfShape", "Range"});
+  add_no_gradient(registry, {"Shape", "Size", "Constant", "ConstantOfShape", "Range"});
 }
 
 }  // namespace autopar

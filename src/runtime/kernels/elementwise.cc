@@ -477,6 +477,8 @@ T unit_clamp(T x) {
 
 void register_unary(KernelRegistry& registry) {
   registry.add("", "Sqrt", float_unary_kernel(plain([](auto x) { return std::sqrt(x); })));
+  registry.add("", "Floor", float_unary_kernel(plain([](auto x) { return std::floor(x); })));
+  registry.add("", "Ceil", float_unary_kernel(plain([](auto x) { return std::ceil(x); })));
   registry.add("", "Reciprocal",
                float_unary_kernel(plain([](auto x) { return decltype(x)(1) / x; }), 1));
   registry.add("", "Exp", array_unary_kernel([](const auto& x) { return x.exp(); }));

@@ -1,4 +1,4 @@
-// Index kernels: Range, GatherElements and GatherND.
+// Index kernels: Range, Size, GatherElements and GatherND.
 #include "kernel_util.h"
 
 namespace autopar::runtime {
@@ -90,6 +90,10 @@ void register_indexing_kernels(KernelRegistry& registry) {
   registry.add("", "Range", [](KernelContext& ctx) {
     return dispatch_numeric(ctx, ctx.input(0).dtype(),
                             [&](auto t) { return range<decltype(t)>(ctx); });
+  });
+  registry.add("", "Size", [](KernelContext& ctx) {
+    ctx.allocate_output(0).set_from_int(0, ctx.input(0).num_elements());
+    return Status::ok();
   });
   registry.add("", "GatherElements", [](KernelContext& ctx) {
     return dispatch_by_size(ctx, ctx.input(0).dtype(),
