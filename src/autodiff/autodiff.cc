@@ -68,13 +68,14 @@ StatusOr<std::vector<ValueId>> add_gradients(Graph& g, ValueId loss,
     }
   }
 
+  // Indexed by forward values only (the loss, node operands, wrt), all older than anything
+  // emitted below.
   std::vector<std::vector<ValueId>> contributions(g.num_values());
   {
     Emitter seed(g, "grad/loss", Phase::kBackward, -1);
     const Value& l = g.value(loss);
     Tensor one(l.dtype, l.shape.dims);
     for (int64_t i = 0; i < one.num_elements(); ++i) one.set_from_double(i, 1.0);
-    contributions.resize(g.num_values() + 1);
     contributions[loss].push_back(seed.constant(std::move(one)));
   }
   for (NodeId id = forward_nodes - 1; id >= 0; --id) {
@@ -88,25 +89,22 @@ StatusOr<std::vector<ValueId>> add_gradients(Graph& g, ValueId loss,
       any_needed = any_needed || needs[i];
     }
     if (!any_needed) continue;
-    std::vector<ValueId> output_grads;
     bool any_grad = false;
-    for (ValueId out : node.outputs) {
-      const ValueId grad = out == kNoId ? kNoId : accumulate(g, contributions[out], node.layer);
-      output_grads.push_back(grad);
-      any_grad = any_grad || grad != kNoId;
-      if (contributions.size() < static_cast<size_t>(g.num_values()))
-        contributions.resize(g.num_values());
-    }
+    for (ValueId out : node.outputs)
+      any_grad = any_grad || (out != kNoId && !contributions[out].empty());
     if (!any_grad) continue;
     if (!def || def->gradient_kind == GradientKind::kUndeclared) {
       return error("node '{}' ({}): no gradient rule for {}", node.name, node.op_type,
                    node.op_type);
     }
     if (def->gradient_kind == GradientKind::kNone) continue;
+    std::vector<ValueId> output_grads;
+    for (ValueId out : node.outputs) {
+      output_grads.push_back(out == kNoId ? kNoId : accumulate(g, contributions[out], node.layer));
+    }
     GradientBuilder builder(g, id, std::move(output_grads), needs);
     RETURN_IF_ERROR(def->gradient(builder));
     RETURN_IF_ERROR(builder.status());
-    contributions.resize(g.num_values());
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       if (!needs[i]) continue;
       const ValueId grad = builder.input_grads()[i];
@@ -117,7 +115,6 @@ StatusOr<std::vector<ValueId>> add_gradients(Graph& g, ValueId loss,
   std::vector<ValueId> result;
   for (ValueId w : wrt) {
     ValueId grad = accumulate(g, contributions[w], -1);
-    contributions.resize(g.num_values());
     result.push_back(grad);
   }
   return result;

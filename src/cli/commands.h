@@ -24,6 +24,12 @@ struct DimFlags {
 
   void add_to(CLI::App& command, std::optional<int64_t> default_batch = std::nullopt);
   StatusOr<ImportOptions> import_options() const;
+  // Whether the user gave --batch or --dim (not just the default).
+  bool given() const;
+
+ private:
+  CLI::Option* batch_option_ = nullptr;
+  CLI::Option* dim_option_ = nullptr;
 };
 
 // --loss, --optimizer and the hyper-parameters, shared by train-graph and run --train.

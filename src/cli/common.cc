@@ -23,11 +23,17 @@ bool names_zoo_model(const std::string& model) {
 
 void DimFlags::add_to(CLI::App& command, std::optional<int64_t> default_batch) {
   batch = default_batch;
-  command.add_option("--batch", batch,
-                     "size bound to the model's batch dim (named batch, batch_size or N, or the "
-                     "leading dim of each input)" +
-                         (default_batch ? fmt::format("; default {}", *default_batch) : ""));
-  command.add_option("--dim", dims, "NAME=N: size bound to the symbolic dim NAME (repeatable)");
+  batch_option_ = command.add_option(
+      "--batch", batch,
+      "size bound to the model's batch dim (named batch, batch_size or N, or the "
+      "leading dim of each input)" +
+          (default_batch ? fmt::format("; default {}", *default_batch) : ""));
+  dim_option_ =
+      command.add_option("--dim", dims, "NAME=N: size bound to the symbolic dim NAME (repeatable)");
+}
+
+bool DimFlags::given() const {
+  return (batch_option_ && batch_option_->count() > 0) || (dim_option_ && dim_option_->count() > 0);
 }
 
 StatusOr<ImportOptions> DimFlags::import_options() const {

@@ -44,6 +44,11 @@ Status run_inference(const RunFlags& flags) {
   if (flags.inputs.empty())
     return error("--inputs DIR is required to run {} (or pass --train)", flags.model);
   if (flags.threads < 0) return error("--threads {}: must be 0 (all cores) or more", flags.threads);
+  if (flags.dims.given()) {
+    return error(
+        "--batch/--dim: with --inputs the dims come from the input files (they bind dims for "
+        "--train)");
+  }
   std::string model_dir;
   ASSIGN_OR_RETURN(onnx::ModelProto model, load_model_proto(flags.model, model_dir));
   ASSIGN_OR_RETURN(std::vector<Tensor> inputs, read_inputs(flags.inputs));

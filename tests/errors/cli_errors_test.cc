@@ -266,6 +266,14 @@ TEST_F(RunErrors, NoInputFiles) {
                "autopar: error: --inputs DIR is required to run linear.onnx (or pass --train)");
 }
 
+TEST_F(RunErrors, DimsGivenWithInputFiles) {
+  input(0, Tensor(DType::kFloat32, {2, 4}));
+  expect_error(
+      {"run", "linear.onnx", "--inputs", "in", "--batch", "8"},
+      "autopar: error: --batch/--dim: with --inputs the dims come from the input files (they bind "
+      "dims for --train)");
+}
+
 TEST_F(RunErrors, InputCount) {
   input(0, Tensor(DType::kFloat32, {2, 4}));
   input(1, Tensor(DType::kFloat32, {2, 4}));
