@@ -10,6 +10,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev libfmt-dev nlohmann-json3-dev
   libopenmpi-dev openmpi-bin
+  libssl-dev
 )
 
 missing=()

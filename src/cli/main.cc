@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include "commands.h"
+#include "plan_command.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"autopar: automatic planner and compiler for parallel training"};
@@ -16,6 +17,9 @@ int main(int argc, char** argv) {
   autopar::cli::add_inspect_command(app, command);
   autopar::cli::add_run_command(app, command);
   autopar::cli::add_train_graph_command(app, command);
+  int exit_code = 0;
+  autopar::cli::add_transform_command(app, command);
+  autopar::cli::add_verify_command(app, command, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -49,5 +53,5 @@ int main(int argc, char** argv) {
     return 3;
   }
   std::fflush(stdout);
-  return 0;
+  return exit_code;
 }

@@ -8,6 +8,7 @@
 #include "autopar/runtime/executor.h"
 #include "autopar/runtime/trainer.h"
 #include "commands.h"
+#include "plan_command.h"
 
 namespace autopar::cli {
 namespace {
@@ -22,6 +23,7 @@ struct RunFlags {
   int steps = 50;
   int batches = 4;
   uint64_t seed = 0;
+  std::string comm = "inproc";
   DimFlags dims;
   TrainingFlags training;
 };
@@ -145,8 +147,12 @@ Status run_training(RunFlags& flags) {
 void add_run_command(CLI::App& app, Command& command) {
   auto flags = std::make_shared<RunFlags>();
   CLI::App* run = app.add_subcommand("run", "run a model on the CPU runtime");
-  run->add_option("model", flags->model, "ONNX file, or a zoo name (built with weights)")
+  run->add_option("model", flags->model,
+                  "ONNX file, a zoo name (built with weights), or a plan directory (runs its "
+                  "training steps on synthetic data)")
       ->required();
+  run->add_option("--comm", flags->comm,
+                  "plans: inproc (a thread per device, default) or mpi (mpirun -np N)");
   run->add_option("--inputs", flags->inputs,
                   "folder of input_<i>.pb TensorProto files, in graph-input order; unbound dims "
                   "take their sizes");
@@ -163,7 +169,20 @@ void add_run_command(CLI::App& app, Command& command) {
   flags->dims.add_to(*run, 4);
   flags->training.add_to(*run);
   run->callback([flags, &command] {
-    command = [flags] { return flags->train ? run_training(*flags) : run_inference(*flags); };
+    command = [flags]() -> Status {
+      std::error_code ec;
+      if (std::filesystem::exists(flags->model + "/manifest.yaml", ec)) {
+        if (flags->dims.given() || !flags->inputs.empty() || !flags->outputs.empty())
+          return error("{}: a plan runs as it was made: --batch, --dim, --inputs and --outputs "
+                       "do not apply",
+                       flags->model);
+        return run_plan_directory(flags->model, flags->comm, flags->train ? flags->steps : 1,
+                                  flags->json, flags->seed);
+      }
+      if (flags->comm != "inproc")
+        return error("--comm {}: only plans run on a communicator", flags->comm);
+      return flags->train ? run_training(*flags) : run_inference(*flags);
+    };
   });
 }
 

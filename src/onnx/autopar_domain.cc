@@ -1,7 +1,9 @@
 // ONNX schemas of the ai.autopar communication ops, with type and shape inference.
 //
-// Ranks in `group` are device ids of one communication group, in ring order. Collectives
-// are SPMD: every member runs the same node with the same attributes.
+// A communication group is either `group` (device ids in ring order) or `axes` with
+// `group_size` (mesh axes, resolved on each device from its mesh coordinates, so one role
+// graph serves every device that runs it). Collectives are SPMD: every member runs the same
+// node with the same attributes.
 #include "autopar/onnx/autopar_domain.h"
 
 #include <mutex>
@@ -14,13 +16,17 @@ namespace {
 
 constexpr const char* kDomain = "ai.autopar";
 
+int64_t group_size(onnx::InferenceContext& ctx) {
+  if (const auto* group = ctx.getAttribute("group")) return group->ints_size();
+  return onnx::getAttribute(ctx, "group_size", 1);
+}
+
 // Output dim `axis` of input 0 multiplied (gather) or divided (scatter) by the group size.
 void infer_resized_axis(onnx::InferenceContext& ctx, bool gather) {
   onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
   if (!onnx::hasInputShape(ctx, 0)) return;
   const auto& in = onnx::getInputShape(ctx, 0);
-  const auto* group = ctx.getAttribute("group");
-  int64_t n = group ? group->ints_size() : 1;
+  int64_t n = group_size(ctx);
   int64_t axis = onnx::getAttribute(ctx, "axis", 0);
   int rank = in.dim_size();
   if (axis < 0) axis += rank;
@@ -47,7 +53,23 @@ onnx::OpSchema base(const char* name, const char* doc) {
 
 void add_group(onnx::OpSchema& s) {
   s.Attr("group", "Device ids of the communication group, in ring order.",
-         onnx::AttributeProto::INTS, true);
+         onnx::AttributeProto::INTS, false);
+  s.Attr("axes",
+         "Mesh axes of the group (instead of `group`): the devices that share every other "
+         "coordinate with this one.",
+         onnx::AttributeProto::STRINGS, false);
+  s.Attr("group_size", "Members of the group named by `axes`.", onnx::AttributeProto::INT,
+         false);
+}
+
+void add_peer(onnx::OpSchema& s, const char* peer_doc) {
+  s.Attr("peer", peer_doc, onnx::AttributeProto::INT, false);
+  s.Attr("peer_axis",
+         "Mesh axis (instead of `peer`): the peer is the device whose coordinate on this axis "
+         "is `peer_coord`, all others equal to this device's.",
+         onnx::AttributeProto::STRING, false);
+  s.Attr("peer_coord", "The peer's coordinate on `peer_axis`.", onnx::AttributeProto::INT,
+         false);
 }
 
 void register_schemas() {
@@ -55,13 +77,13 @@ void register_schemas() {
 
   onnx::OpSchema send = base("Send", "Sends X to device `peer`; matched by (peer, tag).");
   send.Input(0, "X", "Tensor to send.", "T");
-  send.Attr("peer", "Receiving device id.", onnx::AttributeProto::INT, true);
+  add_peer(send, "Receiving device id.");
   send.Attr("tag", "Matches this Send with one Recv.", onnx::AttributeProto::INT, true);
   onnx::OpSchemaRegistry::OpSchemaRegisterOnce{send};
 
   onnx::OpSchema recv = base("Recv", "Receives a tensor of the given type from `peer`.");
   recv.Output(0, "Y", "Received tensor.", "T");
-  recv.Attr("peer", "Sending device id.", onnx::AttributeProto::INT, true);
+  add_peer(recv, "Sending device id.");
   recv.Attr("tag", "Matches this Recv with one Send.", onnx::AttributeProto::INT, true);
   recv.Attr("dtype", "Element type (TensorProto data type).", onnx::AttributeProto::INT, true);
   recv.Attr("shape", "Static shape of the received tensor.", onnx::AttributeProto::INTS, true);
@@ -117,8 +139,7 @@ void register_schemas() {
     onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
     if (!onnx::hasInputShape(ctx, 0)) return;
     onnx::TensorShapeProto out = onnx::getInputShape(ctx, 0);
-    const auto* group = ctx.getAttribute("group");
-    int64_t n = group ? group->ints_size() : 1;
+    int64_t n = group_size(ctx);
     int rank = out.dim_size();
     int64_t split = onnx::getAttribute(ctx, "split_axis", 0);
     int64_t concat = onnx::getAttribute(ctx, "concat_axis", 0);
@@ -145,6 +166,17 @@ void register_schemas() {
   broadcast.Attr("root", "Device id that sends.", onnx::AttributeProto::INT, true);
   broadcast.TypeAndShapeInferenceFunction(onnx::propagateShapeAndTypeFromFirstInput);
   onnx::OpSchemaRegistry::OpSchemaRegisterOnce{broadcast};
+
+  onnx::OpSchema shard =
+      base("Shard",
+           "This device's part of X along `axis`: X is whole on every member, member i keeps "
+           "slice i (no communication).");
+  shard.Input(0, "X", "The whole tensor.", "T").Output(0, "Y", "This device's slice.", "T");
+  add_group(shard);
+  shard.Attr("axis", "Sliced axis.", onnx::AttributeProto::INT, int64_t{0});
+  shard.TypeAndShapeInferenceFunction(
+      [](onnx::InferenceContext& ctx) { infer_resized_axis(ctx, false); });
+  onnx::OpSchemaRegistry::OpSchemaRegisterOnce{shard};
 }
 
 }  // namespace

@@ -10,18 +10,31 @@
 namespace autopar {
 namespace {
 
-Status read_group(const InferenceContext& ctx, std::vector<int64_t>& group) {
-  if (!has_attr(ctx, "group")) return ctx.fail("required attribute 'group' is missing");
-  RETURN_IF_ERROR(read_ints(ctx, "group", group));
-  if (group.empty()) return ctx.fail("group is empty");
-  std::set<int64_t> seen;
-  for (int64_t device : group) {
-    if (device < 0)
-      return ctx.fail("group [{}] has negative device {}", fmt::join(group, ","), device);
-    if (!seen.insert(device).second) {
-      return ctx.fail("group [{}] lists device {} twice", fmt::join(group, ","), device);
+// The group is either explicit device ids (`group`) or mesh axes resolved on each device at
+// run time (`axes` with `group_size`, the product of their sizes): role graphs shared by many
+// devices name axes, since the members depend on the device.
+Status read_group_size(const InferenceContext& ctx, int64_t& size) {
+  if (has_attr(ctx, "group")) {
+    std::vector<int64_t> group;
+    RETURN_IF_ERROR(read_ints(ctx, "group", group));
+    if (group.empty()) return ctx.fail("group is empty");
+    std::set<int64_t> seen;
+    for (int64_t device : group) {
+      if (device < 0)
+        return ctx.fail("group [{}] has negative device {}", fmt::join(group, ","), device);
+      if (!seen.insert(device).second) {
+        return ctx.fail("group [{}] lists device {} twice", fmt::join(group, ","), device);
+      }
     }
+    size = static_cast<int64_t>(group.size());
+    return Status::ok();
   }
+  if (!has_attr(ctx, "axes")) return ctx.fail("needs attribute 'group' or 'axes'");
+  const Attribute* axes = ctx.node().attr("axes");
+  if (axes->kind() != Attribute::Kind::kStrings || axes->strings().empty())
+    return ctx.fail("attribute 'axes' must be a non-empty list of mesh axis names");
+  RETURN_IF_ERROR(require_int(ctx, "group_size", size));
+  if (size < 1) return ctx.fail("group_size {} is not positive", size);
   return Status::ok();
 }
 
@@ -34,10 +47,20 @@ Status read_reduction(const InferenceContext& ctx) {
   return Status::ok();
 }
 
+// The peer is a device id (`peer`) or, in role graphs, the device that differs from this one
+// only in the coordinate of mesh axis `peer_axis` (`peer_coord`).
 Status read_peer(const InferenceContext& ctx) {
   int64_t peer = 0, tag = 0;
-  RETURN_IF_ERROR(require_int(ctx, "peer", peer));
   RETURN_IF_ERROR(require_int(ctx, "tag", tag));
+  if (has_attr(ctx, "peer_axis")) {
+    std::string axis;
+    RETURN_IF_ERROR(read_string(ctx, "peer_axis", axis));
+    RETURN_IF_ERROR(require_int(ctx, "peer_coord", peer));
+    if (axis.empty()) return ctx.fail("peer_axis is empty");
+    if (peer < 0) return ctx.fail("peer_coord {} is negative", peer);
+    return Status::ok();
+  }
+  RETURN_IF_ERROR(require_int(ctx, "peer", peer));
   if (peer < 0) return ctx.fail("peer {} is negative", peer);
   return Status::ok();
 }
@@ -65,19 +88,20 @@ Status infer_recv(InferenceContext& ctx) {
 
 Status infer_all_reduce(InferenceContext& ctx) {
   RETURN_IF_ERROR(check_arity(ctx, 1, 1, 1, 1));
-  std::vector<int64_t> group;
-  RETURN_IF_ERROR(read_group(ctx, group));
+  int64_t size = 0;
+  RETURN_IF_ERROR(read_group_size(ctx, size));
   RETURN_IF_ERROR(read_reduction(ctx));
   return set_output_checked(ctx, 0, ctx.input_dtype(0), ctx.input_dims(0));
 }
 
 Status infer_broadcast(InferenceContext& ctx) {
   RETURN_IF_ERROR(check_arity(ctx, 1, 1, 1, 1));
-  std::vector<int64_t> group;
-  RETURN_IF_ERROR(read_group(ctx, group));
+  int64_t size = 0;
+  RETURN_IF_ERROR(read_group_size(ctx, size));
   int64_t root = 0;
   RETURN_IF_ERROR(require_int(ctx, "root", root));
-  if (std::find(group.begin(), group.end(), root) == group.end()) {
+  std::vector<int64_t> group = ctx.node().attr_ints("group");
+  if (!group.empty() && std::find(group.begin(), group.end(), root) == group.end()) {
     return ctx.fail("root {} is not in group [{}]", root, fmt::join(group, ","));
   }
   return set_output_checked(ctx, 0, ctx.input_dtype(0), ctx.input_dims(0));
@@ -86,13 +110,12 @@ Status infer_broadcast(InferenceContext& ctx) {
 // AllGather multiplies dim `axis` by the group size, ReduceScatter divides it.
 Status infer_resized_axis(InferenceContext& ctx, bool gather) {
   RETURN_IF_ERROR(check_arity(ctx, 1, 1, 1, 1));
-  std::vector<int64_t> group;
-  RETURN_IF_ERROR(read_group(ctx, group));
+  int64_t n = 0;
+  RETURN_IF_ERROR(read_group_size(ctx, n));
   if (!gather) RETURN_IF_ERROR(read_reduction(ctx));
   int64_t axis = 0;
   RETURN_IF_ERROR(read_int(ctx, "axis", axis));
   RETURN_IF_ERROR(normalize_axis(ctx, "axis", ctx.input_rank(0), axis));
-  auto n = static_cast<int64_t>(group.size());
   std::vector<int64_t> out = ctx.input_dims(0);
   if (gather) {
     auto gathered = checked_product(out[axis], n);
@@ -110,15 +133,14 @@ Status infer_resized_axis(InferenceContext& ctx, bool gather) {
 
 Status infer_all_to_all(InferenceContext& ctx) {
   RETURN_IF_ERROR(check_arity(ctx, 1, 1, 1, 1));
-  std::vector<int64_t> group;
-  RETURN_IF_ERROR(read_group(ctx, group));
+  int64_t n = 0;
+  RETURN_IF_ERROR(read_group_size(ctx, n));
   int64_t split_axis = 0, concat_axis = 0;
   RETURN_IF_ERROR(read_int(ctx, "split_axis", split_axis));
   RETURN_IF_ERROR(read_int(ctx, "concat_axis", concat_axis));
   int64_t rank = ctx.input_rank(0);
   RETURN_IF_ERROR(normalize_axis(ctx, "split_axis", rank, split_axis));
   RETURN_IF_ERROR(normalize_axis(ctx, "concat_axis", rank, concat_axis));
-  auto n = static_cast<int64_t>(group.size());
   std::vector<int64_t> out = ctx.input_dims(0);
   if (out[split_axis] % n != 0) {
     return ctx.fail("dim {} of {} ({}) does not divide by group size {}", split_axis,
@@ -135,8 +157,9 @@ Status infer_all_to_all(InferenceContext& ctx) {
 // reductions in all, (n−1)/n·E on each device; E is the input's element count.
 double ring_reduction_flops(const Graph& g, const Node& n) {
   std::vector<int64_t> group = n.attr_ints("group");
-  if (group.empty()) return 0.0;
-  double size = static_cast<double>(group.size());
+  double size = group.empty() ? static_cast<double>(n.attr_int("group_size", 1))
+                              : static_cast<double>(group.size());
+  if (size <= 1.0) return 0.0;
   return (size - 1.0) / size * input_elements(g, n, 0);
 }
 
@@ -149,6 +172,24 @@ OpDef comm_op(const char* op, ShapeFn infer, CountFn flops = zero_flops,
 Status infer_all_gather(InferenceContext& ctx) { return infer_resized_axis(ctx, true); }
 Status infer_reduce_scatter(InferenceContext& ctx) { return infer_resized_axis(ctx, false); }
 
+// Shard: this device's part of a tensor every member holds whole, along `axis` (the local
+// slice of a reshard; it communicates nothing).
+Status infer_shard(InferenceContext& ctx) {
+  RETURN_IF_ERROR(check_arity(ctx, 1, 1, 1, 1));
+  int64_t n = 0;
+  RETURN_IF_ERROR(read_group_size(ctx, n));
+  int64_t axis = 0;
+  RETURN_IF_ERROR(read_int(ctx, "axis", axis));
+  RETURN_IF_ERROR(normalize_axis(ctx, "axis", ctx.input_rank(0), axis));
+  std::vector<int64_t> out = ctx.input_dims(0);
+  if (out[axis] % n != 0) {
+    return ctx.fail("dim {} of {} ({}) does not divide by group size {}", axis,
+                    input_text(ctx, 0), out[axis], n);
+  }
+  out[axis] /= n;
+  return set_output_checked(ctx, 0, ctx.input_dtype(0), std::move(out));
+}
+
 }  // namespace
 
 void register_comm_ops(OpRegistry& registry) {
@@ -157,6 +198,7 @@ void register_comm_ops(OpRegistry& registry) {
   registry.add(comm_op("AllGather", infer_all_gather));
   registry.add(comm_op("AllToAll", infer_all_to_all));
   registry.add(comm_op("Broadcast", infer_broadcast));
+  registry.add(comm_op("Shard", infer_shard, zero_flops, "0 (a local slice)"));
   registry.add(comm_op("AllReduce", infer_all_reduce, ring_reduction_flops,
                        "(n−1)/n·E per device: a ring all-reduce of E elements over n devices "
                        "performs (n−1)·E reductions in all"));

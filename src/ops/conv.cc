@@ -275,21 +275,73 @@ double global_pool_flops(const Graph& g, const Node& n) {
   return input_elements(g, n, 0) + output_elements(g, n);
 }
 
+// Conv Y[n,m,o..] = Σ_c,k X[n,c,o+k..]·W[m,c,k..] and ConvTranspose (W[c,m,k..]): loops n and
+// m parallel, c a reduction (without groups); the spatial loops slide a window over the input,
+// so they are read whole (a spatial split needs a halo exchange, which the lowering does not
+// derive from this declaration).
+std::optional<IterationSpace> conv_space(const Graph& g, const Node& n) {
+  const std::vector<int64_t>& x = g.value(n.inputs[0]).shape.dims;
+  const std::vector<int64_t>& y = g.value(n.outputs[0]).shape.dims;
+  const bool grouped = n.attr_int("group", 1) != 1;
+  const bool transpose = n.op_type == "ConvTranspose";
+  IterationSpace space;
+  space.loops = {{"n", x[0], LoopKind::kParallel, true},
+                 {"m", y[1], LoopKind::kParallel, !grouped},
+                 {"c", x[1], LoopKind::kReduction, !grouped}};
+  std::vector<int> x_map = {0, 2}, y_map = {0, 1}, w_map = transpose ? std::vector<int>{2, 1}
+                                                                     : std::vector<int>{1, 2};
+  for (size_t d = 2; d < y.size(); ++d) {
+    y_map.push_back(static_cast<int>(space.loops.size()));
+    space.loops.push_back({fmt::format("o{}", d - 2), y[d], LoopKind::kParallel, false});
+    x_map.push_back(-1);
+    w_map.push_back(-1);
+  }
+  space.inputs = {x_map, w_map};
+  if (n.inputs.size() > 2) space.inputs.push_back(n.input(2) == kNoId ? std::vector<int>{}
+                                                                      : std::vector<int>{1});
+  space.outputs = {y_map};
+  return space;
+}
+
+// Pooling: n and c parallel, the window's spatial loops read whole.
+std::optional<IterationSpace> pool_space(const Graph& g, const Node& n) {
+  if (n.outputs.size() > 1 && n.output(1) != kNoId) return std::nullopt;  // MaxPool indices
+  const std::vector<int64_t>& y = g.value(n.outputs[0]).shape.dims;
+  IterationSpace space;
+  space.loops = {{"n", y[0], LoopKind::kParallel, true}, {"c", y[1], LoopKind::kParallel, true}};
+  std::vector<int> x_map = {0, 1}, y_map = {0, 1};
+  for (size_t d = 2; d < y.size(); ++d) {
+    y_map.push_back(static_cast<int>(space.loops.size()));
+    space.loops.push_back({fmt::format("o{}", d - 2), y[d], LoopKind::kParallel, false});
+    x_map.push_back(-1);
+  }
+  space.inputs = {x_map};
+  space.outputs = {y_map};
+  for (size_t k = 1; k < n.outputs.size(); ++k) space.outputs.emplace_back();
+  return space;
+}
+
 }  // namespace
 
 void register_conv_ops(OpRegistry& registry) {
-  registry.add(make_op("Conv", infer_conv, conv_flops,
-                       "2·N·C_out·(C_in/group)·prod(kernel)·prod(output spatial), + "
-                       "N·C_out·prod(output spatial) with bias"));
-  registry.add(make_op("ConvTranspose", infer_conv_transpose, conv_transpose_flops,
-                       "2·N·C_out·(C_in/group)·prod(kernel)·prod(input spatial), + "
-                       "N·C_out·prod(output spatial) with bias"));
+  registry.add(with_semantics(make_op("Conv", infer_conv, conv_flops,
+                                      "2·N·C_out·(C_in/group)·prod(kernel)·prod(output spatial), "
+                                      "+ N·C_out·prod(output spatial) with bias"),
+                              conv_space));
   registry.add(
-      make_op("MaxPool", infer_pool, pool_flops, "prod(kernel) compares per output element"));
-  registry.add(make_op("AveragePool", infer_pool, pool_flops,
-                       "prod(kernel) adds + 1 divide per output element"));
-  registry.add(make_op("GlobalAveragePool", infer_global_pool, global_pool_flops,
-                       "1 add per input element + 1 divide per output element"));
+      with_semantics(make_op("ConvTranspose", infer_conv_transpose, conv_transpose_flops,
+                             "2·N·C_out·(C_in/group)·prod(kernel)·prod(input spatial), + "
+                             "N·C_out·prod(output spatial) with bias"),
+                     conv_space));
+  registry.add(with_semantics(
+      make_op("MaxPool", infer_pool, pool_flops, "prod(kernel) compares per output element"),
+      pool_space));
+  registry.add(with_semantics(make_op("AveragePool", infer_pool, pool_flops,
+                                      "prod(kernel) adds + 1 divide per output element"),
+                              pool_space));
+  registry.add(with_semantics(make_op("GlobalAveragePool", infer_global_pool, global_pool_flops,
+                                      "1 add per input element + 1 divide per output element"),
+                              pool_space));
 }
 
 }  // namespace autopar

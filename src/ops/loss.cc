@@ -43,12 +43,39 @@ double softmax_cross_entropy_flops(const Graph& g, const Node& n) {
   return 6.0 * input_elements(g, n, 0);
 }
 
+// Without weights, ignore_index and log_prob, the loss is a mean (or sum) over samples and
+// positions: loops n and d1..dk are reductions into the scalar (a mean over equal shards is
+// the mean of the shards' means), c is the softmax axis, read whole. With reduction none they
+// are parallel loops of the per-sample output.
+std::optional<IterationSpace> softmax_cross_entropy_space(const Graph& g, const Node& n) {
+  if (n.input(2) != kNoId || n.output(1) != kNoId || n.attr("ignore_index")) return std::nullopt;
+  const std::string reduction = n.attr_string("reduction", "mean");
+  const std::vector<int64_t>& scores = g.value(n.inputs[0]).shape.dims;
+  const LoopKind kind = reduction == "none" ? LoopKind::kParallel : LoopKind::kReduction;
+  IterationSpace space;
+  space.combine = reduction == "mean" ? Combine::kMean : Combine::kSum;
+  std::vector<int> score_map, label_map;
+  for (size_t d = 0; d < scores.size(); ++d) {
+    const bool classes = d == 1;
+    space.loops.push_back({classes ? "c" : fmt::format("d{}", d), scores[d],
+                           classes ? LoopKind::kParallel : kind, !classes});
+    score_map.push_back(static_cast<int>(d));
+    if (!classes) label_map.push_back(static_cast<int>(d));
+  }
+  space.inputs = {score_map, label_map};
+  if (n.inputs.size() > 2) space.inputs.emplace_back();
+  space.outputs = {reduction == "none" ? label_map : std::vector<int>{}};
+  if (n.outputs.size() > 1) space.outputs.emplace_back();
+  return space;
+}
+
 }  // namespace
 
 void register_loss_ops(OpRegistry& registry) {
-  registry.add(
+  registry.add(with_semantics(
       make_op("SoftmaxCrossEntropyLoss", infer_softmax_cross_entropy, softmax_cross_entropy_flops,
-              "6 per score: log-softmax (5) and the label pick and reduction (1)", {1, 2}));
+              "6 per score: log-softmax (5) and the label pick and reduction (1)", {1, 2}),
+      softmax_cross_entropy_space));
 }
 
 }  // namespace autopar

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "autopar/ir/tensor.h"
+#include "autopar/parallel/device_mesh.h"
 #include "autopar/support/status.h"
 
 namespace autopar::runtime {
@@ -41,6 +42,11 @@ class Communicator {
                               int64_t split_axis, int64_t concat_axis);
   StatusOr<Tensor> broadcast(const Tensor& x, const std::vector<int64_t>& group, int64_t root);
 
+  // The plan's mesh (device ids are ranks): ops of role graphs name mesh axes, and each device
+  // resolves them from its own coordinates.
+  void set_mesh(DeviceMesh mesh) { mesh_ = std::move(mesh); }
+  const DeviceMesh& mesh() const { return mesh_; }
+
  private:
   // A tag per collective call of one group: members count their calls alike.
   int64_t next_collective_tag(const std::vector<int64_t>& group);
@@ -48,6 +54,7 @@ class Communicator {
                                          const std::vector<int64_t>& group);
 
   std::vector<std::pair<std::vector<int64_t>, int64_t>> collective_calls_;
+  DeviceMesh mesh_;
 };
 
 // Ranks of one process, one thread each: `create_inproc_world(n)` gives n communicators

@@ -2,6 +2,7 @@
 // (dtype and dims) followed by its bytes.
 #include <mpi.h>
 
+#include <memory>
 #include <mutex>
 
 #include "autopar/runtime/communicator.h"
@@ -28,6 +29,7 @@ class MpiCommunicator : public Communicator {
   MpiCommunicator(int rank, int size, int tag_bound)
       : rank_(rank), size_(size), tag_bound_(tag_bound) {}
   ~MpiCommunicator() override {
+    complete_sends(true);
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized) MPI_Finalize();
@@ -43,12 +45,23 @@ class MpiCommunicator : public Communicator {
     std::vector<int64_t> header = {dtype_to_onnx(tensor.dtype()), tensor.rank()};
     header.insert(header.end(), tensor.dims().begin(), tensor.dims().end());
     const int t = mpi_tag(tag, tag_bound_);
-    RETURN_IF_ERROR(check(MPI_Send(header.data(), static_cast<int>(header.size()), MPI_INT64_T,
-                                   static_cast<int>(peer), t, MPI_COMM_WORLD),
+    // Sends never wait for the receiver (a pipeline schedule relies on it, and so does the
+    // collectives' send-all-then-receive exchange): the message is copied and posted
+    // nonblocking; finished sends are reaped on later calls.
+    complete_sends(false);
+    auto pending = std::make_unique<PendingSend>();
+    pending->header = std::move(header);
+    pending->tensor = tensor;
+    RETURN_IF_ERROR(check(MPI_Isend(pending->header.data(),
+                                    static_cast<int>(pending->header.size()), MPI_INT64_T,
+                                    static_cast<int>(peer), t, MPI_COMM_WORLD, &pending->requests[0]),
                           "send"));
-    return check(MPI_Send(tensor.bytes().data(), static_cast<int>(tensor.num_bytes()), MPI_BYTE,
-                          static_cast<int>(peer), t, MPI_COMM_WORLD),
-                 "send");
+    RETURN_IF_ERROR(check(MPI_Isend(pending->tensor.bytes().data(),
+                                    static_cast<int>(pending->tensor.num_bytes()), MPI_BYTE,
+                                    static_cast<int>(peer), t, MPI_COMM_WORLD, &pending->requests[1]),
+                          "send"));
+    pending_.push_back(std::move(pending));
+    return Status::ok();
   }
 
   StatusOr<Tensor> recv(int64_t peer, int64_t tag) override {
@@ -71,9 +84,32 @@ class MpiCommunicator : public Communicator {
   }
 
  private:
+  struct PendingSend {
+    std::vector<int64_t> header;
+    Tensor tensor;
+    MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  };
+
+  // Frees the buffers of finished sends; with `wait`, waits for all of them first.
+  void complete_sends(bool wait) {
+    std::vector<std::unique_ptr<PendingSend>> still;
+    for (auto& p : pending_) {
+      int done = 0;
+      if (wait) {
+        MPI_Waitall(2, p->requests, MPI_STATUSES_IGNORE);
+        done = 1;
+      } else {
+        MPI_Testall(2, p->requests, &done, MPI_STATUSES_IGNORE);
+      }
+      if (!done) still.push_back(std::move(p));
+    }
+    pending_ = std::move(still);
+  }
+
   int rank_;
   int size_;
   int tag_bound_;
+  std::vector<std::unique_ptr<PendingSend>> pending_;
 };
 
 }  // namespace

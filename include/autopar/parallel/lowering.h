@@ -1,0 +1,66 @@
+// lower(): a Scheme realised on a model as a Plan, by the paradigms' compositions of the four
+// primitives (DESIGN.md, "Lowering, step by step").
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "autopar/autodiff/autodiff.h"
+#include "autopar/ir/graph.h"
+#include "autopar/parallel/plan.h"
+#include "autopar/parallel/scheme.h"
+#include "autopar/parallel/spmd.h"
+#include "autopar/support/status.h"
+
+namespace autopar {
+
+struct LoweringOptions {
+  bool inference = false;  // --loss none: the forward graph alone
+  LossSpec loss;
+  OptimizerSpec optimizer;
+};
+
+// What the paradigms decide, composed in the order of paradigms().
+struct LoweringPolicy {
+  SpmdPolicy spmd;
+  // Contributions to the data inputs' layouts (batch over dp, sequence or height over sp).
+  std::vector<std::function<Layout(const Value&, Layout)>> input_layouts;
+  int64_t stages = 1;  // pipeline ranks
+  int64_t chunks = 1;  // virtual stages per rank
+  std::vector<std::pair<int32_t, int32_t>> stage_layers;  // per virtual stage
+  PipelineSchedule schedule = PipelineSchedule::kOneForwardOneBackward;
+  Recompute recompute = Recompute::kNone;
+};
+
+// A paradigm: one file in src/parallel/paradigms/, one entry in paradigms().
+struct Paradigm {
+  std::string_view name;
+  // Reads the scheme and the graph being lowered (with its layer count) and adds its
+  // decisions to the policy; an error names the scheme field.
+  std::function<Status(const Scheme&, const Graph&, int32_t layers, LoweringPolicy&)> configure;
+};
+const std::vector<Paradigm>& paradigms();
+
+// `model` is bound at one microbatch over all data-parallel replicas (dp · micro samples).
+StatusOr<Plan> lower(const Graph& model, const Scheme& scheme, const LoweringOptions& options);
+
+// The reference of `plan`: the same graph and microbatches on one device.
+StatusOr<Plan> lower_reference(const Graph& model, const Scheme& scheme,
+                               const LoweringOptions& options);
+
+// Programs and their placement: role graphs from the SPMD graph, one role per pipeline rank.
+StatusOr<std::vector<Role>> build_roles(const SpmdResult& spmd,
+                                        const std::vector<int32_t>& source_stage,
+                                        const LoweringPolicy& policy, bool training);
+
+// The per-rank order of program runs (GPipe, 1F1B, interleaved 1F1B).
+std::vector<ScheduleStep> make_schedule(PipelineSchedule schedule, int64_t rank, int64_t ranks,
+                                        int64_t chunks, int64_t microbatches, bool training);
+// Runs the roles' schedules against their Send/Recv pairs as if every receive blocked; an
+// error names the ranks and programs that would wait forever.
+Status check_schedule(const std::vector<Role>& roles);
+
+}  // namespace autopar

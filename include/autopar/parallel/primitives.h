@@ -1,0 +1,61 @@
+// The four graph transformations every paradigm is built from (DESIGN.md, "The four
+// transformations"): duplicate, split, augment, assign. Each writes into a destination graph
+// whose shapes are per device; node placement (assign) is kept beside the graph.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "autopar/ir/graph.h"
+#include "autopar/parallel/device_mesh.h"
+#include "autopar/parallel/layout.h"
+#include "autopar/parallel/op_strategy.h"
+#include "autopar/parallel/reshard.h"
+#include "autopar/support/status.h"
+
+namespace autopar {
+
+// duplicate: a copy of `node` (of `src`) in `dst` reading `inputs` (dst ids, one per input of
+// the node, kNoId where omitted). Output names get `suffix` (a recomputed copy, a copy on
+// another stage); shapes are inferred in `dst`. Returns the new outputs.
+StatusOr<std::vector<ValueId>> duplicate(Graph& dst, const Graph& src, const Node& node,
+                                         const std::vector<ValueId>& inputs,
+                                         std::string_view suffix);
+
+// split: `node` run on its shards under `strategy`: `inputs` (dst ids) already hold the
+// strategy's input layouts. Shape inputs are rewritten to the per-device shapes, a gather over
+// a split dimension is masked to the device's range, and a mean over a split reduction is
+// scaled into a partial sum. Returns the outputs, each in the strategy's output layout; their
+// shapes are checked against the layouts.
+StatusOr<std::vector<ValueId>> split(Graph& dst, const Graph& src, const Node& node,
+                                     const std::vector<ValueId>& inputs,
+                                     const OpStrategy& strategy, const DeviceMesh& mesh);
+
+// augment: one communication node turning `x` (dst id) by one reshard step; the group is named
+// by mesh axes so one graph serves every device of a role.
+StatusOr<ValueId> augment(Graph& dst, ValueId x, const ReshardStep& step, const DeviceMesh& mesh,
+                          Phase phase, int32_t layer);
+// augment with a whole reshard: the steps from `from` to `to`, one node each.
+StatusOr<ValueId> augment_reshard(Graph& dst, ValueId x, const Layout& from, const Layout& to,
+                                  const std::vector<int64_t>& global_shape, const DeviceMesh& mesh,
+                                  Phase phase, int32_t layer);
+// augment across pipeline stages: Send of `x` to the device whose `axis` coordinate is
+// `coord`, and the matching Recv producing a value named `name`.
+NodeId augment_send(Graph& dst, ValueId x, std::string_view axis, int64_t coord, int64_t tag,
+                    Phase phase, int32_t layer);
+StatusOr<ValueId> augment_recv(Graph& dst, std::string_view name, DType dtype,
+                               const std::vector<int64_t>& shape, std::string_view axis,
+                               int64_t coord, int64_t tag, Phase phase, int32_t layer);
+
+// assign: the (virtual) pipeline stage of every node of a training or inference graph.
+// `layer_stage` maps layer ids to stages. Forward nodes in a layer take its stage, others the
+// latest stage they read from; backward nodes take the stage of the forward node they
+// differentiate (named "grad/<node>/..."), else their layer's, else the earliest stage they
+// read from (a gradient flows towards stage 0); nodes that read nothing staged (a transpose of
+// a parameter) take their first consumer's stage; optimizer nodes are left at -1 (they run on
+// every stage that holds their state).
+std::vector<int32_t> assign(const Graph& graph, const std::vector<int32_t>& layer_stage,
+                            int32_t num_stages);
+
+}  // namespace autopar

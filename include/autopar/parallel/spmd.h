@@ -1,0 +1,55 @@
+// The SPMD pass: one program for every device of a pipeline stage, over the stage's mesh axes
+// (dp, tp, sp). Each node gets the OpStrategy that is cheapest given the layouts its inputs
+// already have (communication to reshard them plus its share of the arithmetic); reshards
+// become collectives; gradients are accumulated over microbatches; optimizer state takes the
+// ZeRO layouts. The result has per-device shapes; layouts never involve the pp axis.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "autopar/ir/graph.h"
+#include "autopar/parallel/device_mesh.h"
+#include "autopar/parallel/layout.h"
+#include "autopar/parallel/plan.h"
+#include "autopar/parallel/scheme.h"
+#include "autopar/support/status.h"
+
+namespace autopar {
+
+// What the paradigms decide for the SPMD pass (src/parallel/paradigms/).
+struct SpmdPolicy {
+  std::vector<std::string> axes;  // mesh axes the pass may split over, of size > 1
+  // The layout of a graph input (data, labels) given its shape.
+  std::function<Layout(const Value&)> input_layout;
+  // Whether a parameter may be split over `axis` when its first consumer is `node`.
+  std::function<bool(const Graph&, const Node&, std::string_view axis)> parameter_split;
+  // ZeRO: the dim of a state tensor's shard shape to split over dp (-1: keep it whole), for
+  // optimizer state (stage ≥ 1), accumulated gradients (≥ 2) and parameters (3).
+  int zero = 0;
+  int64_t microbatches = 1;
+};
+
+// The gradient pairs of the graph being lowered, and the state it updates.
+struct SpmdInput {
+  const Graph* graph = nullptr;
+  std::vector<std::pair<ValueId, ValueId>> gradients;  // parameter, gradient
+  std::vector<std::pair<ValueId, ValueId>> updates;    // state, new value
+  ValueId loss = kNoId;
+};
+
+struct SpmdResult {
+  Graph graph;                  // per-device shapes
+  std::vector<NodeId> origin;   // per node: the source node it was emitted for (-1: none)
+  std::vector<StateSpec> state;
+  std::vector<DataSpec> data;
+  std::string loss;                  // value holding the (replicated) loss
+  std::vector<std::string> outputs;  // replicated model outputs (inference)
+};
+
+StatusOr<SpmdResult> lower_spmd(const SpmdInput& input, const DeviceMesh& mesh,
+                                const SpmdPolicy& policy);
+
+}  // namespace autopar

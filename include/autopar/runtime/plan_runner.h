@@ -1,0 +1,56 @@
+// The plan runner: each device follows its role's schedule, running the role's programs with
+// its shards of the state, its slice of each microbatch, and the values its earlier programs
+// stashed for later ones (keyed by microbatch).
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "autopar/ir/tensor.h"
+#include "autopar/parallel/plan.h"
+#include "autopar/runtime/communicator.h"
+#include "autopar/support/status.h"
+
+namespace autopar::runtime {
+
+// Whole tensors, as one device would hold them.
+struct PlanFeeds {
+  std::map<std::string, TensorPtr> state;  // initial values of the kModel state, by name
+  // Per step, per microbatch: the data inputs by name (dp · micro samples each).
+  std::vector<std::vector<std::map<std::string, TensorPtr>>> steps;
+};
+
+struct PlanResult {
+  std::vector<double> losses;  // per step, the mean over its microbatches (training plans)
+  // The model-initialised state after the last step, whole (gathered from the shards).
+  std::map<std::string, Tensor> state;
+  // Inference plans: per step and microbatch, the model outputs, whole.
+  std::vector<std::vector<std::vector<Tensor>>> outputs;
+  double seconds = 0;
+};
+
+struct PlanRunOptions {
+  int threads_per_device = 1;
+  std::chrono::milliseconds timeout{120000};
+};
+
+// Every device as a thread of this process, on the inproc communicator.
+StatusOr<PlanResult> run_plan_inproc(const Plan& plan, const PlanFeeds& feeds,
+                                     const PlanRunOptions& options = {});
+
+// This process's device (comm.rank()) of a plan whose devices are the ranks of `comm` (MPI).
+// Rank 0 receives every device's shards and returns the whole result; other ranks return
+// their own losses only.
+StatusOr<PlanResult> run_plan_device(const Plan& plan, const PlanFeeds& feeds, Communicator& comm,
+                                     const PlanRunOptions& options = {});
+
+// The part of `whole` that device `coords` holds under `layout` (partial axes ignored).
+Tensor shard_of(const Tensor& whole, const Layout& layout, const DeviceMesh& mesh,
+                const std::vector<int64_t>& coords);
+// Writes `shard` of device `coords` into `whole`.
+void place_shard(Tensor& whole, const Tensor& shard, const Layout& layout, const DeviceMesh& mesh,
+                 const std::vector<int64_t>& coords);
+
+}  // namespace autopar::runtime

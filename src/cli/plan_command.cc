@@ -1,0 +1,387 @@
+// autopar transform, run PLAN and verify: a scheme lowered into a plan directory, and the plan
+// run (threads or MPI ranks) and checked against one device.
+#include <openssl/evp.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "autopar/parallel/lowering.h"
+#include "autopar/runtime/plan_runner.h"
+#include "autopar/runtime/trainer.h"
+#include "autopar/zoo/zoo.h"
+#include "commands.h"
+#include "plan_command.h"
+
+namespace autopar::cli {
+namespace {
+
+StatusOr<std::string> sha256_of(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return error("{}: cannot read", path);
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
+  std::vector<char> buffer(1 << 16);
+  while (in) {
+    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+    EVP_DigestUpdate(ctx, buffer.data(), static_cast<size_t>(in.gcount()));
+  }
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  EVP_DigestFinal_ex(ctx, digest, &length);
+  EVP_MD_CTX_free(ctx);
+  std::string hex;
+  for (unsigned int i = 0; i < length; ++i) hex += fmt::format("{:02x}", digest[i]);
+  return hex;
+}
+
+bool is_zoo(const std::string& model) {
+  std::error_code ec;
+  return !std::filesystem::exists(model, ec);
+}
+
+// The model with weights at `batch` samples (dims as recorded).
+StatusOr<Graph> load_at(const std::string& model, std::optional<int64_t> batch,
+                        const std::vector<std::pair<std::string, int64_t>>& dims) {
+  DimFlags flags;
+  flags.batch = batch;
+  for (const auto& [name, n] : dims) flags.dims.push_back(fmt::format("{}={}", name, n));
+  return load_trainable_model(model, flags);
+}
+
+int64_t batch_of(const Graph& g) {
+  for (ValueId in : g.inputs()) {
+    if (g.value(in).shape.rank() > 0) return g.value(in).shape.dims[0];
+  }
+  return 1;
+}
+
+}  // namespace
+
+StatusOr<BuiltPlan> build_plan(const std::string& model, Scheme scheme, const PlanSource& given,
+                               const std::string& scheme_source) {
+  BuiltPlan built;
+  // The global batch: the scheme's, else the model's (at --batch when given).
+  std::optional<int64_t> user_batch;
+  std::vector<std::pair<std::string, int64_t>> dims;
+  for (const auto& [name, n] : given.dims) {
+    if (name == "batch") user_batch = n;
+    else dims.emplace_back(name, n);
+  }
+  if (scheme.global_batch == 0) {
+    if (user_batch) {
+      scheme.global_batch = *user_batch;
+    } else {
+      ASSIGN_OR_RETURN(Graph probe, load_at(model, is_zoo(model) ? std::optional<int64_t>(4) : std::nullopt, dims));
+      scheme.global_batch = batch_of(probe);
+    }
+  }
+  const int64_t dp = scheme.dp();
+  if (scheme.global_batch % dp != 0) {
+    return error("{}: batch.global: {} samples do not split over dp = {}", scheme_source,
+                 scheme.global_batch, dp);
+  }
+  if (scheme.micro_batch == 0) scheme.micro_batch = scheme.global_batch / dp;
+  if ((scheme.global_batch / dp) % scheme.micro_batch != 0) {
+    return error("{}: batch.micro: {} does not divide the {} samples per data-parallel replica",
+                 scheme_source, scheme.micro_batch, scheme.global_batch / dp);
+  }
+  const int64_t micro_global = dp * scheme.micro_batch;
+  ASSIGN_OR_RETURN(built.model, load_at(model, micro_global, dims));
+  if (batch_of(built.model) != micro_global) {
+    return error(
+        "{}: the model's batch dim is fixed at {}, a microbatch over dp is {} samples; give the "
+        "model a symbolic batch dim",
+        model, batch_of(built.model), micro_global);
+  }
+  RETURN_IF_ERROR(validate_scheme(scheme, built.model, scheme_source));
+
+  built.source = given;
+  built.source.model = model;
+  built.source.dims = dims;
+  if (!is_zoo(model)) {
+    ASSIGN_OR_RETURN(built.source.sha256, sha256_of(model));
+  }
+  built.options.inference = given.loss == "none";
+  if (!built.options.inference) {
+    if (given.loss.empty()) {
+      built.options.loss.kind = default_loss(built.model);
+    } else {
+      ASSIGN_OR_RETURN(built.options.loss.kind, parse_loss(given.loss));
+    }
+    ASSIGN_OR_RETURN(built.options.optimizer.kind,
+                     parse_optimizer(given.optimizer.empty() ? "adam" : given.optimizer));
+    built.source.loss = loss_name(built.options.loss.kind);
+    built.source.optimizer = optimizer_name(built.options.optimizer.kind);
+  } else {
+    built.source.loss = "none";
+    built.source.optimizer = "none";
+  }
+  auto plan = lower(built.model, scheme, built.options);
+  if (!plan.is_ok()) return error("{}: {}", scheme_source, plan.status().message());
+  built.plan = std::move(plan).value();
+  built.plan.source = built.source;
+  return built;
+}
+
+StatusOr<BuiltPlan> load_plan(const std::string& dir) {
+  ASSIGN_OR_RETURN(PlanManifest manifest, read_plan_manifest(dir));
+  if (!manifest.source.sha256.empty()) {
+    auto sha = sha256_of(manifest.source.model);
+    if (!sha.is_ok()) return error("{}/manifest.yaml: source.model: {}", dir, sha.status().message());
+    if (sha.value() != manifest.source.sha256) {
+      return error("{}/manifest.yaml: source.model: {} has changed since the plan was made "
+                   "(sha256 {}, recorded {})",
+                   dir, manifest.source.model, sha.value(), manifest.source.sha256);
+    }
+  }
+  ASSIGN_OR_RETURN(BuiltPlan built, build_plan(manifest.source.model, manifest.scheme,
+                                               manifest.source, dir + "/manifest.yaml"));
+  RETURN_IF_ERROR(check_plan_files(built.plan, dir));
+  return built;
+}
+
+StatusOr<runtime::PlanFeeds> plan_feeds(const BuiltPlan& built, int steps, uint64_t seed) {
+  runtime::PlanFeeds feeds;
+  // Initial state: the model's parameters and the training graph's optimizer state.
+  Graph source = built.model;
+  if (!built.options.inference) {
+    ASSIGN_OR_RETURN(TrainingGraph t,
+                     build_training_graph(built.model, built.options.loss, built.options.optimizer));
+    source = std::move(t.graph);
+  }
+  for (const Value& v : source.values()) {
+    if (v.is_initializer() && v.data) feeds.state[v.name] = v.data;
+  }
+  // Labels: class ids over the output's last dim, or targets of its shape.
+  const Graph& model = built.model;
+  const Value& output = model.value(model.outputs().at(0));
+  std::vector<int64_t> label_dims = output.shape.dims;
+  const bool classes = built.options.loss.kind == LossKind::kCrossEntropy;
+  if (classes) label_dims.pop_back();
+  for (int s = 0; s < steps; ++s) {
+    std::vector<std::map<std::string, TensorPtr>> micros;
+    for (int64_t i = 0; i < built.plan.microbatches; ++i) {
+      const uint64_t key = seed * 1000003 + static_cast<uint64_t>(s) * 7919 + i;
+      std::vector<TensorPtr> inputs = runtime::synthetic_inputs(model, key);
+      std::map<std::string, TensorPtr> batch;
+      for (size_t k = 0; k < inputs.size(); ++k)
+        batch[model.value(model.inputs()[k]).name] = inputs[k];
+      if (!built.options.inference) {
+        std::mt19937_64 rng(key + 17);
+        Tensor labels(classes ? DType::kInt64 : output.dtype, label_dims);
+        std::uniform_int_distribution<int64_t> uniform(0, output.shape.dims.back() - 1);
+        std::normal_distribution<double> normal(0.0, 1.0);
+        for (int64_t e = 0; e < labels.num_elements(); ++e) {
+          if (classes) labels.set_from_int(e, uniform(rng));
+          else labels.set_from_double(e, normal(rng));
+        }
+        for (const DataSpec& d : built.plan.data) {
+          if (!batch.count(d.name)) batch[d.name] = std::make_shared<const Tensor>(labels);
+        }
+      }
+      micros.push_back(std::move(batch));
+    }
+    feeds.steps.push_back(std::move(micros));
+  }
+  return feeds;
+}
+
+namespace {
+
+struct TransformFlags {
+  std::string model;
+  std::string scheme;
+  std::string out = "plan";
+  std::string loss;
+  std::string optimizer = "adam";
+  DimFlags dims;
+};
+
+Status run_transform(const TransformFlags& f) {
+  ASSIGN_OR_RETURN(Scheme scheme, read_scheme_file(f.scheme));
+  PlanSource given;
+  given.loss = f.loss;
+  given.optimizer = f.optimizer;
+  if (f.dims.batch && f.dims.given()) given.dims.emplace_back("batch", *f.dims.batch);
+  for (const std::string& text : f.dims.dims) {
+    const size_t eq = text.find('=');
+    if (eq == std::string::npos) return error("--dim {}: expected NAME=N", text);
+    try {
+      given.dims.emplace_back(text.substr(0, eq), std::stoll(text.substr(eq + 1)));
+    } catch (const std::exception&) {
+      return error("--dim {}: {} is not a number", text, text.substr(eq + 1));
+    }
+  }
+  const auto start = std::chrono::steady_clock::now();
+  ASSIGN_OR_RETURN(BuiltPlan built, build_plan(f.model, scheme, given, f.scheme));
+  RETURN_IF_ERROR(write_plan(built.plan, f.out));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  int64_t nodes = 0;
+  for (const Role& r : built.plan.roles) nodes += r.graph.num_nodes();
+  fmt::print("{}: {} devices, {} roles ({} nodes), {} microbatches per step, in {:.2f} s\n", f.out,
+             built.plan.device_role.size(), built.plan.roles.size(), nodes,
+             built.plan.microbatches, seconds);
+  return Status::ok();
+}
+
+struct Difference {
+  std::string name;
+  double error = 0;
+  double scale = 0;
+};
+
+// max |a − b| over max |b| (at least 1e-6).
+double relative_error(const Tensor& a, const Tensor& b, double& scale) {
+  double diff = 0, top = 0;
+  for (int64_t i = 0; i < b.num_elements(); ++i) {
+    diff = std::max(diff, std::fabs(a.float_at(i) - b.float_at(i)));
+    top = std::max(top, std::fabs(b.float_at(i)));
+  }
+  scale = top;
+  return diff / std::max(top, 1e-6);
+}
+
+struct VerifyFlags {
+  std::string plan;
+  std::string comm = "inproc";
+  uint64_t seed = 0;
+  double tolerance = 1e-4;
+  bool json = false;
+};
+
+Status run_verify(const VerifyFlags& f, int* exit_code) {
+  std::unique_ptr<runtime::Communicator> mpi;
+  if (f.comm == "mpi") {
+    ASSIGN_OR_RETURN(mpi, runtime::create_mpi_communicator());
+  } else if (f.comm != "inproc") {
+    return error("--comm {}: expected inproc or mpi", f.comm);
+  }
+  ASSIGN_OR_RETURN(BuiltPlan built, load_plan(f.plan));
+  ASSIGN_OR_RETURN(runtime::PlanFeeds feeds, plan_feeds(built, 1, f.seed));
+  runtime::PlanResult result;
+  if (mpi) {
+    ASSIGN_OR_RETURN(result, runtime::run_plan_device(built.plan, feeds, *mpi));
+    if (mpi->rank() != 0) return Status::ok();
+  } else {
+    ASSIGN_OR_RETURN(result, runtime::run_plan_inproc(built.plan, feeds));
+  }
+  ASSIGN_OR_RETURN(Plan reference,
+                   lower_reference(built.model, built.plan.scheme, built.options));
+  ASSIGN_OR_RETURN(runtime::PlanResult expected, runtime::run_plan_inproc(reference, feeds));
+
+  std::vector<Difference> diffs;
+  if (!built.options.inference) {
+    if (result.losses.empty() || expected.losses.empty())
+      return error("{}: the plan computed no loss", f.plan);
+    const double a = result.losses[0], b = expected.losses[0];
+    diffs.push_back({"loss", std::fabs(a - b) / std::max(std::fabs(b), 1e-6), std::fabs(b)});
+    for (const StateSpec& s : reference.state) {
+      if (s.init != StateSpec::Init::kModel) continue;
+      if (!s.is_parameter && s.name.find("running_") == std::string::npos) continue;
+      auto want = expected.state.find(s.name);
+      auto got = result.state.find(s.name);
+      if (want == expected.state.end()) continue;
+      if (got == result.state.end()) return error("{}: the plan lost state '{}'", f.plan, s.name);
+      double scale = 0;
+      const double e = relative_error(got->second, want->second, scale);
+      diffs.push_back({s.name, e, scale});
+    }
+  } else {
+    if (result.outputs.empty()) return error("{}: the plan computed no outputs", f.plan);
+    for (size_t m = 0; m < expected.outputs[0].size(); ++m) {
+      for (size_t o = 0; o < expected.outputs[0][m].size(); ++o) {
+        double scale = 0;
+        const double e =
+            relative_error(result.outputs[0][m][o], expected.outputs[0][m][o], scale);
+        diffs.push_back({fmt::format("{} (microbatch {})", built.plan.outputs[o], m), e, scale});
+      }
+    }
+  }
+  std::stable_sort(diffs.begin(), diffs.end(),
+                   [](const Difference& a, const Difference& b) { return a.error > b.error; });
+  const bool ok = diffs.empty() || diffs.front().error <= f.tolerance;
+  if (f.json) {
+    fmt::print(
+        "{{\"ok\": {}, \"worst_relative_error\": {:.3e}, \"worst\": \"{}\", \"compared\": {}}}\n",
+        ok ? "true" : "false", diffs.empty() ? 0.0 : diffs.front().error,
+        diffs.empty() ? "" : diffs.front().name, diffs.size());
+  } else {
+    fmt::print("{}: {} devices against one, {} tensors compared, worst relative error {:.3e} ({})\n",
+               f.plan, built.plan.device_role.size(), diffs.size(),
+               diffs.empty() ? 0.0 : diffs.front().error, diffs.empty() ? "" : diffs.front().name);
+    if (!ok) {
+      fmt::print("{:<48} {:>12} {:>12}\n", "tensor", "rel. error", "max |ref|");
+      for (size_t i = 0; i < diffs.size() && i < 10; ++i) {
+        if (diffs[i].error <= f.tolerance) break;
+        fmt::print("{:<48} {:>12.3e} {:>12.3e}\n", diffs[i].name, diffs[i].error, diffs[i].scale);
+      }
+    }
+  }
+  if (!ok) *exit_code = 1;
+  return Status::ok();
+}
+
+}  // namespace
+
+Status run_plan_directory(const std::string& dir, const std::string& comm, int steps, bool json,
+                          uint64_t seed) {
+  std::unique_ptr<runtime::Communicator> mpi;
+  if (comm == "mpi") {
+    ASSIGN_OR_RETURN(mpi, runtime::create_mpi_communicator());
+  } else if (comm != "inproc") {
+    return error("--comm {}: expected inproc or mpi", comm);
+  }
+  ASSIGN_OR_RETURN(BuiltPlan built, load_plan(dir));
+  ASSIGN_OR_RETURN(runtime::PlanFeeds feeds, plan_feeds(built, steps, seed));
+  runtime::PlanResult result;
+  if (mpi) {
+    ASSIGN_OR_RETURN(result, runtime::run_plan_device(built.plan, feeds, *mpi));
+    if (mpi->rank() != 0) return Status::ok();
+  } else {
+    ASSIGN_OR_RETURN(result, runtime::run_plan_inproc(built.plan, feeds));
+  }
+  if (json) {
+    fmt::print("{{\"devices\": {}, \"steps\": {}, \"losses\": [{}], \"seconds\": {:.4f}}}\n",
+               built.plan.device_role.size(), steps, fmt::join(result.losses, ", "),
+               result.seconds);
+    return Status::ok();
+  }
+  for (size_t i = 0; i < result.losses.size(); ++i)
+    fmt::print("step {:>4}  loss {:.6f}\n", i + 1, result.losses[i]);
+  fmt::print("{}: {} steps on {} devices ({}) in {:.3f} s\n", dir, steps,
+             built.plan.device_role.size(), comm, result.seconds);
+  return Status::ok();
+}
+
+void add_transform_command(CLI::App& app, Command& command) {
+  auto flags = std::make_shared<TransformFlags>();
+  CLI::App* t = app.add_subcommand("transform", "lower a model under a parallel scheme into a plan directory");
+  t->add_option("model", flags->model, "ONNX file, or a zoo name")->required();
+  t->add_option("--scheme", flags->scheme, "scheme YAML (see configs/schemes/)")->required();
+  t->add_option("-o,--output", flags->out, "plan directory to write (default plan)");
+  t->add_option("--loss", flags->loss,
+                "cross_entropy, mse or none (inference only); default: cross_entropy for class "
+                "scores, else mse");
+  t->add_option("--optimizer", flags->optimizer, "sgd, adam or adamw (default adam)");
+  flags->dims.add_to(*t);
+  t->callback([flags, &command] { command = [flags] { return run_transform(*flags); }; });
+}
+
+void add_verify_command(CLI::App& app, Command& command, int* exit_code) {
+  auto flags = std::make_shared<VerifyFlags>();
+  CLI::App* v = app.add_subcommand(
+      "verify", "run one step of a plan and of one device on the same data and compare");
+  v->add_option("plan", flags->plan, "plan directory")->required();
+  v->add_option("--comm", flags->comm, "inproc (threads, default) or mpi (under mpirun)");
+  v->add_option("--seed", flags->seed, "seed of the synthetic batch (default 0)");
+  v->add_option("--tolerance", flags->tolerance, "largest relative error accepted (default 1e-4)");
+  v->add_flag("--json", flags->json, "print one JSON object");
+  v->callback([flags, &command, exit_code] {
+    command = [flags, exit_code] { return run_verify(*flags, exit_code); };
+  });
+}
+
+}  // namespace autopar::cli

@@ -1,0 +1,125 @@
+// lower(): training graph → paradigms' policy → SPMD graph → roles → schedules.
+#include "autopar/parallel/lowering.h"
+
+#include <algorithm>
+
+#include "autopar/parallel/primitives.h"
+
+namespace autopar {
+
+const char* program_kind_name(ProgramKind kind) {
+  switch (kind) {
+    case ProgramKind::kForward: return "forward";
+    case ProgramKind::kBackward: return "backward";
+    case ProgramKind::kUpdate: return "update";
+  }
+  return "";
+}
+
+std::string Program::name() const {
+  switch (kind) {
+    case ProgramKind::kForward: return fmt::format("F{}", chunk);
+    case ProgramKind::kBackward: return fmt::format("B{}", chunk);
+    case ProgramKind::kUpdate: return "U";
+  }
+  return "";
+}
+
+std::string ScheduleStep::to_string() const {
+  switch (kind) {
+    case ProgramKind::kForward: return fmt::format("F{}.{}", chunk, micro);
+    case ProgramKind::kBackward: return fmt::format("B{}.{}", chunk, micro);
+    case ProgramKind::kUpdate: return "U";
+  }
+  return "";
+}
+
+StatusOr<Plan> lower(const Graph& model, const Scheme& scheme, const LoweringOptions& options) {
+  int32_t layers = 0;
+  for (const Node& n : model.nodes()) layers = std::max(layers, n.layer + 1);
+
+  SpmdInput input;
+  TrainingGraph training;
+  Graph inference;
+  const bool train = !options.inference;
+  if (train) {
+    ASSIGN_OR_RETURN(training, build_training_graph(model, options.loss, options.optimizer));
+    input.graph = &training.graph;
+    input.gradients = training.gradients;
+    input.updates = training.updates;
+    input.loss = training.loss;
+  } else {
+    inference = model;
+    input.graph = &inference;
+  }
+  const Graph& graph = *input.graph;
+
+  const int64_t microbatches = scheme.microbatches();
+  if (microbatches < 1) return error("batch: the scheme has no microbatches");
+  if (scheme.schedule == PipelineSchedule::kInterleaved && scheme.pp() > 1 &&
+      microbatches % scheme.pp() != 0) {
+    return error(
+        "pipeline.schedule: interleaved needs the microbatches ({}) to be a multiple of pp ({})",
+        microbatches, scheme.pp());
+  }
+  LoweringPolicy policy;
+  policy.spmd.microbatches = microbatches;
+  policy.spmd.parameter_split = [](const Graph&, const Node&, std::string_view) { return true; };
+  for (const Paradigm& paradigm : paradigms()) {
+    RETURN_IF_ERROR(paradigm.configure(scheme, graph, layers, policy));
+  }
+  auto contributions = policy.input_layouts;
+  policy.spmd.input_layout = [contributions](const Value& v) {
+    Layout layout = Layout::replicated(v.shape.rank());
+    for (const auto& contribute : contributions) layout = contribute(v, layout);
+    return layout;
+  };
+
+  ASSIGN_OR_RETURN(SpmdResult spmd, lower_spmd(input, scheme.mesh, policy.spmd));
+
+  const int64_t virtual_stages = policy.stages * policy.chunks;
+  std::vector<int32_t> layer_stage(std::max(layers, 1), 0);
+  for (int32_t s = 0; s < static_cast<int32_t>(policy.stage_layers.size()); ++s) {
+    const auto [first, last] = policy.stage_layers[s];
+    for (int32_t l = std::max(first, 0); l <= last && l < static_cast<int32_t>(layer_stage.size());
+         ++l)
+      layer_stage[l] = s;
+  }
+  const std::vector<int32_t> stage =
+      assign(graph, layer_stage, static_cast<int32_t>(virtual_stages));
+  ASSIGN_OR_RETURN(std::vector<Role> roles, build_roles(spmd, stage, policy, train));
+  for (Role& role : roles) {
+    role.schedule = make_schedule(policy.schedule, role.stage, policy.stages, policy.chunks,
+                                  microbatches, train);
+  }
+  RETURN_IF_ERROR(check_schedule(roles));
+
+  Plan plan;
+  plan.scheme = scheme;
+  plan.microbatches = microbatches;
+  plan.stage_layers = policy.stage_layers;
+  plan.state = std::move(spmd.state);
+  plan.data = std::move(spmd.data);
+  plan.loss = spmd.loss;
+  plan.outputs = spmd.outputs;
+  plan.roles = std::move(roles);
+  const DeviceMesh& mesh = scheme.mesh;
+  const int64_t pp_axis = mesh.axis_index("pp");
+  for (int64_t d = 0; d < mesh.num_devices(); ++d) {
+    plan.device_role.push_back(
+        pp_axis < 0 ? 0 : static_cast<int32_t>(mesh.coords(d)[pp_axis]));
+  }
+  return plan;
+}
+
+StatusOr<Plan> lower_reference(const Graph& model, const Scheme& scheme,
+                               const LoweringOptions& options) {
+  Scheme reference;
+  ASSIGN_OR_RETURN(reference.mesh, DeviceMesh::create({{"dp", 1}}));
+  const int64_t micro = scheme.micro_batch > 0 ? scheme.micro_batch : 0;
+  reference.global_batch = scheme.global_batch;
+  reference.micro_batch = micro * scheme.dp();
+  return lower(model, reference, options);
+}
+
+}  // namespace autopar

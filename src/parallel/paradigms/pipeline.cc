@@ -1,0 +1,78 @@
+// Pipeline parallelism: layers split into pp · chunks virtual stages, each rank running
+// chunks of them (interleaved 1F1B gives rank r the virtual stages r, r + pp, ...). Explicit
+// layer ranges come from the scheme; otherwise stages balance the forward FLOPs of the layers.
+#include <numeric>
+
+#include "autopar/ops/op_def.h"
+#include "paradigms.h"
+
+namespace autopar::paradigm_files {
+
+namespace {
+
+// Contiguous ranges of `costs` into `parts` groups minimising the largest group's sum (the
+// classic linear partition, by dynamic programming over prefix sums).
+std::vector<std::pair<int32_t, int32_t>> balance(const std::vector<double>& costs, int64_t parts) {
+  const int64_t n = static_cast<int64_t>(costs.size());
+  std::vector<double> prefix(n + 1, 0.0);
+  for (int64_t i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + costs[i];
+  const double inf = 1e300;
+  // best[k][i]: the smallest largest sum splitting the first i layers into k groups.
+  std::vector<std::vector<double>> best(parts + 1, std::vector<double>(n + 1, inf));
+  std::vector<std::vector<int64_t>> cut(parts + 1, std::vector<int64_t>(n + 1, 0));
+  best[0][0] = 0.0;
+  for (int64_t k = 1; k <= parts; ++k) {
+    for (int64_t i = k; i <= n; ++i) {
+      for (int64_t j = k - 1; j < i; ++j) {
+        const double v = std::max(best[k - 1][j], prefix[i] - prefix[j]);
+        if (v < best[k][i]) {
+          best[k][i] = v;
+          cut[k][i] = j;
+        }
+      }
+    }
+  }
+  std::vector<std::pair<int32_t, int32_t>> ranges(parts);
+  int64_t i = n;
+  for (int64_t k = parts; k >= 1; --k) {
+    const int64_t j = cut[k][i];
+    ranges[k - 1] = {static_cast<int32_t>(j), static_cast<int32_t>(i - 1)};
+    i = j;
+  }
+  return ranges;
+}
+
+}  // namespace
+
+Status configure_pipeline(const Scheme& scheme, const Graph& graph, int32_t layers,
+                          LoweringPolicy& policy) {
+  policy.stages = scheme.pp();
+  policy.chunks = scheme.chunks;
+  policy.schedule = scheme.schedule;
+  const int64_t virtual_stages = policy.stages * policy.chunks;
+  if (!scheme.stages.empty()) {
+    if (static_cast<int64_t>(scheme.stages.size()) != virtual_stages) {
+      return error("pipeline.stages: {} layer ranges for pp · chunks = {} stages",
+                   scheme.stages.size(), virtual_stages);
+    }
+    policy.stage_layers = scheme.stages;
+    return Status::ok();
+  }
+  if (virtual_stages == 1) {
+    policy.stage_layers = {{0, std::max(layers - 1, 0)}};
+    return Status::ok();
+  }
+  if (layers < virtual_stages) {
+    return error("mesh.pp: {} pipeline stages ({} ranks × {} chunks) but the model has {} layers",
+                 virtual_stages, policy.stages, policy.chunks, layers);
+  }
+  std::vector<double> costs(layers, 0.0);
+  for (const Node& n : graph.nodes()) {
+    if (n.phase == Phase::kForward && n.layer >= 0 && n.layer < layers)
+      costs[n.layer] += node_flops(graph, n) + 1.0;
+  }
+  policy.stage_layers = balance(costs, virtual_stages);
+  return Status::ok();
+}
+
+}  // namespace autopar::paradigm_files

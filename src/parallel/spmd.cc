@@ -1,0 +1,403 @@
+// The SPMD pass: strategies by greedy cost over the graph in order, reshards as collectives.
+#include "autopar/parallel/spmd.h"
+
+#include <map>
+#include <set>
+
+#include "autopar/autodiff/emitter.h"
+#include "autopar/ops/op_def.h"
+#include "autopar/parallel/op_strategy.h"
+#include "autopar/parallel/primitives.h"
+#include "autopar/parallel/reshard.h"
+
+namespace autopar {
+namespace {
+
+constexpr double kInfinite = 1e300;
+// Arithmetic a byte of communication is worth: an accelerator does about a thousand
+// floating-point operations in the time its interconnect moves one byte.
+constexpr double kFlopsPerByte = 1000.0;
+
+int64_t split_degree(const Layout& layout, const DeviceMesh& mesh) {
+  int64_t degree = 1;
+  for (const auto& axes : layout.dims()) {
+    for (const std::string& a : axes) degree *= mesh.size(a);
+  }
+  return degree;
+}
+
+class Spmd {
+ public:
+  Spmd(const SpmdInput& input, const DeviceMesh& mesh, const SpmdPolicy& policy)
+      : in_(input), src_(*input.graph), mesh_(mesh), policy_(policy) {
+    const int32_t n = src_.num_values();
+    local_.assign(n, kNoId);
+    layout_.assign(n, std::nullopt);
+    state_.assign(n, false);
+    for (const auto& [s, next] : in_.updates) state_[s] = true;
+    for (ValueId p : src_.parameters()) state_[p] = true;
+    for (const auto& [p, g] : in_.gradients) {
+      if (g != kNoId) gradient_of_.emplace(p, g);
+    }
+    // Optimizer slots are named after their parameter ("w.adam_m", "w.momentum").
+    for (const auto& [s, next] : in_.updates) {
+      if (src_.value(s).kind == ValueKind::kParameter) continue;
+      const std::string& name = src_.value(s).name;
+      for (ValueId p : src_.parameters()) {
+        const std::string& pn = src_.value(p).name;
+        if (name.size() > pn.size() && name.compare(0, pn.size(), pn) == 0 &&
+            name[pn.size()] == '.') {
+          slot_param_[s] = p;
+          break;
+        }
+      }
+    }
+  }
+
+  StatusOr<SpmdResult> run();
+
+ private:
+  bool has_axis(std::string_view axis) const {
+    for (const std::string& a : policy_.axes) {
+      if (a == axis) return true;
+    }
+    return false;
+  }
+  // The dim of the shard shape to split over dp for ZeRO, or -1.
+  int64_t zero_dim(const std::vector<int64_t>& shape, const Layout& base) const {
+    if (!has_axis("dp") || base.uses("dp")) return -1;
+    const int64_t dp = mesh_.size("dp");
+    const std::vector<int64_t> local = base.shard_shape(shape, mesh_);
+    for (size_t d = 0; d < local.size(); ++d) {
+      if (local[d] >= dp && local[d] % dp == 0) return static_cast<int64_t>(d);
+    }
+    return -1;
+  }
+  Layout with_zero(const std::vector<int64_t>& shape, const Layout& base) const {
+    const int64_t d = zero_dim(shape, base);
+    return d < 0 ? base : base.with_split(d, "dp");
+  }
+
+  bool is_free(ValueId v) const { return state_[v] && !layout_[v] && !slot_param_.count(v); }
+  bool allowed_free(ValueId v, const Layout& want, const Node& consumer) const {
+    if (want.is_partial()) return false;
+    for (const auto& axes : want.dims()) {
+      for (const std::string& a : axes) {
+        if (a != "tp" || !policy_.parameter_split(src_, consumer, a)) return false;
+      }
+    }
+    (void)v;
+    return true;
+  }
+
+  double input_cost(ValueId v, const Layout& want, const Node& consumer) const;
+  double strategy_cost(const Node& node, const OpStrategy& s) const;
+  // The dst value holding `v` in layout `want`, emitting what it takes.
+  StatusOr<ValueId> local_as(ValueId v, const Layout& want, const Node& consumer);
+  // Makes state `v` a graph input with its storage layout `storage`.
+  void place_state(ValueId v, const Layout& compute);
+  StatusOr<ValueId> materialise_constant(ValueId v);
+  Status lower_node(NodeId id);
+  Status accumulate_gradients();
+
+  const SpmdInput& in_;
+  const Graph& src_;
+  const DeviceMesh& mesh_;
+  const SpmdPolicy& policy_;
+  SpmdResult result_;
+  std::vector<ValueId> local_;
+  std::vector<std::optional<Layout>> layout_;
+  std::vector<bool> state_;
+  std::map<ValueId, ValueId> slot_param_;
+  std::map<ValueId, ValueId> gradient_of_;
+  std::map<ValueId, Layout> compute_layout_;  // parameters: the layout their consumers read
+  std::map<std::pair<ValueId, std::string>, ValueId> resharded_;
+  std::vector<std::pair<ValueId, std::string>> state_order_;
+};
+
+double Spmd::input_cost(ValueId v, const Layout& want, const Node& consumer) const {
+  if (v == kNoId) return 0.0;
+  if (is_free(v)) return allowed_free(v, want, consumer) ? 0.0 : kInfinite;
+  const Value& value = src_.value(v);
+  Layout from = layout_[v] ? *layout_[v] : Layout::replicated(value.shape.rank());
+  if (slot_param_.count(v) && !layout_[v]) return 0.0;  // takes its parameter's layout
+  if (from == want) return 0.0;
+  if (resharded_.count({v, want.to_string()})) return 0.0;
+  auto steps = reshard_steps(from, want, value.shape.dims, mesh_);
+  if (!steps.is_ok()) return kInfinite;
+  const bool constant = value.kind == ValueKind::kConstant && !state_[v];
+  const double bytes =
+      static_cast<double>(value.num_bytes()) / static_cast<double>(split_degree(from, mesh_));
+  double cost = 0.0;
+  for (const ReshardStep& step : steps.value()) {
+    switch (step.kind) {
+      case ReshardStep::Kind::kAllReduce: cost += 2.0 * bytes; break;
+      case ReshardStep::Kind::kAllGather:
+        cost += bytes * static_cast<double>(mesh_.size(step.axis) - 1);
+        break;
+      case ReshardStep::Kind::kReduceScatter:
+      case ReshardStep::Kind::kAllToAll: cost += bytes; break;
+      // Slicing is free for constants; for activations it stands for the gather that a
+      // later consumer will need to undo it.
+      case ReshardStep::Kind::kSlice: cost += constant ? 0.0 : bytes; break;
+    }
+  }
+  return cost * kFlopsPerByte;
+}
+
+double Spmd::strategy_cost(const Node& node, const OpStrategy& s) const {
+  double cost = 0.0;
+  for (size_t i = 0; i < s.inputs.size() && i < node.inputs.size(); ++i) {
+    cost += input_cost(node.inputs[i], s.inputs[i], node);
+    if (cost >= kInfinite) return kInfinite;
+  }
+  int64_t degree = 1;
+  for (const auto& [axis, loop] : s.assignment) degree *= mesh_.size(axis);
+  return cost + node_flops(src_, node) / static_cast<double>(degree);
+}
+
+void Spmd::place_state(ValueId v, const Layout& compute) {
+  const Value& value = src_.value(v);
+  Layout storage = compute;
+  if (value.kind == ValueKind::kParameter) {
+    compute_layout_[v] = compute;
+    if (policy_.zero >= 3) storage = with_zero(value.shape.dims, compute);
+  }
+  auto slot = slot_param_.find(v);
+  if (slot != slot_param_.end()) {
+    auto it = compute_layout_.find(slot->second);
+    const Layout base =
+        it != compute_layout_.end() ? it->second : Layout::replicated(value.shape.rank());
+    storage = policy_.zero >= 1 ? with_zero(value.shape.dims, base) : base;
+  }
+  Value in;
+  in.name = value.name;
+  in.dtype = value.dtype;
+  in.shape = Shape(storage.shard_shape(value.shape.dims, mesh_));
+  in.kind = ValueKind::kInput;
+  const ValueId id = result_.graph.add_value(std::move(in));
+  result_.graph.add_input(id);
+  local_[v] = id;
+  layout_[v] = storage;
+  StateSpec spec;
+  spec.name = value.name;
+  spec.dtype = value.dtype;
+  spec.shape = value.shape.dims;
+  spec.layout = storage;
+  spec.is_parameter = value.kind == ValueKind::kParameter;
+  result_.state.push_back(std::move(spec));
+}
+
+StatusOr<ValueId> Spmd::materialise_constant(ValueId v) {
+  const Value& value = src_.value(v);
+  Value c;
+  c.name = value.name;
+  c.dtype = value.dtype;
+  c.shape = value.shape;
+  c.kind = ValueKind::kConstant;
+  c.data = value.data;
+  if (!c.data) return error("constant '{}' has no data", value.name);
+  local_[v] = result_.graph.add_value(std::move(c));
+  layout_[v] = Layout::replicated(value.shape.rank());
+  return local_[v];
+}
+
+StatusOr<ValueId> Spmd::local_as(ValueId v, const Layout& want, const Node& consumer) {
+  const Value& value = src_.value(v);
+  if (local_[v] == kNoId) {
+    if (state_[v]) {
+      place_state(v, slot_param_.count(v) ? Layout::replicated(value.shape.rank()) : want);
+    } else if (value.is_initializer()) {
+      RETURN_IF_ERROR(materialise_constant(v).status());
+    } else {
+      return error("value '{}' is read before it is computed", value.name);
+    }
+  }
+  if (*layout_[v] == want) return local_[v];
+  const std::pair<ValueId, std::string> key{v, want.to_string()};
+  auto it = resharded_.find(key);
+  if (it != resharded_.end()) return it->second;
+  auto x = augment_reshard(result_.graph, local_[v], *layout_[v], want, value.shape.dims, mesh_,
+                           consumer.phase, consumer.layer);
+  if (!x.is_ok()) {
+    return error("node '{}' ({}): input '{}' from {} to {}: {}", consumer.name, consumer.op_type,
+                 value.name, layout_[v]->to_string(), want.to_string(), x.status().message());
+  }
+  resharded_.emplace(key, x.value());
+  return x.value();
+}
+
+Status Spmd::lower_node(NodeId id) {
+  const Node& node = src_.node(id);
+  std::vector<std::string> axes;
+  for (const std::string& a : policy_.axes) {
+    // Without ZeRO every data-parallel replica runs the whole update.
+    if (a == "dp" && node.phase == Phase::kOptimizer && policy_.zero == 0) continue;
+    axes.push_back(a);
+  }
+  std::vector<OpStrategy> candidates = enumerate_strategies(src_, node, mesh_, axes);
+  const OpStrategy* best = nullptr;
+  double best_cost = kInfinite;
+  for (const OpStrategy& s : candidates) {
+    const double cost = strategy_cost(node, s);
+    if (cost < best_cost) {
+      best_cost = cost;
+      best = &s;
+    }
+  }
+  if (!best) {
+    // Every strategy needs a reshard that does not exist (a partial sum into an op that
+    // cannot take one is always reducible, so this is a replicated fallback).
+    best = &candidates.front();
+  }
+  std::vector<ValueId> inputs;
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    if (node.inputs[i] == kNoId) {
+      inputs.push_back(kNoId);
+      continue;
+    }
+    ASSIGN_OR_RETURN(ValueId x, local_as(node.inputs[i], best->inputs.at(i), node));
+    inputs.push_back(x);
+  }
+  auto outs = split(result_.graph, src_, node, inputs, *best, mesh_);
+  if (!outs.is_ok()) return outs.status();
+  for (size_t i = 0; i < node.outputs.size(); ++i) {
+    if (node.outputs[i] == kNoId) continue;
+    local_[node.outputs[i]] = outs.value()[i];
+    layout_[node.outputs[i]] = best->outputs.at(i);
+  }
+  return Status::ok();
+}
+
+// Gradients accumulate over microbatches into state, each microbatch's share scaled by 1/m;
+// under ZeRO 2 and 3 the accumulator is a dp shard (a reduce-scatter per microbatch).
+Status Spmd::accumulate_gradients() {
+  Graph& dst = result_.graph;
+  for (const auto& [p, g] : gradient_of_) {
+    if (local_[g] == kNoId) continue;
+    const Value& grad = src_.value(g);
+    Layout acc = *layout_[g];
+    if (policy_.zero >= 2 && has_axis("dp")) {
+      const Layout base = acc.without("dp");
+      if (zero_dim(grad.shape.dims, base) >= 0) acc = with_zero(grad.shape.dims, base);
+    }
+    const Node& producer = src_.node(grad.producer);
+    ASSIGN_OR_RETURN(ValueId x, local_as(g, acc, producer));
+    if (policy_.microbatches > 1) {
+      Emitter e(dst, fmt::format("grad_acc/{}", src_.value(p).name), Phase::kBackward,
+                producer.layer);
+      ValueId scaled = e.op(
+          "Mul", {x, e.scalar(1.0 / static_cast<double>(policy_.microbatches), grad.dtype)});
+      Value in;
+      in.name = fmt::format("grad_acc/{}", src_.value(p).name);
+      in.dtype = grad.dtype;
+      in.shape = Shape(acc.shard_shape(grad.shape.dims, mesh_));
+      in.kind = ValueKind::kInput;
+      const ValueId acc_in = dst.add_value(std::move(in));
+      dst.add_input(acc_in);
+      x = e.op("Add", {acc_in, scaled});
+      RETURN_IF_ERROR(e.status());
+      dst.rename_value(x, dst.unique_value_name(fmt::format("grad_acc/{}.next", src_.value(p).name)));
+      StateSpec spec;
+      spec.name = dst.value(acc_in).name;
+      spec.output = dst.value(x).name;
+      spec.dtype = grad.dtype;
+      spec.shape = grad.shape.dims;
+      spec.layout = acc;
+      spec.init = StateSpec::Init::kZeros;
+      result_.state.push_back(std::move(spec));
+    }
+    result_.origin.resize(dst.num_nodes(), grad.producer);
+    local_[g] = x;
+    layout_[g] = acc;
+    for (auto it = resharded_.begin(); it != resharded_.end();)
+      it = it->first.first == g ? resharded_.erase(it) : std::next(it);
+  }
+  return Status::ok();
+}
+
+StatusOr<SpmdResult> Spmd::run() {
+  Graph& dst = result_.graph;
+  dst.name = src_.name;
+  dst.opsets = src_.opsets;
+  dst.opsets[std::string(kAutoparDomain)] = 1;
+  for (ValueId v : src_.inputs()) {
+    const Value& value = src_.value(v);
+    Layout layout = policy_.input_layout(value);
+    Status valid = layout.validate(value.shape.dims, mesh_);
+    if (!valid.is_ok()) return error("input '{}': {}", value.name, valid.message());
+    Value in;
+    in.name = value.name;
+    in.dtype = value.dtype;
+    in.shape = Shape(layout.shard_shape(value.shape.dims, mesh_));
+    in.kind = ValueKind::kInput;
+    local_[v] = dst.add_value(std::move(in));
+    dst.add_input(local_[v]);
+    layout_[v] = layout;
+    result_.data.push_back({value.name, value.dtype, value.shape.dims, layout});
+  }
+  // Forward and backward, then the accumulation, then the update.
+  bool accumulated = false;
+  for (NodeId id = 0; id < src_.num_nodes(); ++id) {
+    if (src_.node(id).phase == Phase::kOptimizer && !accumulated) {
+      RETURN_IF_ERROR(accumulate_gradients());
+      accumulated = true;
+    }
+    RETURN_IF_ERROR(lower_node(id));
+    result_.origin.resize(dst.num_nodes(), id);
+  }
+  if (!accumulated) RETURN_IF_ERROR(accumulate_gradients());
+  // New state values in their storage layouts.
+  for (const auto& [s, next] : in_.updates) {
+    if (local_[s] == kNoId) place_state(s, Layout::replicated(src_.value(s).shape.rank()));
+    const Node* producer =
+        src_.value(next).producer != kNoId ? &src_.node(src_.value(next).producer) : nullptr;
+    Node where;
+    where.name = src_.value(next).name;
+    where.phase = producer ? producer->phase : Phase::kOptimizer;
+    where.layer = producer ? producer->layer : -1;
+    ASSIGN_OR_RETURN(ValueId x, local_as(next, *layout_[s], where));
+    result_.origin.resize(dst.num_nodes(), producer ? src_.value(next).producer : -1);
+    dst.add_output(x);
+    for (StateSpec& spec : result_.state) {
+      if (spec.name == src_.value(s).name) spec.output = dst.value(x).name;
+    }
+  }
+  // Parameters never read (no consumer) still need a place to live.
+  for (ValueId p : src_.parameters()) {
+    if (local_[p] == kNoId) place_state(p, Layout::replicated(src_.value(p).shape.rank()));
+  }
+  auto replicated_output = [&](ValueId v) -> StatusOr<std::string> {
+    const Node* producer = src_.value(v).producer != kNoId ? &src_.node(src_.value(v).producer)
+                                                           : nullptr;
+    Node where;
+    where.name = src_.value(v).name;
+    where.phase = producer ? producer->phase : Phase::kForward;
+    where.layer = producer ? producer->layer : -1;
+    ASSIGN_OR_RETURN(ValueId x,
+                     local_as(v, Layout::replicated(src_.value(v).shape.rank()), where));
+    result_.origin.resize(dst.num_nodes(), producer ? src_.value(v).producer : -1);
+    dst.add_output(x);
+    return dst.value(x).name;
+  };
+  if (in_.loss != kNoId) {
+    ASSIGN_OR_RETURN(result_.loss, replicated_output(in_.loss));
+  } else {
+    for (ValueId v : src_.outputs()) {
+      ASSIGN_OR_RETURN(std::string name, replicated_output(v));
+      result_.outputs.push_back(std::move(name));
+    }
+  }
+  result_.origin.resize(dst.num_nodes(), -1);
+  return std::move(result_);
+}
+
+}  // namespace
+
+StatusOr<SpmdResult> lower_spmd(const SpmdInput& input, const DeviceMesh& mesh,
+                                const SpmdPolicy& policy) {
+  Spmd spmd(input, mesh, policy);
+  return spmd.run();
+}
+
+}  // namespace autopar

@@ -1,0 +1,421 @@
+// Running a plan: programs extracted from the role graphs, one executor per program and device.
+#include "autopar/runtime/plan_runner.h"
+
+#include <cstring>
+#include <set>
+#include <thread>
+
+#include "autopar/ir/shape_inference.h"
+#include "autopar/runtime/executor.h"
+
+namespace autopar::runtime {
+namespace {
+
+// Per dim: the offset and length of a device's block.
+std::vector<std::pair<int64_t, int64_t>> block_of(const std::vector<int64_t>& shape,
+                                                  const Layout& layout, const DeviceMesh& mesh,
+                                                  const std::vector<int64_t>& coords) {
+  std::vector<std::pair<int64_t, int64_t>> block;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    int64_t parts = 1, index = 0;
+    for (const std::string& a : layout.dim_axes(static_cast<int64_t>(d))) {
+      const int64_t size = mesh.size(a);
+      index = index * size + coords[mesh.axis_index(a)];
+      parts *= size;
+    }
+    const int64_t length = shape[d] / parts;
+    block.emplace_back(index * length, length);
+  }
+  return block;
+}
+
+// Copies a block between a whole tensor and a shard; `to_whole` picks the direction.
+void copy_block(Tensor& whole, Tensor& shard, const std::vector<std::pair<int64_t, int64_t>>& block,
+                bool to_whole) {
+  const std::vector<int64_t>& dims = whole.dims();
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  const size_t elem = dtype_size(whole.dtype());
+  uint8_t* w = whole.mutable_bytes().data();
+  uint8_t* s = shard.mutable_bytes().data();
+  if (rank == 0) {
+    if (to_whole) std::memcpy(w, s, elem);
+    else std::memcpy(s, w, elem);
+    return;
+  }
+  std::vector<int64_t> stride(rank, 1);
+  for (int64_t d = rank - 2; d >= 0; --d) stride[d] = stride[d + 1] * dims[d + 1];
+  const int64_t row = block[rank - 1].second;
+  int64_t rows = 1;
+  for (int64_t d = 0; d + 1 < rank; ++d) rows *= block[d].second;
+  std::vector<int64_t> idx(rank, 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t offset = block[rank - 1].first;
+    for (int64_t d = 0; d + 1 < rank; ++d) offset += (block[d].first + idx[d]) * stride[d];
+    uint8_t* wp = w + offset * elem;
+    uint8_t* sp = s + r * row * elem;
+    if (to_whole) std::memcpy(wp, sp, row * elem);
+    else std::memcpy(sp, wp, row * elem);
+    for (int64_t d = rank - 2; d >= 0; --d) {
+      if (++idx[d] < block[d].second) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+// One program of a role as a graph of its own: what it reads from outside its node range are
+// its inputs; what later programs or the step read are its outputs.
+struct ProgramGraph {
+  Graph graph;
+  std::vector<std::string> inputs;  // in graph-input order
+  std::vector<std::string> outputs;
+};
+
+StatusOr<ProgramGraph> extract(const Graph& rg, const Program& prog) {
+  ProgramGraph pg;
+  Graph& g = pg.graph;
+  g.name = fmt::format("{}.{}", rg.name, prog.name());
+  g.opsets = rg.opsets;
+  std::map<ValueId, ValueId> vmap;
+  auto inside = [&](NodeId n) { return n >= prog.begin && n < prog.end; };
+  auto get = [&](ValueId x) -> ValueId {
+    auto it = vmap.find(x);
+    if (it != vmap.end()) return it->second;
+    const Value& v = rg.value(x);
+    Value copy;
+    copy.name = v.name;
+    copy.dtype = v.dtype;
+    copy.shape = v.shape;
+    if (v.is_initializer() && v.data) {
+      copy.kind = v.kind;
+      copy.data = v.data;
+      return vmap[x] = g.add_value(std::move(copy));
+    }
+    copy.kind = ValueKind::kInput;
+    const ValueId id = g.add_value(std::move(copy));
+    g.add_input(id);
+    pg.inputs.push_back(v.name);
+    return vmap[x] = id;
+  };
+  for (NodeId n = prog.begin; n < prog.end; ++n) {
+    Node node = rg.node(n);
+    for (ValueId& in : node.inputs) {
+      if (in != kNoId) in = get(in);
+    }
+    for (ValueId& out : node.outputs) {
+      if (out == kNoId) continue;
+      Value v;
+      v.name = rg.value(out).name;
+      v.dtype = rg.value(out).dtype;
+      v.shape = rg.value(out).shape;
+      const ValueId id = g.add_value(std::move(v));
+      vmap[out] = id;
+      out = id;
+    }
+    g.add_node(std::move(node));
+  }
+  for (NodeId n = prog.begin; n < prog.end; ++n) {
+    for (ValueId out : rg.node(n).outputs) {
+      if (out == kNoId) continue;
+      bool escapes = rg.is_output(out);
+      for (NodeId c : rg.value(out).consumers) escapes |= !inside(c);
+      if (escapes) {
+        g.add_output(vmap.at(out));
+        pg.outputs.push_back(rg.value(out).name);
+      }
+    }
+  }
+  return pg;
+}
+
+struct DeviceOutcome {
+  std::vector<double> losses;
+  std::map<std::string, TensorPtr> state;  // local shards at the end
+  std::vector<std::vector<std::vector<TensorPtr>>> outputs;  // [step][micro][output]
+};
+
+class DeviceRun {
+ public:
+  DeviceRun(const Plan& plan, const PlanFeeds& feeds, Communicator& comm,
+            const PlanRunOptions& options)
+      : plan_(plan), feeds_(feeds), comm_(comm), options_(options) {}
+
+  StatusOr<DeviceOutcome> run();
+
+ private:
+  const Plan& plan_;
+  const PlanFeeds& feeds_;
+  Communicator& comm_;
+  const PlanRunOptions& options_;
+};
+
+StatusOr<DeviceOutcome> DeviceRun::run() {
+  const int64_t device = comm_.rank();
+  const Role& role = plan_.role_of(device);
+  const DeviceMesh& mesh = plan_.scheme.mesh;
+  const std::vector<int64_t> coords = mesh.coords(device);
+  std::map<std::string, const StateSpec*> state_by_name, state_by_output;
+  for (const StateSpec& s : plan_.state) {
+    state_by_name[s.name] = &s;
+    if (!s.output.empty()) state_by_output[s.output] = &s;
+  }
+  std::map<std::string, const DataSpec*> data_by_name;
+  for (const DataSpec& d : plan_.data) data_by_name[d.name] = &d;
+
+  std::vector<ProgramGraph> programs;
+  std::vector<Executor> executors;
+  for (const Program& p : role.programs) {
+    ASSIGN_OR_RETURN(ProgramGraph pg, extract(role.graph, p));
+    ExecutorOptions eo;
+    eo.num_threads = options_.threads_per_device;
+    eo.communicator = &comm_;
+    auto ex = Executor::create(pg.graph, eo);
+    if (!ex.is_ok()) return error("role {} program {}: {}", role.id, p.name(), ex.status().message());
+    executors.push_back(std::move(ex).value());
+    programs.push_back(std::move(pg));
+  }
+  auto program_of = [&](const ScheduleStep& s) -> int {
+    for (size_t i = 0; i < role.programs.size(); ++i) {
+      if (role.programs[i].kind == s.kind && role.programs[i].chunk == s.chunk)
+        return static_cast<int>(i);
+    }
+    return -1;
+  };
+
+  // This device's state: every state a program of its role reads.
+  std::map<std::string, TensorPtr> state;
+  std::set<std::string> read;
+  for (const ProgramGraph& pg : programs) read.insert(pg.inputs.begin(), pg.inputs.end());
+  for (const StateSpec& s : plan_.state) {
+    if (!read.count(s.name)) continue;
+    if (s.init == StateSpec::Init::kZeros) continue;
+    auto it = feeds_.state.find(s.name);
+    if (it == feeds_.state.end()) return error("no initial value for state '{}'", s.name);
+    state[s.name] = std::make_shared<const Tensor>(shard_of(*it->second, s.layout, mesh, coords));
+  }
+
+  DeviceOutcome outcome;
+  const int32_t m = static_cast<int32_t>(plan_.microbatches);
+  for (size_t step = 0; step < feeds_.steps.size(); ++step) {
+    for (const StateSpec& s : plan_.state) {
+      if (s.init != StateSpec::Init::kZeros || !read.count(s.name)) continue;
+      state[s.name] = std::make_shared<const Tensor>(
+          Tensor(s.dtype, s.layout.shard_shape(s.shape, mesh)));
+    }
+    std::map<std::pair<std::string, int32_t>, TensorPtr> stash;
+    std::vector<double> losses(m, 0.0);
+    std::vector<bool> has_loss(m, false);
+    std::vector<std::vector<TensorPtr>> outputs(m);
+    for (const ScheduleStep& s : role.schedule) {
+      const int k = program_of(s);
+      if (k < 0) return error("role {}: no program for step {}", role.id, s.to_string());
+      const ProgramGraph& pg = programs[k];
+      const int32_t micro = s.kind == ProgramKind::kUpdate ? m - 1 : s.micro;
+      std::vector<TensorPtr> inputs;
+      for (const std::string& name : pg.inputs) {
+        if (auto d = data_by_name.find(name); d != data_by_name.end()) {
+          const auto& batch = feeds_.steps[step].at(micro);
+          auto it = batch.find(name);
+          if (it == batch.end()) return error("no data for input '{}'", name);
+          inputs.push_back(std::make_shared<const Tensor>(
+              shard_of(*it->second, d->second->layout, mesh, coords)));
+        } else if (auto st = state.find(name); st != state.end()) {
+          inputs.push_back(st->second);
+        } else if (auto sh = stash.find({name, micro}); sh != stash.end()) {
+          inputs.push_back(sh->second);
+        } else {
+          return error("device {} at {}: '{}' was not computed by an earlier program", device,
+                       s.to_string(), name);
+        }
+      }
+      auto result = executors[k].run_inputs(inputs);
+      if (!result.is_ok()) {
+        return error("device {} at {}: {}", device, s.to_string(), result.status().message());
+      }
+      for (size_t i = 0; i < pg.outputs.size(); ++i) {
+        const std::string& name = pg.outputs[i];
+        const TensorPtr& t = result.value()[i];
+        stash[{name, s.micro}] = t;
+        if (auto st = state_by_output.find(name); st != state_by_output.end())
+          state[st->second->name] = t;
+        if (name == plan_.loss) {
+          losses[s.micro] = t->float_at(0);
+          has_loss[s.micro] = true;
+        }
+      }
+      for (size_t o = 0; o < plan_.outputs.size(); ++o) {
+        auto it = stash.find({plan_.outputs[o], s.micro});
+        if (it != stash.end()) {
+          outputs[s.micro].resize(plan_.outputs.size());
+          outputs[s.micro][o] = it->second;
+        }
+      }
+    }
+    if (!plan_.loss.empty() && has_loss[0]) {
+      double sum = 0.0;
+      for (double l : losses) sum += l;
+      outcome.losses.push_back(sum / static_cast<double>(m));
+    }
+    if (!plan_.outputs.empty()) outcome.outputs.push_back(outputs);
+  }
+  for (const StateSpec& s : plan_.state) {
+    if (s.init == StateSpec::Init::kModel && state.count(s.name))
+      outcome.state[s.name] = state[s.name];
+  }
+  return outcome;
+}
+
+// Whole state and outputs from every device's outcome.
+PlanResult assemble(const Plan& plan, const std::vector<DeviceOutcome>& outcomes) {
+  PlanResult result;
+  const DeviceMesh& mesh = plan.scheme.mesh;
+  for (const DeviceOutcome& o : outcomes) {
+    if (!o.losses.empty()) {
+      result.losses = o.losses;
+      break;
+    }
+  }
+  for (const StateSpec& s : plan.state) {
+    if (s.init != StateSpec::Init::kModel) continue;
+    Tensor whole(s.dtype, s.shape);
+    bool any = false;
+    for (size_t d = 0; d < outcomes.size(); ++d) {
+      auto it = outcomes[d].state.find(s.name);
+      if (it == outcomes[d].state.end()) continue;
+      place_shard(whole, *it->second, s.layout, mesh, mesh.coords(static_cast<int64_t>(d)));
+      any = true;
+    }
+    if (any) result.state.emplace(s.name, std::move(whole));
+  }
+  for (const DeviceOutcome& o : outcomes) {
+    bool complete = !o.outputs.empty();
+    for (const auto& step : o.outputs) {
+      for (const auto& micro : step) complete &= micro.size() == plan.outputs.size();
+    }
+    if (!complete) continue;
+    for (const auto& step : o.outputs) {
+      std::vector<std::vector<Tensor>> s;
+      for (const auto& micro : step) {
+        std::vector<Tensor> outs;
+        for (const TensorPtr& t : micro) outs.push_back(*t);
+        s.push_back(std::move(outs));
+      }
+      result.outputs.push_back(std::move(s));
+    }
+    break;
+  }
+  return result;
+}
+
+constexpr int64_t kGatherTag = int64_t{1} << 40;
+
+}  // namespace
+
+Tensor shard_of(const Tensor& whole, const Layout& layout, const DeviceMesh& mesh,
+                const std::vector<int64_t>& coords) {
+  if (layout.rank() == 0 || layout.is_replicated() || layout.dims().empty()) return whole;
+  const auto block = block_of(whole.dims(), layout, mesh, coords);
+  std::vector<int64_t> dims;
+  for (const auto& [offset, length] : block) dims.push_back(length);
+  Tensor shard(whole.dtype(), dims);
+  Tensor source = whole;
+  copy_block(source, shard, block, false);
+  return shard;
+}
+
+void place_shard(Tensor& whole, const Tensor& shard, const Layout& layout, const DeviceMesh& mesh,
+                 const std::vector<int64_t>& coords) {
+  const auto block = block_of(whole.dims(), layout, mesh, coords);
+  Tensor source = shard;
+  copy_block(whole, source, block, true);
+}
+
+StatusOr<PlanResult> run_plan_inproc(const Plan& plan, const PlanFeeds& feeds,
+                                     const PlanRunOptions& options) {
+  const int64_t n = plan.scheme.mesh.num_devices();
+  auto world = create_inproc_world(n, options.timeout);
+  std::vector<StatusOr<DeviceOutcome>> outcomes(n, error("not run"));
+  std::vector<std::thread> threads;
+  const auto start = std::chrono::steady_clock::now();
+  for (int64_t d = 0; d < n; ++d) {
+    world[d]->set_mesh(plan.scheme.mesh);
+    threads.emplace_back([&, d] {
+      DeviceRun run(plan, feeds, *world[d], options);
+      outcomes[d] = run.run();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  std::vector<DeviceOutcome> done;
+  for (int64_t d = 0; d < n; ++d) {
+    if (!outcomes[d].is_ok()) return outcomes[d].status();
+    done.push_back(std::move(outcomes[d]).value());
+  }
+  PlanResult result = assemble(plan, done);
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+StatusOr<PlanResult> run_plan_device(const Plan& plan, const PlanFeeds& feeds, Communicator& comm,
+                                     const PlanRunOptions& options) {
+  const int64_t n = plan.scheme.mesh.num_devices();
+  if (comm.size() != n) {
+    return error("the plan has {} devices but {} ranks were started (mpirun -np {})", n,
+                 comm.size(), n);
+  }
+  comm.set_mesh(plan.scheme.mesh);
+  const auto start = std::chrono::steady_clock::now();
+  DeviceRun run(plan, feeds, comm, options);
+  ASSIGN_OR_RETURN(DeviceOutcome mine, run.run());
+  // Rank 0 gathers every device's state shards and outputs.
+  std::vector<DeviceOutcome> all(n);
+  int64_t tag = kGatherTag;
+  for (const StateSpec& s : plan.state) {
+    if (s.init != StateSpec::Init::kModel) continue;
+    ++tag;
+    for (int64_t d = 1; d < n; ++d) {
+      if (comm.rank() == d) {
+        auto it = mine.state.find(s.name);
+        const bool has = it != mine.state.end();
+        RETURN_IF_ERROR(comm.send(0, tag, Tensor::scalar_int64(has ? 1 : 0)));
+        if (has) RETURN_IF_ERROR(comm.send(0, tag, *it->second));
+      } else if (comm.rank() == 0) {
+        ASSIGN_OR_RETURN(Tensor has, comm.recv(d, tag));
+        if (has.int_at(0)) {
+          ASSIGN_OR_RETURN(Tensor t, comm.recv(d, tag));
+          all[d].state[s.name] = std::make_shared<const Tensor>(std::move(t));
+        }
+      }
+    }
+  }
+  // The loss lives on the last pipeline rank: its first device sends it to rank 0.
+  ++tag;
+  int64_t loss_device = 0;
+  for (int64_t d = 0; d < n; ++d) {
+    if (plan.device_role[d] == plan.device_role.back()) {
+      loss_device = d;
+      break;
+    }
+  }
+  if (!plan.loss.empty() && loss_device != 0) {
+    if (comm.rank() == loss_device) {
+      Tensor losses(DType::kFloat64, {static_cast<int64_t>(mine.losses.size())});
+      for (size_t i = 0; i < mine.losses.size(); ++i)
+        losses.set_from_double(static_cast<int64_t>(i), mine.losses[i]);
+      RETURN_IF_ERROR(comm.send(0, tag, losses));
+    } else if (comm.rank() == 0) {
+      ASSIGN_OR_RETURN(Tensor losses, comm.recv(loss_device, tag));
+      for (int64_t i = 0; i < losses.num_elements(); ++i)
+        all[loss_device].losses.push_back(losses.float_at(i));
+    }
+  }
+  if (comm.rank() != 0) {
+    PlanResult own;
+    own.losses = mine.losses;
+    return own;
+  }
+  all[0] = std::move(mine);
+  PlanResult result = assemble(plan, all);
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+}  // namespace autopar::runtime
