@@ -118,6 +118,17 @@ StatusOr<std::vector<ValueId>> split(Graph& dst, const Graph& src, const Node& n
                                      const OpStrategy& strategy, const DeviceMesh& mesh) {
   std::vector<ValueId> ins = inputs;
   const std::optional<IterationSpace> space = iteration_space(src, node);
+  for (size_t i = 0; i < ins.size() && i < strategy.inputs.size(); ++i) {
+    if (ins[i] == kNoId) continue;
+    const std::vector<int64_t> expected =
+        strategy.inputs[i].shard_shape(src.value(node.inputs[i]).shape.dims, mesh);
+    if (dst.value(ins[i]).shape.dims != expected) {
+      return error("node '{}' ({}): input {} '{}' is [{}] per device, layout {} expects [{}]",
+                   node.name, node.op_type, i, dst.value(ins[i]).name,
+                   fmt::join(dst.value(ins[i]).shape.dims, ","), strategy.inputs[i].to_string(),
+                   fmt::join(expected, ","));
+    }
+  }
   std::vector<ValueId> outs;
   bool done = false;
   if (space && node.op_type == "Reshape" && !strategy.outputs.empty()) {

@@ -93,22 +93,50 @@ StatusOr<std::vector<ReshardStep>> reshard_steps(const Layout& from, const Layou
     }
   }
   // 2. Partial sums: reduce-scatter onto the dim `to` splits, else all-reduce.
+  // A new split lands as the most minor of its dim: it is right only where the dim's current
+  // axes are what `to` puts before it.
+  auto lands_right = [&](const std::string& axis, int64_t target) {
+    const auto& now = at.dim_axes(target);
+    const auto& want = to.dim_axes(target);
+    return now.size() < want.size() && std::equal(now.begin(), now.end(), want.begin()) &&
+           want[now.size()] == axis;
+  };
   for (const std::string& axis : std::vector<std::string>(at.partial_axes())) {
     const int64_t target = to.dim_of(axis);
     Layout resolved = at.without(axis);
-    if (target >= 0) {
+    if (target >= 0 && lands_right(axis, target)) {
       RETURN_IF_ERROR(
           apply({Kind::kReduceScatter, axis, target, -1}, resolved.with_split(target, axis)));
     } else if (!is_partial(to, axis)) {
       RETURN_IF_ERROR(apply({Kind::kAllReduce, axis, -1, -1}, std::move(resolved)));
     }
   }
-  // 3. All-to-alls: a split moving to another dim.
-  for (const MeshAxis& mesh_axis : mesh.axes()) {
-    const std::string& axis = mesh_axis.name;
-    const int64_t now = at.dim_of(axis), target = to.dim_of(axis);
-    if (now < 0 || target < 0 || now == target) continue;
-    RETURN_IF_ERROR(apply({Kind::kAllToAll, axis, now, target}, at.with_split(target, axis)));
+  // 3. All-to-alls: a split moving to another dim. Only the most minor split of a dim can
+  // leave it (its shards are contiguous), so moves repeat until none is left.
+  changed = true;
+  while (changed) {
+    changed = false;
+    for (const MeshAxis& mesh_axis : mesh.axes()) {
+      const std::string& axis = mesh_axis.name;
+      const int64_t now = at.dim_of(axis), target = to.dim_of(axis);
+      if (now < 0 || target < 0 || now == target) continue;
+      if (at.dim_axes(now).back() != axis) continue;
+      if (lands_right(axis, target)) {
+        RETURN_IF_ERROR(apply({Kind::kAllToAll, axis, now, target}, at.with_split(target, axis)));
+      } else {
+        RETURN_IF_ERROR(apply({Kind::kAllGather, axis, now, -1}, at.without(axis)));
+      }
+      changed = true;
+    }
+  }
+  // Splits still in the wrong place (under another axis of their dim) are gathered, minor
+  // first, and sliced again below.
+  for (int64_t dim = 0; dim < at.rank(); ++dim) {
+    std::vector<std::string> axes = at.dim_axes(dim);
+    while (!axes.empty() && !stays(axes.back())) {
+      RETURN_IF_ERROR(apply({Kind::kAllGather, axes.back(), dim, -1}, at.without(axes.back())));
+      axes.pop_back();
+    }
   }
   // 4. Slices: replicated axes `to` splits, in `to`'s major-to-minor order per dim.
   for (int64_t dim = 0; dim < to.rank(); ++dim) {

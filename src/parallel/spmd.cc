@@ -96,6 +96,14 @@ class Spmd {
   StatusOr<ValueId> local_as(ValueId v, const Layout& want, const Node& consumer);
   // Makes state `v` a graph input with its storage layout `storage`.
   void place_state(ValueId v, const Layout& compute);
+  // An optimizer slot lives like its parameter's compute layout, a dp shard of it under ZeRO.
+  Layout slot_storage(ValueId v) const {
+    const Value& value = src_.value(v);
+    auto it = compute_layout_.find(slot_param_.at(v));
+    const Layout base =
+        it != compute_layout_.end() ? it->second : Layout::replicated(value.shape.rank());
+    return policy_.zero >= 1 ? with_zero(value.shape.dims, base) : base;
+  }
   StatusOr<ValueId> materialise_constant(ValueId v);
   Status lower_node(NodeId id);
   Status accumulate_gradients();
@@ -120,7 +128,7 @@ double Spmd::input_cost(ValueId v, const Layout& want, const Node& consumer) con
   if (is_free(v)) return allowed_free(v, want, consumer) ? 0.0 : kInfinite;
   const Value& value = src_.value(v);
   Layout from = layout_[v] ? *layout_[v] : Layout::replicated(value.shape.rank());
-  if (slot_param_.count(v) && !layout_[v]) return 0.0;  // takes its parameter's layout
+  if (slot_param_.count(v) && !layout_[v]) from = slot_storage(v);
   if (from == want) return 0.0;
   if (resharded_.count({v, want.to_string()})) return 0.0;
   auto steps = reshard_steps(from, want, value.shape.dims, mesh_);
@@ -163,13 +171,7 @@ void Spmd::place_state(ValueId v, const Layout& compute) {
     compute_layout_[v] = compute;
     if (policy_.zero >= 3) storage = with_zero(value.shape.dims, compute);
   }
-  auto slot = slot_param_.find(v);
-  if (slot != slot_param_.end()) {
-    auto it = compute_layout_.find(slot->second);
-    const Layout base =
-        it != compute_layout_.end() ? it->second : Layout::replicated(value.shape.rank());
-    storage = policy_.zero >= 1 ? with_zero(value.shape.dims, base) : base;
-  }
+  if (slot_param_.count(v)) storage = slot_storage(v);
   Value in;
   in.name = value.name;
   in.dtype = value.dtype;

@@ -1,0 +1,128 @@
+// Property test of the transformation compiler: random schemes over 2 to 8 devices for each
+// tiny model, every plan verified against one device. A failure prints the seed and the
+// scheme; AUTOPAR_PLAN_SEED=<seed> runs that one case alone.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <random>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <map>
+
+#include "testing/testing.h"
+
+namespace autopar {
+namespace {
+
+using testing::run_autopar;
+
+struct Model {
+  const char* name;
+  int layers;
+  bool conv;  // sp splits image height; transformers split the sequence
+};
+
+constexpr Model kModels[] = {
+    {"mlp", 4, false},     {"gpt-tiny", 4, false},  {"bert-tiny", 4, false},
+    {"resnet-tiny", 4, true}, {"vit-tiny", 4, false},
+};
+constexpr int kSchemesPerModel = 20;
+
+// One random scheme; every paradigm appears alone and mixed across seeds.
+std::string random_scheme(const Model& model, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<uint64_t>(n)); };
+  const int devices = 1 << (1 + pick(3));  // 2, 4, 8
+  // Split the devices over the axes, one factor of 2 at a time.
+  std::map<std::string, int> mesh = {{"pp", 1}, {"dp", 1}, {"tp", 1}, {"sp", 1}};
+  const char* axes[] = {"pp", "dp", "tp", "sp"};
+  const bool sp_ok = model.name != std::string("mlp");
+  for (int d = devices; d > 1; d /= 2) {
+    std::string axis;
+    do {
+      axis = axes[pick(4)];
+    } while ((axis == "sp" && !sp_ok) || (axis == "pp" && mesh["pp"] * 2 > model.layers));
+    mesh[axis] *= 2;
+  }
+  const int pp = mesh["pp"];
+  std::string schedule = "1f1b";
+  int chunks = 1;
+  if (pp > 1) {
+    const int s = pick(3);
+    schedule = s == 0 ? "gpipe" : s == 1 ? "1f1b" : "interleaved";
+    if (schedule == "interleaved") {
+      if (pp * 2 <= model.layers) chunks = 2;
+      else schedule = "1f1b";
+    }
+  }
+  int microbatches = 1 << pick(3);  // 1, 2, 4
+  if (schedule == "interleaved") microbatches = pp * (1 + pick(2));
+  const int micro = 1 + pick(2);
+  const int global = mesh["dp"] * micro * microbatches;
+  const int zero = mesh["dp"] > 1 ? pick(4) : 0;
+  const char* recompute[] = {"none", "selective", "full"};
+  const char* tensor = pick(2) == 0 ? "megatron" : "auto";
+  std::string text = "mesh: {";
+  bool first = true;
+  for (const char* axis : axes) {
+    if (mesh[axis] == 1) continue;
+    text += fmt::format("{}{}: {}", first ? "" : ", ", axis, mesh[axis]);
+    first = false;
+  }
+  text += "}\n";
+  text += fmt::format("batch: {{global: {}, micro: {}}}\n", global, micro);
+  text += fmt::format("pipeline: {{schedule: {}, chunks: {}}}\n", schedule, chunks);
+  text += fmt::format("tensor: {}\nzero: {}\nrecompute: {}\n", tensor, zero, recompute[pick(3)]);
+  return text;
+}
+
+void verify_one(const Model& model, uint64_t seed) {
+  const std::string scheme = random_scheme(model, seed);
+  const std::string dir = testing::temp_dir(fmt::format("plan_property_{}_{}", model.name, seed));
+  {
+    std::ofstream out(dir + "/scheme.yaml");
+    out << scheme;
+  }
+  const std::string repro = fmt::format(
+      "seed {} ({}), reproduce with AUTOPAR_PLAN_SEED={} ctest -R PlanProperty, or\n"
+      "  autopar transform {} --scheme {}/scheme.yaml -o {}/plan && autopar verify {}/plan\n{}",
+      seed, model.name, seed, model.name, dir, dir, dir, dir, scheme);
+  auto t = run_autopar({"transform", model.name, "--scheme", dir + "/scheme.yaml", "-o",
+                        dir + "/plan"});
+  ASSERT_EQ(t.exit_code, 0) << t.err << "\n" << repro;
+  auto v = run_autopar({"verify", dir + "/plan", "--json"});
+  ASSERT_EQ(v.exit_code, 0) << v.out << v.err << "\n" << repro;
+  auto json = nlohmann::json::parse(v.out);
+  EXPECT_TRUE(json["ok"].get<bool>()) << v.out << repro;
+  EXPECT_LE(json["worst_relative_error"].get<double>(), 1e-6) << v.out << repro;
+  EXPECT_GT(json["compared"].get<int>(), 8) << repro;
+}
+
+class PlanProperty : public ::testing::TestWithParam<int> {};
+
+TEST_P(PlanProperty, RandomSchemesVerify) {
+  const Model& model = kModels[GetParam()];
+  if (const char* only = std::getenv("AUTOPAR_PLAN_SEED")) {
+    const uint64_t seed = std::strtoull(only, nullptr, 10);
+    if (seed / 1000 == static_cast<uint64_t>(GetParam())) verify_one(model, seed);
+    return;
+  }
+  for (int i = 0; i < kSchemesPerModel; ++i) {
+    verify_one(model, static_cast<uint64_t>(GetParam()) * 1000 + static_cast<uint64_t>(i));
+    if (HasFatalFailure()) return;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, PlanProperty, ::testing::Range(0, 5),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           std::string name = kModels[info.param].name;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace autopar
