@@ -24,6 +24,7 @@ struct RunFlags {
   int batches = 4;
   uint64_t seed = 0;
   std::string comm = "inproc";
+  CLI::Option* steps_option = nullptr;
   DimFlags dims;
   TrainingFlags training;
 };
@@ -162,7 +163,8 @@ void add_run_command(CLI::App& app, Command& command) {
   run->add_flag("--train", flags->train,
                 "train on a synthetic task (labels from a fixed random teacher) and print the "
                 "loss per step");
-  run->add_option("--steps", flags->steps, "training steps (default 50)");
+  flags->steps_option = run->add_option(
+      "--steps", flags->steps, "training steps (default 50; plans: default 1)");
   run->add_option("--batches", flags->batches,
                   "fixed synthetic batches cycled through (default 4)");
   run->add_option("--seed", flags->seed, "seed of the synthetic data and the teacher (default 0)");
@@ -176,8 +178,9 @@ void add_run_command(CLI::App& app, Command& command) {
           return error("{}: a plan runs as it was made: --batch, --dim, --inputs and --outputs "
                        "do not apply",
                        flags->model);
-        return run_plan_directory(flags->model, flags->comm, flags->train ? flags->steps : 1,
-                                  flags->json, flags->seed);
+        const bool steps = flags->train || flags->steps_option->count() > 0;
+        return run_plan_directory(flags->model, flags->comm, steps ? flags->steps : 1, flags->json,
+                                  flags->seed);
       }
       if (flags->comm != "inproc")
         return error("--comm {}: only plans run on a communicator", flags->comm);

@@ -23,12 +23,44 @@ TEST(OpsComm, AllReduceKeepsShapeAndCountsRingAdditions) {
   EXPECT_EQ(c.infer(), "f32[4,8]");
   EXPECT_EQ(c.flops(), 3.0 / 4.0 * 32);
   EXPECT_THAT(comm("AllReduce").in({4}).infer(),
-              HasSubstr("required attribute 'group' is missing"));
+              HasSubstr("needs attribute 'group' or 'axes'"));
   EXPECT_THAT(comm("AllReduce").in({4}).attr("group", Ints{0, 1}).attr("op", "avg").infer(),
               HasSubstr("reduction 'avg' is not sum, max or min"));
   EXPECT_THAT(comm("AllReduce").in({4}).attr("group", Ints{0, 0}).infer(),
               HasSubstr("group [0,0] lists device 0 twice"));
   EXPECT_THAT(comm("AllReduce").in({4}).attr("group", Ints{}).infer(), HasSubstr("group is empty"));
+}
+
+TEST(OpsComm, GroupsNamedByMeshAxesTakeTheirSizeFromGroupSize) {
+  auto c = comm("AllGather");
+  c.in({4, 8}).attr("axis", 0).attr("axes", std::vector<std::string>{"tp"}).attr("group_size", 4);
+  EXPECT_EQ(c.infer(), "f32[16,8]");
+  auto r = comm("AllReduce");
+  r.in({4, 8}).attr("axes", std::vector<std::string>{"dp"}).attr("group_size", 2);
+  EXPECT_EQ(r.infer(), "f32[4,8]");
+  EXPECT_EQ(r.flops(), 0.5 * 32);
+  EXPECT_THAT(comm("AllReduce").in({4}).attr("axes", std::vector<std::string>{"dp"}).infer(),
+              HasSubstr("required attribute 'group_size' is missing"));
+  EXPECT_THAT(comm("AllReduce")
+                  .in({4})
+                  .attr("axes", std::vector<std::string>{"dp"})
+                  .attr("group_size", 0)
+                  .infer(),
+              HasSubstr("group_size 0 is not positive"));
+}
+
+TEST(OpsComm, ShardKeepsThisDevicesSlice) {
+  auto c = comm("Shard");
+  c.in({6, 8}).attr("axis", 1).attr("axes", std::vector<std::string>{"tp"}).attr("group_size", 4);
+  EXPECT_EQ(c.infer(), "f32[6,2]");
+  EXPECT_EQ(c.flops(), 0);
+  EXPECT_THAT(comm("Shard")
+                  .in({6, 8})
+                  .attr("axis", 0)
+                  .attr("axes", std::vector<std::string>{"tp"})
+                  .attr("group_size", 4)
+                  .infer(),
+              HasSubstr("does not divide by group size 4"));
 }
 
 TEST(OpsComm, AllGatherAndReduceScatterResizeTheAxis) {

@@ -95,7 +95,8 @@ const std::vector<std::string> kOnnxOps = {
     "ReduceMax",
 };
 const std::vector<std::string> kAutoparOps = {"Send",          "Recv",     "AllReduce", "AllGather",
-                                              "ReduceScatter", "AllToAll", "Broadcast"};
+                                              "ReduceScatter", "AllToAll", "Broadcast",
+                                              "Shard"};
 
 TEST(OpsRegistry, RegistersExactlyTheRequiredOps) {
   const OpRegistry& registry = op_registry();
@@ -105,7 +106,7 @@ TEST(OpsRegistry, RegistersExactlyTheRequiredOps) {
     EXPECT_EQ(registry.find("", op), nullptr) << op << " lives only in ai.autopar";
   }
   EXPECT_EQ(kOnnxOps.size(), 80u);
-  EXPECT_EQ(registry.size(), 87u);
+  EXPECT_EQ(registry.size(), 88u);
   EXPECT_EQ(registry.all().size(), registry.size());
 }
 
