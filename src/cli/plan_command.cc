@@ -191,6 +191,27 @@ StatusOr<runtime::PlanFeeds> plan_feeds(const BuiltPlan& built, int steps, uint6
 
 namespace {
 
+// inproc (threads; no communicator object needed here) or this process's MPI rank.
+StatusOr<std::unique_ptr<runtime::Communicator>> open_communicator(const std::string& comm) {
+  if (comm == "mpi") return runtime::create_mpi_communicator();
+  if (comm != "inproc") return error("--comm {}: expected inproc or mpi", comm);
+  return std::unique_ptr<runtime::Communicator>();
+}
+
+// The plan's run: every device as a thread, or this rank's device under MPI (nullopt on
+// ranks other than 0, which report nothing).
+StatusOr<std::optional<runtime::PlanResult>> run_built(const BuiltPlan& built,
+                                                       const runtime::PlanFeeds& feeds,
+                                                       runtime::Communicator* mpi) {
+  if (!mpi) {
+    ASSIGN_OR_RETURN(runtime::PlanResult result, runtime::run_plan_inproc(built.plan, feeds));
+    return std::optional<runtime::PlanResult>(std::move(result));
+  }
+  ASSIGN_OR_RETURN(runtime::PlanResult result, runtime::run_plan_device(built.plan, feeds, *mpi));
+  if (mpi->rank() != 0) return std::optional<runtime::PlanResult>();
+  return std::optional<runtime::PlanResult>(std::move(result));
+}
+
 struct TransformFlags {
   std::string model;
   std::string scheme;
@@ -255,12 +276,7 @@ struct VerifyFlags {
 };
 
 Status run_verify(const VerifyFlags& f, int* exit_code) {
-  std::unique_ptr<runtime::Communicator> mpi;
-  if (f.comm == "mpi") {
-    ASSIGN_OR_RETURN(mpi, runtime::create_mpi_communicator());
-  } else if (f.comm != "inproc") {
-    return error("--comm {}: expected inproc or mpi", f.comm);
-  }
+  ASSIGN_OR_RETURN(std::unique_ptr<runtime::Communicator> mpi, open_communicator(f.comm));
   ASSIGN_OR_RETURN(BuiltPlan built, load_plan(f.plan));
   if (!f.fp32) {
     // The same lowering of the model in float64: rounding differences between summation
@@ -275,13 +291,9 @@ Status run_verify(const VerifyFlags& f, int* exit_code) {
     built.plan.source = source;
   }
   ASSIGN_OR_RETURN(runtime::PlanFeeds feeds, plan_feeds(built, 1, f.seed));
-  runtime::PlanResult result;
-  if (mpi) {
-    ASSIGN_OR_RETURN(result, runtime::run_plan_device(built.plan, feeds, *mpi));
-    if (mpi->rank() != 0) return Status::ok();
-  } else {
-    ASSIGN_OR_RETURN(result, runtime::run_plan_inproc(built.plan, feeds));
-  }
+  ASSIGN_OR_RETURN(std::optional<runtime::PlanResult> ran, run_built(built, feeds, mpi.get()));
+  if (!ran) return Status::ok();  // an MPI rank other than 0: rank 0 reports
+  const runtime::PlanResult& result = *ran;
   ASSIGN_OR_RETURN(Plan reference,
                    lower_reference(built.model, built.plan.scheme, built.options));
   ASSIGN_OR_RETURN(runtime::PlanResult expected, runtime::run_plan_inproc(reference, feeds));
@@ -344,21 +356,12 @@ Status run_verify(const VerifyFlags& f, int* exit_code) {
 
 Status run_plan_directory(const std::string& dir, const std::string& comm, int steps, bool json,
                           uint64_t seed) {
-  std::unique_ptr<runtime::Communicator> mpi;
-  if (comm == "mpi") {
-    ASSIGN_OR_RETURN(mpi, runtime::create_mpi_communicator());
-  } else if (comm != "inproc") {
-    return error("--comm {}: expected inproc or mpi", comm);
-  }
+  ASSIGN_OR_RETURN(std::unique_ptr<runtime::Communicator> mpi, open_communicator(comm));
   ASSIGN_OR_RETURN(BuiltPlan built, load_plan(dir));
   ASSIGN_OR_RETURN(runtime::PlanFeeds feeds, plan_feeds(built, steps, seed));
-  runtime::PlanResult result;
-  if (mpi) {
-    ASSIGN_OR_RETURN(result, runtime::run_plan_device(built.plan, feeds, *mpi));
-    if (mpi->rank() != 0) return Status::ok();
-  } else {
-    ASSIGN_OR_RETURN(result, runtime::run_plan_inproc(built.plan, feeds));
-  }
+  ASSIGN_OR_RETURN(std::optional<runtime::PlanResult> ran, run_built(built, feeds, mpi.get()));
+  if (!ran) return Status::ok();  // an MPI rank other than 0: rank 0 reports
+  const runtime::PlanResult& result = *ran;
   if (json) {
     fmt::print("{{\"devices\": {}, \"steps\": {}, \"losses\": [{}], \"seconds\": {:.4f}}}\n",
                built.plan.device_role.size(), steps, fmt::join(result.losses, ", "),

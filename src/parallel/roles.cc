@@ -215,6 +215,25 @@ StatusOr<std::vector<Role>> build_roles(const SpmdResult& spmd,
       return error("role {}: value '{}' is read before any program computes or receives it", r,
                    val.name);
     };
+    // A node's inputs in the role graph: recomputed copies first, then the values themselves.
+    auto inputs_of = [&](const Node& node, const std::map<ValueId, ValueId>& recomputed)
+        -> StatusOr<std::vector<ValueId>> {
+      std::vector<ValueId> ins;
+      for (ValueId in : node.inputs) {
+        if (in == kNoId) {
+          ins.push_back(kNoId);
+          continue;
+        }
+        auto it = recomputed.find(in);
+        if (it != recomputed.end()) {
+          ins.push_back(it->second);
+          continue;
+        }
+        ASSIGN_OR_RETURN(ValueId x, get(in));
+        ins.push_back(x);
+      }
+      return ins;
+    };
     auto emit_sends = [&](ValueId out, int32_t program) {
       for (const Cut& c : cuts) {
         if (c.value == out && c.from == r && c.sender == program)
@@ -288,20 +307,7 @@ StatusOr<std::vector<Role>> build_roles(const SpmdResult& spmd,
         }
         for (NodeId f : copy) {
           const Node& node = g.node(f);
-          std::vector<ValueId> ins;
-          for (ValueId in : node.inputs) {
-            if (in == kNoId) {
-              ins.push_back(kNoId);
-              continue;
-            }
-            auto it = recomputed.find(in);
-            if (it != recomputed.end()) {
-              ins.push_back(it->second);
-              continue;
-            }
-            ASSIGN_OR_RETURN(ValueId x, get(in));
-            ins.push_back(x);
-          }
+          ASSIGN_OR_RETURN(std::vector<ValueId> ins, inputs_of(node, recomputed));
           ASSIGN_OR_RETURN(std::vector<ValueId> outs,
                            duplicate(rg, g, node, ins, "/recompute"));
           for (size_t i = 0; i < outs.size(); ++i) {
@@ -312,20 +318,7 @@ StatusOr<std::vector<Role>> build_roles(const SpmdResult& spmd,
       }
       for (NodeId n : nodes) {
         const Node& node = g.node(n);
-        std::vector<ValueId> ins;
-        for (ValueId in : node.inputs) {
-          if (in == kNoId) {
-            ins.push_back(kNoId);
-            continue;
-          }
-          auto it = recomputed.find(in);
-          if (it != recomputed.end()) {
-            ins.push_back(it->second);
-            continue;
-          }
-          ASSIGN_OR_RETURN(ValueId x, get(in));
-          ins.push_back(x);
-        }
+        ASSIGN_OR_RETURN(std::vector<ValueId> ins, inputs_of(node, recomputed));
         ASSIGN_OR_RETURN(std::vector<ValueId> outs, duplicate(rg, g, node, ins, ""));
         for (size_t i = 0; i < outs.size(); ++i) {
           if (node.outputs[i] == kNoId) continue;
