@@ -76,6 +76,35 @@ StatusOr<Plan> lower(const Graph& model, const Scheme& scheme, const LoweringOpt
   };
 
   ASSIGN_OR_RETURN(SpmdResult spmd, lower_spmd(input, scheme.mesh, policy.spmd));
+  // An axis that splits nothing would only replicate the work: say why instead.
+  auto splits_any = [](const auto& specs, std::string_view axis) {
+    for (const auto& spec : specs) {
+      if (spec.layout.dim_of(axis) >= 0) return true;
+    }
+    return false;
+  };
+  if (scheme.tp() > 1 && !splits_any(spmd.state, "tp")) {
+    const Value* first = nullptr;
+    for (ValueId p : graph.parameters()) {
+      if (graph.value(p).shape.rank() >= 2) {
+        first = &graph.value(p);
+        break;
+      }
+    }
+    return error("mesh.tp: {} divides no dim of a parameter the model splits{}", scheme.tp(),
+                 first ? fmt::format(" (e.g. {} {}[{}])", first->name, dtype_name(first->dtype),
+                                     fmt::join(first->shape.dims, ","))
+                       : std::string());
+  }
+  if (scheme.sp() > 1 && !splits_any(spmd.data, "sp")) {
+    return error("mesh.sp: {} divides no sequence or height dim of the inputs ({})", scheme.sp(),
+                 fmt::format("{}", fmt::join([&] {
+                   std::vector<std::string> shapes;
+                   for (const DataSpec& d : spmd.data)
+                     shapes.push_back(fmt::format("{} [{}]", d.name, fmt::join(d.shape, ",")));
+                   return shapes;
+                 }(), ", ")));
+  }
 
   const int64_t virtual_stages = policy.stages * policy.chunks;
   std::vector<int32_t> layer_stage(std::max(layers, 1), 0);

@@ -1,5 +1,6 @@
 // Attribute parallelism: a sample's attribute dim split over sp, the sequence of token inputs
-// ([batch, seq]) and of embedded sequences ([batch, seq, hidden]), the height of images
+// ([batch, seq] integers; a float [batch, features] input has no attribute dim) and of
+// embedded sequences ([batch, seq, hidden]), the height of images
 // ([N, C, H, W]). Ops whose loops read that dim whole (attention's keys, a convolution's
 // window) get it gathered by the SPMD pass.
 #include "paradigms.h"
@@ -13,7 +14,7 @@ Status configure_attribute(const Scheme& scheme, const Graph&, int32_t, Lowering
   policy.input_layouts.push_back([sp](const Value& v, Layout layout) {
     const int64_t rank = v.shape.rank();
     int64_t dim = -1;
-    if (rank == 2 || rank == 3) dim = 1;
+    if ((rank == 2 && !is_floating(v.dtype)) || rank == 3) dim = 1;
     if (rank == 4) dim = 2;
     if (dim < 0 || v.shape.dims[dim] % sp != 0) return layout;
     return layout.with_split(dim, "sp");

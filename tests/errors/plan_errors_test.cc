@@ -1,0 +1,120 @@
+// Scheme and plan errors: one line naming the scheme file and field (or the plan file), exit 2.
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "testing/testing.h"
+
+namespace autopar {
+namespace {
+
+using testing::run_autopar;
+
+class PlanErrors : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::temp_dir(::testing::UnitTest::GetInstance()->current_test_info()->name());
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string scheme(const std::string& text) {
+    std::ofstream(dir_ + "/s.yaml") << text;
+    return "s.yaml";
+  }
+  void expect_error(const std::vector<std::string>& args, const std::string& line) {
+    const testing::CommandResult r = run_autopar(args, dir_);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_EQ(r.err, line + "\n");
+  }
+  void expect_transform_error(const std::string& model, const std::string& text,
+                              const std::string& line) {
+    expect_error({"transform", model, "--scheme", scheme(text), "-o", "plan"}, line);
+  }
+
+  std::string dir_;
+};
+
+TEST_F(PlanErrors, MeshProductIsNotTheDevices) {
+  expect_transform_error("mlp", "mesh: {dp: 2, tp: 2}\ndevices: 8\n",
+                         "autopar: error: s.yaml: mesh: {dp: 2, tp: 2} has 4 devices, but "
+                         "devices is 8");
+}
+
+TEST_F(PlanErrors, TpDividesNoParameterDim) {
+  expect_transform_error("mlp", "mesh: {tp: 3}\nbatch: {global: 3}\n",
+                         "autopar: error: s.yaml: mesh.tp: 3 divides no dim of a parameter the "
+                         "model splits (e.g. fc.0.weight f32[64,64])");
+}
+
+TEST_F(PlanErrors, SpDividesNoSequenceDim) {
+  expect_transform_error("mlp", "mesh: {sp: 2}\nbatch: {global: 4}\n",
+                         "autopar: error: s.yaml: mesh.sp: 2 divides no sequence or height dim of "
+                         "the inputs (x [4,64], labels [4])");
+}
+
+TEST_F(PlanErrors, MoreStagesThanLayers) {
+  expect_transform_error("mlp", "mesh: {pp: 8}\n",
+                         "autopar: error: s.yaml: mesh.pp: 8 stages for a model of 4 layers");
+}
+
+TEST_F(PlanErrors, MicroDoesNotDivideTheReplicaBatch) {
+  expect_transform_error("mlp", "mesh: {dp: 2}\nbatch: {global: 8, micro: 3}\n",
+                         "autopar: error: s.yaml: batch.micro: 3 does not divide global / dp = "
+                         "8 / 2 = 4");
+}
+
+TEST_F(PlanErrors, GlobalBatchDoesNotSplitOverDp) {
+  expect_transform_error("mlp", "mesh: {dp: 3}\nbatch: {global: 4}\n",
+                         "autopar: error: s.yaml: batch.global: 4 is not divisible by dp = 3");
+}
+
+TEST_F(PlanErrors, ChunksWithoutInterleaving) {
+  expect_transform_error("mlp", "mesh: {pp: 2}\npipeline: {schedule: 1f1b, chunks: 2}\n",
+                         "autopar: error: s.yaml: pipeline.chunks: 2 chunks need schedule "
+                         "interleaved, not 1f1b");
+}
+
+TEST_F(PlanErrors, InterleavedMicrobatchesNotAMultipleOfPp) {
+  expect_transform_error(
+      "mlp", "mesh: {pp: 2}\nbatch: {global: 3, micro: 1}\npipeline: {schedule: interleaved, chunks: 2}\n",
+      "autopar: error: s.yaml: pipeline.schedule: interleaved needs the microbatches (3) to be a "
+      "multiple of pp (2)");
+}
+
+TEST_F(PlanErrors, ZeroStageOutOfRange) {
+  expect_transform_error("mlp", "mesh: {dp: 2}\nbatch: {global: 4}\nzero: 5\n",
+                         "autopar: error: s.yaml: zero: 5 is not a ZeRO stage (0, 1, 2 or 3)");
+}
+
+TEST_F(PlanErrors, NotAPlanDirectory) {
+  std::filesystem::create_directory(dir_ + "/empty");
+  expect_error({"verify", "empty"}, "autopar: error: empty: no plan here (manifest.yaml is missing)");
+}
+
+TEST_F(PlanErrors, EditedRoleFile) {
+  const testing::CommandResult t = run_autopar(
+      {"transform", "mlp", "--scheme", scheme("mesh: {dp: 2}\nbatch: {global: 4}\n"), "-o", "plan"},
+      dir_);
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  std::ofstream(dir_ + "/plan/role_0.onnx", std::ios::app) << "x";
+  expect_error({"run", "plan"},
+               "autopar: error: plan/role_0.onnx: differs from the lowering of mlp with the "
+               "recorded scheme (the plan was edited or the model changed); run `autopar "
+               "transform` again");
+}
+
+TEST_F(PlanErrors, PlanWithBatchFlag) {
+  const testing::CommandResult t = run_autopar(
+      {"transform", "mlp", "--scheme", scheme("mesh: {dp: 2}\nbatch: {global: 4}\n"), "-o", "plan"},
+      dir_);
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  expect_error({"run", "plan", "--batch", "3"},
+               "autopar: error: plan: a plan runs as it was made: --batch, --dim, --inputs and "
+               "--outputs do not apply");
+  expect_error({"run", "plan", "--comm", "nccl"},
+               "autopar: error: --comm nccl: expected inproc or mpi");
+}
+
+}  // namespace
+}  // namespace autopar
