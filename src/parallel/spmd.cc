@@ -17,6 +17,9 @@ constexpr double kInfinite = 1e300;
 // Arithmetic a byte of communication is worth: an accelerator does about a thousand
 // floating-point operations in the time its interconnect moves one byte.
 constexpr double kFlopsPerByte = 1000.0;
+// Arithmetic one collective's latency is worth (about 10 µs at 10 TFLOP/s): between plans
+// that move as many bytes, fewer collectives win.
+constexpr double kFlopsPerCollective = 1e8;
 
 int64_t split_degree(const Layout& layout, const DeviceMesh& mesh) {
   int64_t degree = 1;
@@ -138,6 +141,12 @@ double Spmd::input_cost(ValueId v, const Layout& want, const Node& consumer) con
       static_cast<double>(value.num_bytes()) / static_cast<double>(split_degree(from, mesh_));
   double cost = 0.0;
   for (const ReshardStep& step : steps.value()) {
+    if (policy_.tp_from_parameters_only && step.axis == "tp" && !constant &&
+        (step.kind == ReshardStep::Kind::kReduceScatter ||
+         step.kind == ReshardStep::Kind::kSlice || step.kind == ReshardStep::Kind::kAllToAll)) {
+      return kInfinite;
+    }
+    if (step.kind != ReshardStep::Kind::kSlice) cost += kFlopsPerCollective / kFlopsPerByte;
     switch (step.kind) {
       case ReshardStep::Kind::kAllReduce: cost += 2.0 * bytes; break;
       case ReshardStep::Kind::kAllGather:

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include "autopar/ir/text.h"
+#include "autopar/parallel/lowering.h"
+#include "autopar/zoo/zoo.h"
 #include "autopar/onnx/onnx_import.h"
 #include "testing/onnx_proto.h"
 #include "testing/testing.h"
@@ -46,6 +48,39 @@ TEST(Golden, ImportedTorchStyleCnn) {
   auto graph = import_onnx(testing::torch_style_cnn().model(), options, "cnn.onnx");
   ASSERT_TRUE(graph.is_ok()) << graph.status().message();
   expect_golden("torch_style_cnn.txt", print(*graph));
+}
+
+// A plan's manifest and every role graph's text, for a small model and scheme.
+std::string plan_text(const std::string& scheme_yaml, int64_t micro_global) {
+  auto scheme = parse_scheme(scheme_yaml, "scheme");
+  EXPECT_TRUE(scheme.is_ok()) << scheme.status().message();
+  ZooOptions zoo;
+  zoo.batch = micro_global;
+  auto model = build_zoo_model("mlp", zoo);
+  EXPECT_TRUE(model.is_ok()) << model.status().message();
+  LoweringOptions options;
+  options.optimizer.kind = OptimizerKind::kSgd;
+  auto plan = lower(*model, *scheme, options);
+  EXPECT_TRUE(plan.is_ok()) << plan.status().message();
+  if (!plan.is_ok()) return "";
+  plan->source.model = "mlp";
+  plan->source.loss = "cross_entropy";
+  plan->source.optimizer = "sgd";
+  std::string text = manifest_yaml(*plan);
+  for (const Role& role : plan->roles) text += "\n" + print(role.graph);
+  return text;
+}
+
+TEST(Golden, PlanDataAndTensorParallel) {
+  expect_golden("plan_mlp_dp2_tp2.txt",
+                plan_text("mesh: {dp: 2, tp: 2}\nbatch: {global: 4, micro: 2}\n", 4));
+}
+
+TEST(Golden, PlanPipelineWithRecomputation) {
+  expect_golden("plan_mlp_pp2_gpipe_recompute.txt",
+                plan_text("mesh: {pp: 2}\nbatch: {global: 2, micro: 1}\n"
+                          "pipeline: {schedule: gpipe}\nrecompute: full\n",
+                          1));
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "testing/testing.h"
 
@@ -32,8 +33,17 @@ constexpr Model kModels[] = {
 };
 constexpr int kSchemesPerModel = 20;
 
-// One random scheme; every paradigm appears alone and mixed across seeds.
-std::string random_scheme(const Model& model, uint64_t seed) {
+struct Drawn {
+  std::string yaml;
+  std::map<std::string, int> mesh;
+  std::string schedule;
+  int zero = 0;
+  std::string recompute;
+  std::string tensor;
+};
+
+// One random scheme; every paradigm appears alone and mixed across seeds (checked below).
+Drawn random_scheme(const Model& model, uint64_t seed) {
   std::mt19937_64 rng(seed);
   auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<uint64_t>(n)); };
   const int devices = 1 << (1 + pick(3));  // 2, 4, 8
@@ -64,8 +74,10 @@ std::string random_scheme(const Model& model, uint64_t seed) {
   const int micro = 1 + pick(2);
   const int global = mesh["dp"] * micro * microbatches;
   const int zero = mesh["dp"] > 1 ? pick(4) : 0;
-  const char* recompute[] = {"none", "selective", "full"};
-  const char* tensor = pick(2) == 0 ? "megatron" : "auto";
+  const char* recompute_names[] = {"none", "selective", "full"};
+  const char* tensor_names[] = {"megatron", "megatron-sp", "auto"};
+  const char* tensor = tensor_names[pick(3)];
+  const char* recompute = recompute_names[pick(3)];
   std::string text = "mesh: {";
   bool first = true;
   for (const char* axis : axes) {
@@ -76,12 +88,12 @@ std::string random_scheme(const Model& model, uint64_t seed) {
   text += "}\n";
   text += fmt::format("batch: {{global: {}, micro: {}}}\n", global, micro);
   text += fmt::format("pipeline: {{schedule: {}, chunks: {}}}\n", schedule, chunks);
-  text += fmt::format("tensor: {}\nzero: {}\nrecompute: {}\n", tensor, zero, recompute[pick(3)]);
-  return text;
+  text += fmt::format("tensor: {}\nzero: {}\nrecompute: {}\n", tensor, zero, recompute);
+  return {text, mesh, schedule, zero, recompute, tensor};
 }
 
 void verify_one(const Model& model, uint64_t seed) {
-  const std::string scheme = random_scheme(model, seed);
+  const std::string scheme = random_scheme(model, seed).yaml;
   const std::string dir = testing::temp_dir(fmt::format("plan_property_{}_{}", model.name, seed));
   {
     std::ofstream out(dir + "/scheme.yaml");
@@ -102,6 +114,38 @@ void verify_one(const Model& model, uint64_t seed) {
   EXPECT_GT(json["compared"].get<int>(), 8) << repro;
 }
 
+uint64_t seed_of(int model, int i) { return static_cast<uint64_t>(model) * 1000 + i; }
+
+// The drawn schemes cover every paradigm alone and mixed, 2-D and 3-D meshes, every schedule,
+// ZeRO 1 to 3, both recomputations, every tensor strategy, and sp on conv nets and transformers.
+TEST(PlanPropertyDraws, CoverEveryParadigm) {
+  std::set<std::string> seen;
+  for (int m = 0; m < 5; ++m) {
+    for (int i = 0; i < kSchemesPerModel; ++i) {
+      const Drawn d = random_scheme(kModels[m], seed_of(m, i));
+      int axes = 0;
+      for (const auto& [axis, size] : d.mesh) axes += size > 1;
+      for (const auto& [axis, size] : d.mesh) {
+        if (size > 1 && axes == 1) seen.insert(axis + " alone");
+      }
+      if (axes >= 2) seen.insert("2-D or more");
+      if (axes >= 3) seen.insert("3-D");
+      if (d.mesh.at("sp") > 1) seen.insert(kModels[m].conv ? "sp conv" : "sp transformer");
+      if (d.mesh.at("pp") > 1) seen.insert("schedule " + d.schedule);
+      seen.insert(fmt::format("zero {}", d.zero));
+      seen.insert("recompute " + d.recompute);
+      if (d.mesh.at("tp") > 1) seen.insert("tensor " + d.tensor);
+    }
+  }
+  for (const char* want :
+       {"dp alone", "tp alone", "pp alone", "sp alone", "2-D or more", "3-D", "sp conv",
+        "sp transformer", "schedule gpipe", "schedule 1f1b", "schedule interleaved", "zero 1",
+        "zero 2", "zero 3", "recompute selective", "recompute full", "tensor megatron",
+        "tensor megatron-sp", "tensor auto"}) {
+    EXPECT_TRUE(seen.count(want)) << want;
+  }
+}
+
 class PlanProperty : public ::testing::TestWithParam<int> {};
 
 TEST_P(PlanProperty, RandomSchemesVerify) {
@@ -112,7 +156,7 @@ TEST_P(PlanProperty, RandomSchemesVerify) {
     return;
   }
   for (int i = 0; i < kSchemesPerModel; ++i) {
-    verify_one(model, static_cast<uint64_t>(GetParam()) * 1000 + static_cast<uint64_t>(i));
+    verify_one(model, seed_of(GetParam(), i));
     if (HasFatalFailure()) return;
   }
 }

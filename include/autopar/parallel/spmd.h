@@ -30,6 +30,10 @@ struct SpmdPolicy {
   // optimizer state (stage ≥ 1), accumulated gradients (≥ 2) and parameters (3).
   int zero = 0;
   int64_t microbatches = 1;
+  // Megatron: activations are split over tp only where a split parameter puts them (no
+  // reduce-scatter, slice or all-to-all onto tp); megatron-sp and auto also split sequences
+  // and batches over tp between the column/row pairs.
+  bool tp_from_parameters_only = false;
 };
 
 // The gradient pairs of the graph being lowered, and the state it updates.

@@ -1,8 +1,14 @@
 // Operator (tensor) parallelism: parameters split over tp. A parameter's layout is chosen by
-// its first consumer's cheapest strategy, which gives Megatron's column/row pairs for MLPs and
-// attention: the first projection splits its output features, the second contracts over them
-// and leaves a partial sum that one all-reduce resolves. `megatron` lets only linear layers,
-// embeddings and the elementwise ops after them (biases) split parameters; `auto` lets every op.
+// its first consumer's cheapest strategy, which gives Megatron's column/row pairs for MLPs,
+// attention and convolutions (output channels, then input channels): the first projection
+// splits its output features, the second contracts over them and leaves a partial sum that one
+// all-reduce resolves.
+// - megatron: only linear layers, convolutions, embeddings and the elementwise ops after them
+//   (biases) split parameters, and activations are split over tp only where those put them;
+// - megatron-sp: also lets the row projection's partial sum be reduce-scattered onto the
+//   sequence (or batch) and gathered before the next column projection, so the norms and the
+//   residual between them run on shards;
+// - auto: every op may split parameters and activations, whichever is cheapest.
 #include "paradigms.h"
 
 namespace autopar::paradigm_files {
@@ -11,12 +17,14 @@ Status configure_operator(const Scheme& scheme, const Graph&, int32_t, LoweringP
   const TensorStrategy tensor = scheme.tensor;
   policy.spmd.parameter_split = [tensor](const Graph&, const Node& consumer, std::string_view) {
     if (tensor == TensorStrategy::kAuto) return true;
-    static const char* const kLinear[] = {"MatMul", "Gemm", "Gather", "Add", "Mul", "Sub"};
+    static const char* const kLinear[] = {"MatMul", "Gemm", "Conv", "ConvTranspose", "Gather",
+                                          "Add",    "Mul",  "Sub"};
     for (const char* op : kLinear) {
       if (consumer.op_type == op) return true;
     }
     return false;
   };
+  policy.spmd.tp_from_parameters_only = tensor == TensorStrategy::kMegatron;
   if (scheme.tp() > 1) policy.spmd.axes.push_back("tp");
   return Status::ok();
 }
