@@ -43,12 +43,16 @@ bool is_zoo(const std::string& model) {
 }
 
 // The model with weights at `batch` samples (dims as recorded).
+// The model at `batch` samples (dims as recorded): with weights to run, shape-only (zoo
+// models) to lower.
 StatusOr<Graph> load_at(const std::string& model, std::optional<int64_t> batch,
-                        const std::vector<std::pair<std::string, int64_t>>& dims) {
+                        const std::vector<std::pair<std::string, int64_t>>& dims, bool weights) {
   DimFlags flags;
   flags.batch = batch;
   for (const auto& [name, n] : dims) flags.dims.push_back(fmt::format("{}={}", name, n));
-  return load_trainable_model(model, flags);
+  if (weights) return load_trainable_model(model, flags);
+  ASSIGN_OR_RETURN(LoadedModel loaded, load_model(model, flags));
+  return std::move(loaded.graph);
 }
 
 int64_t batch_of(const Graph& g) {
@@ -61,7 +65,7 @@ int64_t batch_of(const Graph& g) {
 }  // namespace
 
 StatusOr<BuiltPlan> build_plan(const std::string& model, Scheme scheme, const PlanSource& given,
-                               const std::string& scheme_source) {
+                               const std::string& scheme_source, bool weights) {
   BuiltPlan built;
   // The global batch: the scheme's, else the model's (at --batch when given).
   std::optional<int64_t> user_batch;
@@ -74,7 +78,7 @@ StatusOr<BuiltPlan> build_plan(const std::string& model, Scheme scheme, const Pl
     if (user_batch) {
       scheme.global_batch = *user_batch;
     } else {
-      ASSIGN_OR_RETURN(Graph probe, load_at(model, is_zoo(model) ? std::optional<int64_t>(4) : std::nullopt, dims));
+      ASSIGN_OR_RETURN(Graph probe, load_at(model, is_zoo(model) ? std::optional<int64_t>(4) : std::nullopt, dims, false));
       scheme.global_batch = batch_of(probe);
     }
   }
@@ -89,7 +93,7 @@ StatusOr<BuiltPlan> build_plan(const std::string& model, Scheme scheme, const Pl
                  scheme_source, scheme.micro_batch, scheme.global_batch / dp);
   }
   const int64_t micro_global = dp * scheme.micro_batch;
-  ASSIGN_OR_RETURN(built.model, load_at(model, micro_global, dims));
+  ASSIGN_OR_RETURN(built.model, load_at(model, micro_global, dims, weights));
   if (batch_of(built.model) != micro_global) {
     return error(
         "{}: the model's batch dim is fixed at {}, a microbatch over dp is {} samples; give the "
@@ -138,7 +142,7 @@ StatusOr<BuiltPlan> load_plan(const std::string& dir) {
     }
   }
   ASSIGN_OR_RETURN(BuiltPlan built, build_plan(manifest.source.model, manifest.scheme,
-                                               manifest.source, dir + "/manifest.yaml"));
+                                               manifest.source, dir + "/manifest.yaml", true));
   RETURN_IF_ERROR(check_plan_files(built.plan, dir));
   return built;
 }
@@ -237,7 +241,7 @@ Status run_transform(const TransformFlags& f) {
     }
   }
   const auto start = std::chrono::steady_clock::now();
-  ASSIGN_OR_RETURN(BuiltPlan built, build_plan(f.model, scheme, given, f.scheme));
+  ASSIGN_OR_RETURN(BuiltPlan built, build_plan(f.model, scheme, given, f.scheme, false));
   RETURN_IF_ERROR(write_plan(built.plan, f.out));
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -18,9 +18,10 @@ struct BuiltPlan {
 };
 
 // Resolves the scheme's batch against the model (global = the model's batch when the scheme
-// omits it), loads the model at one microbatch over dp and lowers it.
+// omits it), loads the model at one microbatch over dp (with weights, or shape-only for zoo
+// models when only lowering) and lowers it.
 StatusOr<BuiltPlan> build_plan(const std::string& model, Scheme scheme, const PlanSource& given,
-                               const std::string& scheme_source);
+                               const std::string& scheme_source, bool weights);
 // Rebuilds the plan a directory records and checks its role files are that plan.
 StatusOr<BuiltPlan> load_plan(const std::string& dir);
 // Initial state from the model and `steps` steps of synthetic microbatches.

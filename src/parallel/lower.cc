@@ -54,6 +54,10 @@ StatusOr<Plan> lower(const Graph& model, const Scheme& scheme, const LoweringOpt
   }
   const Graph& graph = *input.graph;
 
+  if (scheme.precision != Precision::kFp32) {
+    return error("precision: {} is not lowered yet (plans compute in fp32 with fp32 weights)",
+                 precision_name(scheme.precision));
+  }
   const int64_t microbatches = scheme.microbatches();
   if (microbatches < 1) return error("batch: the scheme has no microbatches");
   if (scheme.schedule == PipelineSchedule::kInterleaved && scheme.pp() > 1 &&

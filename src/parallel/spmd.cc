@@ -128,7 +128,17 @@ class Spmd {
 
 double Spmd::input_cost(ValueId v, const Layout& want, const Node& consumer) const {
   if (v == kNoId) return 0.0;
-  if (is_free(v)) return allowed_free(v, want, consumer) ? 0.0 : kInfinite;
+  if (is_free(v)) {
+    if (!allowed_free(v, want, consumer)) return kInfinite;
+    // A parameter held whole where it could be split costs every device its memory and its
+    // share of the update: count the bytes it keeps beyond its shard like bytes moved.
+    const Value& value = src_.value(v);
+    const int64_t tp = has_axis("tp") ? mesh_.size("tp") : 1;
+    const double kept = static_cast<double>(value.num_bytes()) *
+                        (1.0 / static_cast<double>(split_degree(want, mesh_)) -
+                         1.0 / static_cast<double>(tp));
+    return kept * kFlopsPerByte;
+  }
   const Value& value = src_.value(v);
   Layout from = layout_[v] ? *layout_[v] : Layout::replicated(value.shape.rank());
   if (slot_param_.count(v) && !layout_[v]) from = slot_storage(v);

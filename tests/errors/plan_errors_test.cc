@@ -87,6 +87,12 @@ TEST_F(PlanErrors, ZeroStageOutOfRange) {
                          "autopar: error: s.yaml: zero: 5 is not a ZeRO stage (0, 1, 2 or 3)");
 }
 
+TEST_F(PlanErrors, LowPrecisionIsNotLoweredYet) {
+  expect_transform_error("mlp", "mesh: {dp: 2}\nbatch: {global: 4}\nprecision: bf16\n",
+                         "autopar: error: s.yaml: precision: bf16 is not lowered yet (plans "
+                         "compute in fp32 with fp32 weights)");
+}
+
 TEST_F(PlanErrors, NotAPlanDirectory) {
   std::filesystem::create_directory(dir_ + "/empty");
   expect_error({"verify", "empty"}, "autopar: error: empty: no plan here (manifest.yaml is missing)");
