@@ -134,7 +134,7 @@ TEST(Scheme, ExampleConfigsParse) {
     EXPECT_TRUE(scheme.is_ok()) << scheme.status().message();
     parsed += scheme.is_ok() ? 1 : 0;
   }
-  EXPECT_EQ(parsed, 8);
+  EXPECT_EQ(parsed, 9);
 }
 
 }  // namespace
