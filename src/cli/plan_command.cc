@@ -159,6 +159,21 @@ StatusOr<runtime::PlanFeeds> plan_feeds(const BuiltPlan& built, int steps, uint6
   for (const Value& v : source.values()) {
     if (v.is_initializer() && v.data) feeds.state[v.name] = v.data;
   }
+  // Parts of split parameters, and their optimizer state, are slices of the whole ones.
+  for (const StateSpec& s : built.plan.state) {
+    if (feeds.state.count(s.name) || s.init != StateSpec::Init::kModel) continue;
+    for (const ParameterPart& part : built.plan.parts) {
+      if (s.name.compare(0, part.name.size(), part.name) != 0) continue;
+      const std::string suffix = s.name.substr(part.name.size());
+      if (!suffix.empty() && suffix[0] != '.') continue;
+      auto whole = feeds.state.find(part.whole + suffix);
+      if (whole == feeds.state.end()) continue;
+      const int64_t parts = whole->second->dims()[part.dim] / part.length;
+      feeds.state[s.name] = std::make_shared<const Tensor>(runtime::split_tensor(
+          *whole->second, part.dim, parts)[part.offset / part.length]);
+      break;
+    }
+  }
   // Labels: class ids over the output's last dim, or targets of its shape.
   const Graph& model = built.model;
   const Value& output = model.value(model.outputs().at(0));
@@ -297,11 +312,24 @@ Status run_verify(const VerifyFlags& f, int* exit_code) {
   ASSIGN_OR_RETURN(runtime::PlanFeeds feeds, plan_feeds(built, 1, f.seed));
   ASSIGN_OR_RETURN(std::optional<runtime::PlanResult> ran, run_built(built, feeds, mpi.get()));
   if (!ran) return Status::ok();  // an MPI rank other than 0: rank 0 reports
-  const runtime::PlanResult& result = *ran;
+  runtime::PlanResult& result = *ran;
   ASSIGN_OR_RETURN(Plan reference,
                    lower_reference(built.model, built.plan.scheme, built.options));
   ASSIGN_OR_RETURN(runtime::PlanResult expected, runtime::run_plan_inproc(reference, feeds));
 
+  // Parameters the plan split into parts are compared whole.
+  std::map<std::string, std::vector<const ParameterPart*>> parts_of;
+  for (const ParameterPart& part : built.plan.parts) parts_of[part.whole].push_back(&part);
+  for (const auto& [whole, parts] : parts_of) {
+    std::vector<Tensor> pieces;
+    for (const ParameterPart* part : parts) {
+      auto it = result.state.find(part->name);
+      if (it == result.state.end()) break;
+      pieces.push_back(it->second);
+    }
+    if (pieces.size() == parts.size())
+      result.state.emplace(whole, runtime::concat_tensors(pieces, parts.front()->dim));
+  }
   std::vector<Difference> diffs;
   if (!built.options.inference) {
     if (result.losses.empty() || expected.losses.empty())

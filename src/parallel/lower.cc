@@ -38,28 +38,12 @@ StatusOr<Plan> lower(const Graph& model, const Scheme& scheme, const LoweringOpt
   int32_t layers = 0;
   for (const Node& n : model.nodes()) layers = std::max(layers, n.layer + 1);
 
-  SpmdInput input;
-  TrainingGraph training;
-  Graph inference;
-  const bool train = !options.inference;
-  if (train) {
-    ASSIGN_OR_RETURN(training, build_training_graph(model, options.loss, options.optimizer));
-    input.graph = &training.graph;
-    input.gradients = training.gradients;
-    input.updates = training.updates;
-    input.loss = training.loss;
-  } else {
-    inference = model;
-    input.graph = &inference;
-  }
-  const Graph& graph = *input.graph;
-
+  const int64_t microbatches = scheme.microbatches();
+  if (microbatches < 1) return error("batch: the scheme has no microbatches");
   if (scheme.precision != Precision::kFp32) {
     return error("precision: {} is not lowered yet (plans compute in fp32 with fp32 weights)",
                  precision_name(scheme.precision));
   }
-  const int64_t microbatches = scheme.microbatches();
-  if (microbatches < 1) return error("batch: the scheme has no microbatches");
   if (scheme.schedule == PipelineSchedule::kInterleaved && scheme.pp() > 1 &&
       microbatches % scheme.pp() != 0) {
     return error(
@@ -70,8 +54,32 @@ StatusOr<Plan> lower(const Graph& model, const Scheme& scheme, const LoweringOpt
   policy.spmd.microbatches = microbatches;
   policy.spmd.parameter_split = [](const Graph&, const Node&, std::string_view) { return true; };
   for (const Paradigm& paradigm : paradigms()) {
-    RETURN_IF_ERROR(paradigm.configure(scheme, graph, layers, policy));
+    RETURN_IF_ERROR(paradigm.configure(scheme, model, layers, policy));
   }
+
+  std::vector<ParameterPart> parts;
+  Graph rewritten;
+  const Graph* source = &model;
+  if (policy.split_fused_projections) {
+    ASSIGN_OR_RETURN(rewritten, split_fused_projections(model, parts));
+    source = &rewritten;
+  }
+  SpmdInput input;
+  TrainingGraph training;
+  Graph inference;
+  const bool train = !options.inference;
+  if (train) {
+    ASSIGN_OR_RETURN(training, build_training_graph(*source, options.loss, options.optimizer));
+    input.graph = &training.graph;
+    input.gradients = training.gradients;
+    input.updates = training.updates;
+    input.loss = training.loss;
+  } else {
+    inference = *source;
+    input.graph = &inference;
+  }
+  const Graph& graph = *input.graph;
+
   auto contributions = policy.input_layouts;
   policy.spmd.input_layout = [contributions](const Value& v) {
     Layout layout = Layout::replicated(v.shape.rank());
@@ -132,6 +140,7 @@ StatusOr<Plan> lower(const Graph& model, const Scheme& scheme, const LoweringOpt
   plan.microbatches = microbatches;
   plan.stage_layers = policy.stage_layers;
   plan.state = std::move(spmd.state);
+  plan.parts = std::move(parts);
   plan.data = std::move(spmd.data);
   plan.loss = spmd.loss;
   plan.outputs = spmd.outputs;

@@ -162,6 +162,13 @@ std::string manifest_yaml(const Plan& plan) {
         yaml_quoted(s.layout.to_string()), s.init == StateSpec::Init::kZeros ? "zeros" : "model",
         s.is_parameter ? ", parameter: true" : "");
   }
+  if (!plan.parts.empty()) {
+    y += "parts:\n";
+    for (const ParameterPart& p : plan.parts) {
+      y += fmt::format("  - {{name: {}, of: {}, dim: {}, offset: {}, length: {}}}\n",
+                       yaml_quoted(p.name), yaml_quoted(p.whole), p.dim, p.offset, p.length);
+    }
+  }
   y += "data:\n";
   for (const DataSpec& d : plan.data) {
     y += fmt::format("  - {{name: {}, dtype: {}, shape: [{}], layout: {}}}\n", yaml_quoted(d.name),

@@ -33,6 +33,8 @@ struct LoweringPolicy {
   std::vector<std::pair<int32_t, int32_t>> stage_layers;  // per virtual stage
   PipelineSchedule schedule = PipelineSchedule::kOneForwardOneBackward;
   Recompute recompute = Recompute::kNone;
+  // Split fused projections into one per part before building the training graph.
+  bool split_fused_projections = false;
 };
 
 // A paradigm: one file in src/parallel/paradigms/, one entry in paradigms().
@@ -50,6 +52,11 @@ StatusOr<Plan> lower(const Graph& model, const Scheme& scheme, const LoweringOpt
 // The reference of `plan`: the same graph and microbatches on one device.
 StatusOr<Plan> lower_reference(const Graph& model, const Scheme& scheme,
                                const LoweringOptions& options);
+
+// A MatMul (+ bias) whose output is Split into equal parts along its last dim becomes one
+// projection per part on column slices of its parameters (recorded in `parts`, named
+// "<parameter>.part<i>"); the graph computes the same values.
+StatusOr<Graph> split_fused_projections(const Graph& model, std::vector<ParameterPart>& parts);
 
 // Programs and their placement: role graphs from the SPMD graph, one role per pipeline rank.
 StatusOr<std::vector<Role>> build_roles(const SpmdResult& spmd,

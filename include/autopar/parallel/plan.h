@@ -27,6 +27,17 @@ struct StateSpec {
   bool is_parameter = false;
 };
 
+// A parameter of the plan that is a slice of a model parameter (a fused projection split into
+// its parts): elements [offset, offset + length) of `whole` along `dim`.
+struct ParameterPart {
+  std::string name;
+  std::string whole;
+  int64_t dim = 0;
+  int64_t offset = 0;
+  int64_t length = 0;
+  bool operator==(const ParameterPart&) const = default;
+};
+
 // A graph input fed per microbatch: the model's inputs and the labels.
 struct DataSpec {
   std::string name;
@@ -77,6 +88,7 @@ struct Plan {
   int64_t microbatches = 1;
   std::vector<std::pair<int32_t, int32_t>> stage_layers;  // per virtual stage: [first, last]
   std::vector<StateSpec> state;
+  std::vector<ParameterPart> parts;  // plan parameters that are slices of model parameters
   std::vector<DataSpec> data;
   std::string loss;                  // role-graph output holding the loss ("" for inference)
   std::vector<std::string> outputs;  // model outputs (inference plans)

@@ -25,7 +25,10 @@ Status configure_operator(const Scheme& scheme, const Graph&, int32_t, LoweringP
     return false;
   };
   policy.spmd.tp_from_parameters_only = tensor == TensorStrategy::kMegatron;
-  if (scheme.tp() > 1) policy.spmd.axes.push_back("tp");
+  if (scheme.tp() > 1) {
+    policy.spmd.axes.push_back("tp");
+    policy.split_fused_projections = true;
+  }
   return Status::ok();
 }
 
