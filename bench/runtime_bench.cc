@@ -3,6 +3,11 @@
 #include <random>
 
 #include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
 #include <Eigen/Core>
 
 #include "autopar/autodiff/autodiff.h"
@@ -127,6 +132,7 @@ void BM_TrainingStep(benchmark::State& state, const char* name) {
   }
   feeds.emplace_back(training->labels, std::make_shared<const Tensor>(std::move(label_data)));
   double gemm_seconds = 0, all_seconds = 0;
+  std::map<std::string, double> by_op;
   for (auto _ : state) {
     runtime::RunStats stats;
     auto out = executor->run(feeds, &stats);
@@ -134,6 +140,7 @@ void BM_TrainingStep(benchmark::State& state, const char* name) {
     for (NodeId id = 0; id < g.num_nodes(); ++id) {
       const std::string& op = g.node(id).op_type;
       all_seconds += stats.node_seconds[id];
+      by_op[op + "/" + phase_name(g.node(id).phase)] += stats.node_seconds[id];
       if (op == "MatMul" || op == "Gemm" || op == "Conv" || op == "ConvTranspose")
         gemm_seconds += stats.node_seconds[id];
     }
@@ -141,6 +148,13 @@ void BM_TrainingStep(benchmark::State& state, const char* name) {
   state.counters["GFLOP/s"] =
       benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["gemm_share"] = all_seconds > 0 ? gemm_seconds / all_seconds : 0.0;
+  // AUTOPAR_BENCH_BREAKDOWN=1: the share of node time per op type, largest first.
+  if (std::getenv("AUTOPAR_BENCH_BREAKDOWN") && all_seconds > 0) {
+    std::vector<std::pair<double, std::string>> shares;
+    for (const auto& [op, seconds] : by_op) shares.emplace_back(seconds / all_seconds, op);
+    std::sort(shares.rbegin(), shares.rend());
+    for (const auto& [share, op] : shares) std::fprintf(stderr, "  %-28s %5.1f%%\n", op.c_str(), 100 * share);
+  }
 }
 
 BENCHMARK(BM_Gemm)->ArgsProduct({{256, 512, 1024}, {1, 2}})->Unit(benchmark::kMillisecond);

@@ -47,3 +47,31 @@ TEST(Reshard, Errors) {
 
 }  // namespace
 }  // namespace autopar
+
+namespace autopar {
+namespace {
+
+// Only the most minor split of a dim is contiguous per device: it alone may leave the dim or
+// have another split land under it. Each case was a wrong plan found by the property test.
+TEST(Reshard, MinorSplitsMoveFirst) {
+  const auto plan = [](const std::string& from, const std::string& to) {
+    const DeviceMesh mesh = *DeviceMesh::create({{"dp", 2}, {"sp", 2}, {"tp", 4}});
+    auto steps = reshard_steps(*Layout::parse(from), *Layout::parse(to), {16, 16, 16, 16}, mesh);
+    if (!steps.is_ok()) return "error: " + steps.status().message();
+    std::vector<std::string> parts;
+    for (const ReshardStep& s : *steps) parts.push_back(s.to_string());
+    return fmt::format("{}", fmt::join(parts, "; "));
+  };
+  // tp is major in dim 0: it cannot move by all-to-all before dp below it is gathered.
+  EXPECT_EQ(plan("[tp*dp, _, _, _]", "[dp, tp, _, _]"),
+            "all-gather(dp, dim 0); all-to-all(tp, dim 0 -> 1); slice(dp, dim 0)");
+  // A reduce-scatter may not land dp under tp where the target wants dp alone.
+  EXPECT_EQ(plan("[tp, _, _, _] partial(dp)", "[dp, tp, _, _]"),
+            "all-reduce(dp); all-to-all(tp, dim 0 -> 1); slice(dp, dim 0)");
+  // sp leaves first (it is minor), then dp, which has become minor.
+  EXPECT_EQ(plan("[dp*sp, _, _, _]", "[_, _, dp, sp]"),
+            "all-to-all(sp, dim 0 -> 3); all-to-all(dp, dim 0 -> 2)");
+}
+
+}  // namespace
+}  // namespace autopar

@@ -1,0 +1,110 @@
+// Pipeline schedules, their deadlock check, shards of whole tensors, and fused projections.
+#include <gtest/gtest.h>
+
+#include "autopar/parallel/lowering.h"
+#include "autopar/parallel/primitives.h"
+#include "autopar/runtime/executor.h"
+#include "autopar/runtime/plan_runner.h"
+#include "autopar/runtime/trainer.h"
+#include "autopar/zoo/zoo.h"
+
+namespace autopar {
+namespace {
+
+std::string steps(PipelineSchedule schedule, int64_t rank, int64_t ranks, int64_t chunks,
+                  int64_t micro) {
+  std::vector<std::string> out;
+  for (const ScheduleStep& s : make_schedule(schedule, rank, ranks, chunks, micro, true))
+    out.push_back(s.to_string());
+  return fmt::format("{}", fmt::join(out, " "));
+}
+
+TEST(Schedule, GpipeRunsAllForwardsThenAllBackwards) {
+  EXPECT_EQ(steps(PipelineSchedule::kGpipe, 1, 2, 1, 3), "F0.0 F0.1 F0.2 B0.0 B0.1 B0.2 U");
+}
+
+TEST(Schedule, OneForwardOneBackwardWarmsUpByDepth) {
+  EXPECT_EQ(steps(PipelineSchedule::kOneForwardOneBackward, 0, 4, 1, 4),
+            "F0.0 F0.1 F0.2 F0.3 B0.0 B0.1 B0.2 B0.3 U");
+  EXPECT_EQ(steps(PipelineSchedule::kOneForwardOneBackward, 2, 4, 1, 4),
+            "F0.0 F0.1 B0.0 F0.2 B0.1 F0.3 B0.2 B0.3 U");
+  EXPECT_EQ(steps(PipelineSchedule::kOneForwardOneBackward, 3, 4, 1, 4),
+            "F0.0 B0.0 F0.1 B0.1 F0.2 B0.2 F0.3 B0.3 U");
+}
+
+TEST(Schedule, InterleavedWalksGroupsOfRanksThroughTheChunks) {
+  // 2 ranks, 2 chunks, 4 microbatches: rank 0 warms up (2 − 0 − 1)·2 + (2 − 1)·2 = 4 forwards.
+  EXPECT_EQ(steps(PipelineSchedule::kInterleaved, 0, 2, 2, 4),
+            "F0.0 F0.1 F1.0 F1.1 F0.2 B1.0 F0.3 B1.1 F1.2 B0.0 F1.3 B0.1 B1.2 B1.3 B0.2 B0.3 U");
+  EXPECT_EQ(steps(PipelineSchedule::kInterleaved, 1, 2, 2, 4),
+            "F0.0 F0.1 F1.0 B1.0 F1.1 B1.1 F0.2 B0.0 F0.3 B0.1 F1.2 B1.2 F1.3 B1.3 B0.2 B0.3 U");
+}
+
+// Two ranks whose first programs each receive before sending: the check names both.
+TEST(Schedule, CheckFindsADeadlock) {
+  std::vector<Role> roles(2);
+  for (int r = 0; r < 2; ++r) {
+    Role& role = roles[r];
+    role.id = r;
+    role.stage = r;
+    Graph& g = role.graph;
+    g.opsets[std::string(kAutoparDomain)] = 1;
+    auto x = augment_recv(g, "x", DType::kFloat32, {2}, "pp", 1 - r, 7, Phase::kForward, 0);
+    ASSERT_TRUE(x.is_ok()) << x.status().message();
+    augment_send(g, *x, "pp", 1 - r, 7, Phase::kForward, 0);
+    role.programs.push_back({ProgramKind::kForward, 0, 0, g.num_nodes()});
+    role.schedule = {{ProgramKind::kForward, 0, 0}};
+  }
+  Status status = check_schedule(roles);
+  EXPECT_EQ(status.message(), "the pipeline schedule deadlocks: rank 0 at F0.0, rank 1 at F0.0");
+}
+
+TEST(Shards, LayoutsCutAndRebuildTheWholeTensor) {
+  const DeviceMesh mesh = *DeviceMesh::create({{"dp", 2}, {"tp", 2}});
+  std::vector<float> values(4 * 6);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i);
+  const Tensor whole = Tensor::from_float({4, 6}, values);
+  const Layout layout = *Layout::parse("[tp*dp, _]");
+  // Device (dp 1, tp 0) holds block tp 0, dp 1 of dim 0: row 1.
+  const Tensor shard = runtime::shard_of(whole, layout, mesh, {1, 0});
+  EXPECT_EQ(shard.dims(), (std::vector<int64_t>{1, 6}));
+  EXPECT_EQ(shard.float_at(0), 6.0);
+  Tensor rebuilt(DType::kFloat32, {4, 6});
+  for (int64_t d = 0; d < 4; ++d)
+    runtime::place_shard(rebuilt, runtime::shard_of(whole, layout, mesh, mesh.coords(d)), layout,
+                         mesh, mesh.coords(d));
+  for (int64_t i = 0; i < 24; ++i) EXPECT_EQ(rebuilt.float_at(i), whole.float_at(i));
+}
+
+TEST(SplitProjections, GptTinyAttentionBecomesThreeProjectionsPerLayer) {
+  ZooOptions zoo;
+  zoo.batch = 2;
+  zoo.with_weights = true;
+  auto model = build_zoo_model("gpt-tiny", zoo);
+  ASSERT_TRUE(model.is_ok());
+  std::vector<ParameterPart> parts;
+  auto split = split_fused_projections(*model, parts);
+  ASSERT_TRUE(split.is_ok()) << split.status().message();
+  // 4 layers × (weight, bias) × 3 parts; the Split nodes stay out, 2 nodes per part come in.
+  EXPECT_EQ(parts.size(), 24u);
+  EXPECT_EQ(parts[1].name, "h.0.attn.c_attn.bias.part0");
+  EXPECT_EQ(parts[2].whole, "h.0.attn.c_attn.weight");
+  EXPECT_EQ(parts[2].offset, 64);
+  EXPECT_EQ(split->num_nodes(), model->num_nodes() + 4 * (6 - 3));
+  EXPECT_EQ(split->num_parameter_elements(), model->num_parameter_elements());
+  // The same logits, up to the GEMMs' summation order.
+  const std::vector<TensorPtr> inputs = runtime::synthetic_inputs(*model, 3);
+  auto a = runtime::Executor::create(*model);
+  auto b = runtime::Executor::create(*split);
+  ASSERT_TRUE(a.is_ok() && b.is_ok());
+  auto ya = a->run_inputs(inputs);
+  auto yb = b->run_inputs(inputs);
+  ASSERT_TRUE(ya.is_ok() && yb.is_ok());
+  double worst = 0;
+  for (int64_t i = 0; i < (*ya)[0]->num_elements(); ++i)
+    worst = std::max(worst, std::fabs((*ya)[0]->float_at(i) - (*yb)[0]->float_at(i)));
+  EXPECT_LT(worst, 1e-5);
+}
+
+}  // namespace
+}  // namespace autopar
