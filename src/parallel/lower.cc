@@ -70,6 +70,18 @@ StatusOr<Plan> lower(const Graph& model, const Scheme& scheme, const LoweringOpt
   const bool train = !options.inference;
   if (train) {
     ASSIGN_OR_RETURN(training, build_training_graph(*source, options.loss, options.optimizer));
+    if (policy.batch_norm_as_reductions) {
+      ASSIGN_OR_RETURN(Graph rewritten_training,
+                       batch_norm_statistics_as_reductions(training.graph));
+      auto same = [&](ValueId v) {
+        return v == kNoId ? kNoId : *rewritten_training.find_value(training.graph.value(v).name);
+      };
+      for (auto& [p, g] : training.gradients) g = same(g), p = same(p);
+      for (auto& [s, next] : training.updates) next = same(next), s = same(s);
+      training.loss = same(training.loss);
+      training.labels = same(training.labels);
+      training.graph = std::move(rewritten_training);
+    }
     input.graph = &training.graph;
     input.gradients = training.gradients;
     input.updates = training.updates;

@@ -162,7 +162,11 @@ double Spmd::input_cost(ValueId v, const Layout& want, const Node& consumer) con
       case ReshardStep::Kind::kAllGather:
         cost += bytes * static_cast<double>(mesh_.size(step.axis) - 1);
         break;
+      // A reduce-scatter leaves a split the consumers after this one usually gather again:
+      // count that gather too, or it always undercuts the all-reduce it stands for.
       case ReshardStep::Kind::kReduceScatter:
+        cost += 2.0 * bytes + kFlopsPerCollective / kFlopsPerByte;
+        break;
       case ReshardStep::Kind::kAllToAll: cost += bytes; break;
       // Slicing is free for constants; for activations it stands for the gather that a
       // later consumer will need to undo it.

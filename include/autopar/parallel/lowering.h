@@ -35,6 +35,9 @@ struct LoweringPolicy {
   Recompute recompute = Recompute::kNone;
   // Split fused projections into one per part before building the training graph.
   bool split_fused_projections = false;
+  // Write training-mode BatchNormalization as the reductions it is (when dp or sp splits the
+  // dims its statistics average over).
+  bool batch_norm_as_reductions = false;
 };
 
 // A paradigm: one file in src/parallel/paradigms/, one entry in paradigms().
@@ -57,6 +60,10 @@ StatusOr<Plan> lower_reference(const Graph& model, const Scheme& scheme,
 // projection per part on column slices of its parameters (recorded in `parts`, named
 // "<parameter>.part<i>"); the graph computes the same values.
 StatusOr<Graph> split_fused_projections(const Graph& model, std::vector<ParameterPart>& parts);
+
+// Training-mode BatchNormalization nodes as ReduceMean, Sub, Mul, Sqrt, Div and Add over the
+// batch and spatial dims, with the same outputs (values keep their names).
+StatusOr<Graph> batch_norm_statistics_as_reductions(const Graph& training);
 
 // Programs and their placement: role graphs from the SPMD graph, one role per pipeline rank.
 StatusOr<std::vector<Role>> build_roles(const SpmdResult& spmd,

@@ -10,6 +10,7 @@ namespace autopar::paradigm_files {
 Status configure_attribute(const Scheme& scheme, const Graph&, int32_t, LoweringPolicy& policy) {
   if (scheme.sp() <= 1) return Status::ok();
   policy.spmd.axes.push_back("sp");
+  policy.batch_norm_as_reductions = true;
   const int64_t sp = scheme.sp();
   policy.input_layouts.push_back([sp](const Value& v, Layout layout) {
     const int64_t rank = v.shape.rank();
