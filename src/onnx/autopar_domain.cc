@@ -177,6 +177,32 @@ void register_schemas() {
   shard.TypeAndShapeInferenceFunction(
       [](onnx::InferenceContext& ctx) { infer_resized_axis(ctx, false); });
   onnx::OpSchemaRegistry::OpSchemaRegisterOnce{shard};
+
+  onnx::OpSchema halo = base(
+      "HaloExchange",
+      "X with `before` rows of the previous member's block and `after` rows of the next one's "
+      "along `axis` (zeros past the ends of the group); a negative count drops that many of "
+      "X's own rows at that end. The halo of a convolution over a split spatial dim.");
+  halo.Input(0, "X", "This device's block.", "T").Output(0, "Y", "The block with its halo.", "T");
+  add_group(halo);
+  halo.Attr("axis", "The split axis.", onnx::AttributeProto::INT, int64_t{0});
+  halo.Attr("before", "Rows from the previous member.", onnx::AttributeProto::INT, int64_t{0});
+  halo.Attr("after", "Rows from the next member.", onnx::AttributeProto::INT, int64_t{0});
+  halo.TypeAndShapeInferenceFunction([](onnx::InferenceContext& ctx) {
+    onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+    if (!onnx::hasInputShape(ctx, 0)) return;
+    onnx::TensorShapeProto out = onnx::getInputShape(ctx, 0);
+    int64_t axis = onnx::getAttribute(ctx, "axis", 0);
+    if (axis < 0) axis += out.dim_size();
+    if (axis < 0 || axis >= out.dim_size()) fail_shape_inference("axis is out of range");
+    auto* d = out.mutable_dim(static_cast<int>(axis));
+    if (d->has_dim_value()) {
+      d->set_dim_value(d->dim_value() + onnx::getAttribute(ctx, "before", 0) +
+                       onnx::getAttribute(ctx, "after", 0));
+    }
+    *ctx.getOutputType(0)->mutable_tensor_type()->mutable_shape() = out;
+  });
+  onnx::OpSchemaRegistry::OpSchemaRegisterOnce{halo};
 }
 
 }  // namespace

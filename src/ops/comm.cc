@@ -3,6 +3,7 @@
 // Collectives are SPMD: every member of `group` (device ids in ring order) runs the same
 // node. Shapes are per device; FLOPs are the arithmetic one device performs.
 #include <algorithm>
+#include <cstdlib>
 #include <set>
 
 #include "families.h"
@@ -190,6 +191,27 @@ Status infer_shard(InferenceContext& ctx) {
   return set_output_checked(ctx, 0, ctx.input_dtype(0), std::move(out));
 }
 
+// HaloExchange: the neighbours' rows around this device's block of a split dim (a window op's
+// halo); negative counts drop own rows.
+Status infer_halo_exchange(InferenceContext& ctx) {
+  RETURN_IF_ERROR(check_arity(ctx, 1, 1, 1, 1));
+  int64_t n = 0;
+  RETURN_IF_ERROR(read_group_size(ctx, n));
+  int64_t axis = 0, before = 0, after = 0;
+  RETURN_IF_ERROR(read_int(ctx, "axis", axis));
+  RETURN_IF_ERROR(normalize_axis(ctx, "axis", ctx.input_rank(0), axis));
+  RETURN_IF_ERROR(read_int(ctx, "before", before));
+  RETURN_IF_ERROR(read_int(ctx, "after", after));
+  std::vector<int64_t> out = ctx.input_dims(0);
+  if (std::abs(before) > out[axis] || std::abs(after) > out[axis] ||
+      out[axis] + before + after < 1) {
+    return ctx.fail("a halo of {} and {} rows around dim {} of {}", before, after, axis,
+                    input_text(ctx, 0));
+  }
+  out[axis] += before + after;
+  return set_output_checked(ctx, 0, ctx.input_dtype(0), std::move(out));
+}
+
 }  // namespace
 
 void register_comm_ops(OpRegistry& registry) {
@@ -199,6 +221,7 @@ void register_comm_ops(OpRegistry& registry) {
   registry.add(comm_op("AllToAll", infer_all_to_all));
   registry.add(comm_op("Broadcast", infer_broadcast));
   registry.add(comm_op("Shard", infer_shard, zero_flops, "0 (a local slice)"));
+  registry.add(comm_op("HaloExchange", infer_halo_exchange));
   registry.add(comm_op("AllReduce", infer_all_reduce, ring_reduction_flops,
                        "(n−1)/n·E per device: a ring all-reduce of E elements over n devices "
                        "performs (n−1)·E reductions in all"));

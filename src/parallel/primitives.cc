@@ -177,6 +177,49 @@ StatusOr<std::vector<ValueId>> split(Graph& dst, const Graph& src, const Node& n
   return outs;
 }
 
+StatusOr<std::vector<ValueId>> split_window(Graph& dst, const Graph& src, const Node& node,
+                                            const std::vector<ValueId>& inputs,
+                                            const OpStrategy& strategy, int64_t before,
+                                            int64_t after, const Attributes& attrs,
+                                            const DeviceMesh& mesh) {
+  std::vector<ValueId> ins = inputs;
+  Node halo;
+  halo.op_type = "HaloExchange";
+  halo.domain = std::string(kAutoparDomain);
+  halo.phase = node.phase;
+  halo.layer = node.layer;
+  halo.attrs["axes"] = Attribute(std::vector<std::string>{"sp"});
+  halo.attrs["group_size"] = mesh.size("sp");
+  halo.attrs["axis"] = int64_t{2};
+  halo.attrs["before"] = before;
+  halo.attrs["after"] = after;
+  const std::string base = fmt::format("{}/HaloExchange.sp", dst.value(ins[0]).name);
+  halo.name = dst.unique_node_name(base);
+  Value v;
+  v.name = dst.unique_value_name(base);
+  v.dtype = dst.value(ins[0]).dtype;
+  v.shape = Shape::unknown();
+  const ValueId id = dst.add_value(std::move(v));
+  halo.inputs = {ins[0]};
+  halo.outputs = {id};
+  const NodeId halo_node = dst.add_node(std::move(halo));
+  RETURN_IF_ERROR(infer_node(dst, halo_node));
+  ins[0] = id;
+  Node block = node;
+  block.attrs = attrs;
+  ASSIGN_OR_RETURN(std::vector<ValueId> outs, duplicate(dst, src, block, ins, ""));
+  const std::vector<int64_t> expected =
+      strategy.outputs[0].shard_shape(src.value(node.outputs[0]).shape.dims, mesh);
+  if (dst.value(outs[0]).shape.dims != expected) {
+    return error("node '{}' ({}): a block with a halo of {} and {} rows gives [{}], layout {} "
+                 "expects [{}]",
+                 node.name, node.op_type, before, after,
+                 fmt::join(dst.value(outs[0]).shape.dims, ","), strategy.outputs[0].to_string(),
+                 fmt::join(expected, ","));
+  }
+  return outs;
+}
+
 StatusOr<ValueId> augment(Graph& dst, ValueId x, const ReshardStep& step, const DeviceMesh& mesh,
                           Phase phase, int32_t layer) {
   Node n;

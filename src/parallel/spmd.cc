@@ -108,6 +108,15 @@ class Spmd {
     return policy_.zero >= 1 ? with_zero(value.shape.dims, base) : base;
   }
   StatusOr<ValueId> materialise_constant(ValueId v);
+  struct Window {
+    int64_t before = 0, after = 0;  // halo rows (negative: own rows dropped)
+    Attributes attrs;               // the node's attributes on its block
+  };
+  struct Candidate {
+    OpStrategy strategy;
+    std::optional<Window> window;
+  };
+  std::vector<Candidate> windowed(const Node& node, const std::vector<OpStrategy>& bases) const;
   Status lower_node(NodeId id);
   Status accumulate_gradients();
 
@@ -252,22 +261,126 @@ StatusOr<ValueId> Spmd::local_as(ValueId v, const Layout& want, const Node& cons
   return x.value();
 }
 
+// Window ops (Conv, ConvTranspose) over a spatial dim split by sp: each device computes its
+// block of output rows from its input rows plus a halo of its neighbours' rows. Three forms
+// occur in training graphs: the forward convolution (input and output rows split), the
+// weight gradient (input rows and kernel taps split, a partial sum over sp) and the input
+// gradient (a transposed convolution, input and output rows split).
+std::vector<Spmd::Candidate> Spmd::windowed(const Node& node,
+                                            const std::vector<OpStrategy>& bases) const {
+  std::vector<Candidate> out;
+  const bool conv = node.op_type == "Conv", transpose = node.op_type == "ConvTranspose";
+  if (!has_axis("sp") || !node.domain.empty() || (!conv && !transpose)) return out;
+  if (node.attr_string("auto_pad", "NOTSET") != "NOTSET" || node.attr("output_shape")) return out;
+  const Value& x = src_.value(node.inputs[0]);
+  const Value& w = src_.value(node.inputs[1]);
+  const Value& y = src_.value(node.outputs[0]);
+  const int64_t spatial = x.shape.rank() - 2;
+  if (spatial < 1) return out;
+  const int64_t n = mesh_.size("sp");
+  const std::vector<int64_t> strides = node.attr_ints("strides", std::vector<int64_t>(spatial, 1));
+  const std::vector<int64_t> dilations =
+      node.attr_ints("dilations", std::vector<int64_t>(spatial, 1));
+  const std::vector<int64_t> pads = node.attr_ints("pads", std::vector<int64_t>(2 * spatial, 0));
+  const int64_t s = strides[0], d = dilations[0], p0 = pads[0];
+  const int64_t h_in = x.shape.dims[2], h_out = y.shape.dims[2], k = w.shape.dims[2];
+  if (h_in % n != 0 || h_out % n != 0) return out;
+  const int64_t rows_in = h_in / n, rows_out = h_out / n;
+  std::optional<IterationSpace> space = iteration_space(src_, node);
+  const int loop = space ? space->find("o0") : -1;
+  auto floor_div = [](int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); };
+  auto add = [&](Window window, bool split_kernel) {
+    if (std::abs(window.before) > rows_in || std::abs(window.after) > rows_in) return;
+    for (const OpStrategy& base : bases) {
+      Candidate c{base, window};
+      c.strategy.assignment.emplace_back("sp", loop);
+      c.strategy.inputs[0] = base.inputs[0].with_split(2, "sp");
+      if (split_kernel) {
+        c.strategy.inputs[1] = base.inputs[1].with_split(2, "sp");
+        c.strategy.outputs[0] = base.outputs[0].with_partial("sp");
+      } else {
+        c.strategy.outputs[0] = base.outputs[0].with_split(2, "sp");
+      }
+      if (!c.strategy.inputs[0].validate(x.shape.dims, mesh_).is_ok() ||
+          !c.strategy.inputs[1].validate(w.shape.dims, mesh_).is_ok() ||
+          !c.strategy.outputs[0].validate(y.shape.dims, mesh_).is_ok()) {
+        continue;
+      }
+      out.push_back(std::move(c));
+    }
+  };
+  std::vector<int64_t> local_pads = pads;
+  local_pads[0] = 0;
+  local_pads[spatial] = 0;
+  if (conv && rows_out * s == rows_in) {
+    Window forward;
+    forward.before = p0;
+    forward.after = (k - 1) * d - p0 - s + 1;
+    forward.attrs = node.attrs;
+    forward.attrs["pads"] = local_pads;
+    add(forward, false);
+  }
+  if (conv && k % n == 0 && rows_in == (k / n) * d) {
+    // The weight gradient: the kernel's taps are the forward's output rows.
+    Window weight;
+    weight.before = p0;
+    weight.after = (h_out - 1) * s - p0 - d + 1;
+    weight.attrs = node.attrs;
+    weight.attrs["pads"] = local_pads;
+    std::vector<int64_t> kernel = node.attr_ints("kernel_shape", {});
+    if (!kernel.empty()) {
+      kernel[0] = k / n;
+      weight.attrs["kernel_shape"] = kernel;
+    }
+    add(weight, true);
+  }
+  if (transpose && rows_out == rows_in * s) {
+    Window input;
+    input.before = floor_div((k - 1) * d - p0, s);
+    input.after = floor_div(rows_out - 1 + p0, s) - (rows_in - 1);
+    const int64_t halo_rows = input.before + rows_in + input.after;
+    const int64_t begin = p0 + input.before * s;
+    const int64_t end = (halo_rows - 1) * s + (k - 1) * d + 1 - begin - rows_out;
+    if (end >= 0) {
+      std::vector<int64_t> transposed_pads = pads;
+      transposed_pads[0] = begin;
+      transposed_pads[spatial] = end;
+      input.attrs = node.attrs;
+      input.attrs["pads"] = transposed_pads;
+      std::vector<int64_t> output_padding = node.attr_ints("output_padding", {});
+      if (!output_padding.empty()) {
+        output_padding[0] = 0;
+        input.attrs["output_padding"] = output_padding;
+      }
+      add(input, false);
+    }
+  }
+  return out;
+}
+
 Status Spmd::lower_node(NodeId id) {
   const Node& node = src_.node(id);
-  std::vector<std::string> axes;
+  std::vector<std::string> axes, without_sp;
   for (const std::string& a : policy_.axes) {
     // Without ZeRO every data-parallel replica runs the whole update.
     if (a == "dp" && node.phase == Phase::kOptimizer && policy_.zero == 0) continue;
     axes.push_back(a);
+    if (a != "sp") without_sp.push_back(a);
   }
-  std::vector<OpStrategy> candidates = enumerate_strategies(src_, node, mesh_, axes);
-  const OpStrategy* best = nullptr;
+  std::vector<Candidate> candidates;
+  for (OpStrategy& s : enumerate_strategies(src_, node, mesh_, axes))
+    candidates.push_back({std::move(s), std::nullopt});
+  if (without_sp.size() < axes.size()) {
+    std::vector<Candidate> extra = windowed(node, enumerate_strategies(src_, node, mesh_, without_sp));
+    for (Candidate& c : extra) candidates.push_back(std::move(c));
+  }
+  const Candidate* best = nullptr;
   double best_cost = kInfinite;
-  for (const OpStrategy& s : candidates) {
-    const double cost = strategy_cost(node, s);
+  for (const Candidate& c : candidates) {
+    const double cost = strategy_cost(node, c.strategy);
     if (cost < best_cost) {
       best_cost = cost;
-      best = &s;
+      best = &c;
     }
   }
   if (!best) {
@@ -275,21 +388,28 @@ Status Spmd::lower_node(NodeId id) {
     // cannot take one is always reducible, so this is a replicated fallback).
     best = &candidates.front();
   }
+  const OpStrategy& strategy = best->strategy;
   std::vector<ValueId> inputs;
   for (size_t i = 0; i < node.inputs.size(); ++i) {
     if (node.inputs[i] == kNoId) {
       inputs.push_back(kNoId);
       continue;
     }
-    ASSIGN_OR_RETURN(ValueId x, local_as(node.inputs[i], best->inputs.at(i), node));
+    ASSIGN_OR_RETURN(ValueId x, local_as(node.inputs[i], strategy.inputs.at(i), node));
     inputs.push_back(x);
   }
-  auto outs = split(result_.graph, src_, node, inputs, *best, mesh_);
+  StatusOr<std::vector<ValueId>> outs = std::vector<ValueId>{};
+  if (best->window) {
+    outs = split_window(result_.graph, src_, node, inputs, strategy, best->window->before,
+                        best->window->after, best->window->attrs, mesh_);
+  } else {
+    outs = split(result_.graph, src_, node, inputs, strategy, mesh_);
+  }
   if (!outs.is_ok()) return outs.status();
   for (size_t i = 0; i < node.outputs.size(); ++i) {
     if (node.outputs[i] == kNoId) continue;
     local_[node.outputs[i]] = outs.value()[i];
-    layout_[node.outputs[i]] = best->outputs.at(i);
+    layout_[node.outputs[i]] = strategy.outputs.at(i);
   }
   return Status::ok();
 }

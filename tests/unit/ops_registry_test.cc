@@ -96,7 +96,7 @@ const std::vector<std::string> kOnnxOps = {
 };
 const std::vector<std::string> kAutoparOps = {"Send",          "Recv",     "AllReduce", "AllGather",
                                               "ReduceScatter", "AllToAll", "Broadcast",
-                                              "Shard"};
+                                              "Shard",         "HaloExchange"};
 
 TEST(OpsRegistry, RegistersExactlyTheRequiredOps) {
   const OpRegistry& registry = op_registry();
@@ -106,7 +106,7 @@ TEST(OpsRegistry, RegistersExactlyTheRequiredOps) {
     EXPECT_EQ(registry.find("", op), nullptr) << op << " lives only in ai.autopar";
   }
   EXPECT_EQ(kOnnxOps.size(), 80u);
-  EXPECT_EQ(registry.size(), 88u);
+  EXPECT_EQ(registry.size(), 89u);
   EXPECT_EQ(registry.all().size(), registry.size());
 }
 

@@ -62,6 +62,25 @@ TEST(Communicator, Collectives) {
   EXPECT_EQ(broadcast, std::vector<std::string>(3, "[2] 2 3"));
 }
 
+// Rows 0-2 on rank 0, 3-5 on rank 1, 6-8 on rank 2 (a [3, 1] block each): one row from each
+// side, zeros past the ends; negative counts drop own rows.
+TEST(Communicator, HaloExchange) {
+  const auto both = on_ranks(3, [](int64_t r, Communicator& c) {
+    return text(c.halo_exchange(iota({3, 1}, 3.0 * static_cast<double>(r)), {0, 1, 2}, 0, 1, 1));
+  });
+  EXPECT_EQ(both, (std::vector<std::string>{"[5,1] 0 0 1 2 3", "[5,1] 2 3 4 5 6",
+                                            "[5,1] 5 6 7 8 0"}));
+  const auto dropped = on_ranks(3, [](int64_t r, Communicator& c) {
+    return text(c.halo_exchange(iota({3, 1}, 3.0 * static_cast<double>(r)), {0, 1, 2}, 0, 2, -1));
+  });
+  EXPECT_EQ(dropped,
+            (std::vector<std::string>{"[4,1] 0 0 0 1", "[4,1] 1 2 3 4", "[4,1] 4 5 6 7"}));
+  const auto too_wide = on_ranks(2, [](int64_t r, Communicator& c) {
+    return text(c.halo_exchange(iota({2}, 0.0), {0, 1}, 0, 3, 0));
+  });
+  EXPECT_EQ(too_wide[0], "error: a halo of 3 and 0 rows around 2 rows");
+}
+
 TEST(Communicator, GroupsAndPointToPoint) {
   // Two groups {0, 2} and {1, 3} reduce independently; then 0 sends to 3.
   const auto results = on_ranks(4, [](int64_t r, Communicator& c) {

@@ -32,6 +32,15 @@ StatusOr<std::vector<ValueId>> split(Graph& dst, const Graph& src, const Node& n
                                      const std::vector<ValueId>& inputs,
                                      const OpStrategy& strategy, const DeviceMesh& mesh);
 
+// split of a window op (Conv, ConvTranspose) over dim 2 split by sp: input 0 takes a halo of
+// `before` and `after` rows from its neighbours (augment), then the node runs on the block
+// with `attrs` (its padding on that dim rewritten for the block).
+StatusOr<std::vector<ValueId>> split_window(Graph& dst, const Graph& src, const Node& node,
+                                            const std::vector<ValueId>& inputs,
+                                            const OpStrategy& strategy, int64_t before,
+                                            int64_t after, const Attributes& attrs,
+                                            const DeviceMesh& mesh);
+
 // augment: one communication node turning `x` (dst id) by one reshard step; the group is named
 // by mesh axes so one graph serves every device of a role.
 StatusOr<ValueId> augment(Graph& dst, ValueId x, const ReshardStep& step, const DeviceMesh& mesh,

@@ -41,6 +41,11 @@ class Communicator {
   StatusOr<Tensor> all_to_all(const Tensor& x, const std::vector<int64_t>& group,
                               int64_t split_axis, int64_t concat_axis);
   StatusOr<Tensor> broadcast(const Tensor& x, const std::vector<int64_t>& group, int64_t root);
+  // Rows of the neighbours along `axis` (the group splits it in order): `before` rows from the
+  // previous member's end and `after` from the next one's start, zeros past the first and last
+  // member; a negative count drops that many of this member's own rows at that end.
+  StatusOr<Tensor> halo_exchange(const Tensor& x, const std::vector<int64_t>& group, int64_t axis,
+                                 int64_t before, int64_t after);
 
   // The plan's mesh (device ids are ranks): ops of role graphs name mesh axes, and each device
   // resolves them from its own coordinates.
@@ -71,5 +76,8 @@ StatusOr<std::unique_ptr<Communicator>> create_mpi_communicator(int* argc = null
 // Splits along `axis` into `parts` equal pieces; concatenates along `axis`.
 std::vector<Tensor> split_tensor(const Tensor& x, int64_t axis, int64_t parts);
 Tensor concat_tensors(const std::vector<Tensor>& parts, int64_t axis);
+// `count` rows from `begin` along `axis`; parts of any sizes along `axis` joined.
+Tensor slice_along(const Tensor& x, int64_t axis, int64_t begin, int64_t count);
+Tensor join_along(const std::vector<Tensor>& parts, int64_t axis);
 
 }  // namespace autopar::runtime

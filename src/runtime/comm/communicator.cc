@@ -2,6 +2,7 @@
 #include "autopar/runtime/communicator.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 namespace autopar::runtime {
@@ -70,6 +71,40 @@ Tensor concat_tensors(const std::vector<Tensor>& parts, int64_t axis) {
     for (int64_t p = 0; p < n; ++p) {
       std::memcpy(out.mutable_bytes().data() + (o * n + p) * inner,
                   parts[p].bytes().data() + o * inner, inner);
+    }
+  }
+  return out;
+}
+
+Tensor slice_along(const Tensor& x, int64_t axis, int64_t begin, int64_t count) {
+  std::vector<int64_t> dims = x.dims();
+  const int64_t length = dims[axis];
+  dims[axis] = count;
+  int64_t outer = 1, row = dtype_size(x.dtype());
+  for (int64_t d = 0; d < axis; ++d) outer *= dims[d];
+  for (int64_t d = axis + 1; d < x.rank(); ++d) row *= dims[d];
+  Tensor t(x.dtype(), dims);
+  for (int64_t o = 0; o < outer; ++o) {
+    std::memcpy(t.mutable_bytes().data() + o * count * row,
+                x.bytes().data() + (o * length + begin) * row, count * row);
+  }
+  return t;
+}
+
+Tensor join_along(const std::vector<Tensor>& parts, int64_t axis) {
+  std::vector<int64_t> dims = parts[0].dims();
+  dims[axis] = 0;
+  for (const Tensor& p : parts) dims[axis] += p.dims()[axis];
+  int64_t outer = 1, row = dtype_size(parts[0].dtype());
+  for (int64_t d = 0; d < axis; ++d) outer *= dims[d];
+  for (int64_t d = axis + 1; d < static_cast<int64_t>(dims.size()); ++d) row *= dims[d];
+  Tensor out(parts[0].dtype(), dims);
+  uint8_t* dst = out.mutable_bytes().data();
+  for (int64_t o = 0; o < outer; ++o) {
+    for (const Tensor& p : parts) {
+      const int64_t bytes = p.dims()[axis] * row;
+      std::memcpy(dst, p.bytes().data() + o * bytes, bytes);
+      dst += bytes;
     }
   }
   return out;
@@ -149,6 +184,48 @@ StatusOr<Tensor> Communicator::broadcast(const Tensor& x, const std::vector<int6
     return x;
   }
   return recv(root, tag);
+}
+
+StatusOr<Tensor> Communicator::halo_exchange(const Tensor& x, const std::vector<int64_t>& group,
+                                             int64_t axis, int64_t before, int64_t after) {
+  const int64_t me = position_in(group, rank());
+  if (me < 0) return error("rank {} is not in group [{}]", rank(), fmt::join(group, ","));
+  const int64_t length = x.dims()[axis];
+  if (std::abs(before) > length || std::abs(after) > length || length + before + after < 1) {
+    return error("a halo of {} and {} rows around {} rows", before, after, length);
+  }
+  const int64_t tag = next_collective_tag(group);
+  const int64_t n = static_cast<int64_t>(group.size());
+  const bool first = me == 0, last = me == n - 1;
+  // The neighbours' rows: my last `before` rows go forward, my first `after` rows back.
+  if (before > 0 && !last) RETURN_IF_ERROR(send(group[me + 1], tag, slice_along(x, axis, length - before, before)));
+  if (after > 0 && !first) RETURN_IF_ERROR(send(group[me - 1], tag, slice_along(x, axis, 0, after)));
+  std::vector<Tensor> parts;
+  auto zeros = [&](int64_t rows) {
+    std::vector<int64_t> dims = x.dims();
+    dims[axis] = rows;
+    return Tensor(x.dtype(), dims);
+  };
+  if (before > 0) {
+    if (first) {
+      parts.push_back(zeros(before));
+    } else {
+      ASSIGN_OR_RETURN(Tensor rows, recv(group[me - 1], tag));
+      parts.push_back(std::move(rows));
+    }
+  }
+  const int64_t keep_begin = before < 0 ? -before : 0;
+  const int64_t keep_end = after < 0 ? length + after : length;
+  parts.push_back(slice_along(x, axis, keep_begin, keep_end - keep_begin));
+  if (after > 0) {
+    if (last) {
+      parts.push_back(zeros(after));
+    } else {
+      ASSIGN_OR_RETURN(Tensor rows, recv(group[me + 1], tag));
+      parts.push_back(std::move(rows));
+    }
+  }
+  return join_along(parts, axis);
 }
 
 }  // namespace autopar::runtime

@@ -120,6 +120,15 @@ void register_comm_kernels(KernelRegistry& registry) {
     ASSIGN_OR_RETURN(Tensor t, comm->broadcast(ctx.input(0), group, ctx.node().attr_int("root", 0)));
     return set_checked(ctx, std::move(t));
   });
+  registry.add(domain, "HaloExchange", [](KernelContext& ctx) -> Status {
+    ASSIGN_OR_RETURN(Communicator * comm, communicator_of(ctx));
+    ASSIGN_OR_RETURN(std::vector<int64_t> group, group_of(ctx, *comm));
+    const int64_t axis = normalize_axis(ctx.node().attr_int("axis", 0), ctx.input(0).rank());
+    ASSIGN_OR_RETURN(Tensor t, comm->halo_exchange(ctx.input(0), group, axis,
+                                                   ctx.node().attr_int("before", 0),
+                                                   ctx.node().attr_int("after", 0)));
+    return set_checked(ctx, std::move(t));
+  });
   registry.add(domain, "Shard", [](KernelContext& ctx) -> Status {
     ASSIGN_OR_RETURN(Communicator * comm, communicator_of(ctx));
     ASSIGN_OR_RETURN(std::vector<int64_t> group, group_of(ctx, *comm));
