@@ -307,7 +307,7 @@ std::string Scheme::to_yaml() const {
   } else {
     out += fmt::format("tensor:\n  default: {}\n", tensor_strategy_name(tensor));
     for (const OpOverride& o : overrides)
-      out += fmt::format("  \"{}\": {}\n", o.pattern, o.strategy);
+      out += fmt::format("  \"{}\": \"{}\"\n", o.pattern, o.strategy);
   }
   out += fmt::format("zero: {}\nrecompute: {}\nprecision: {}\n", zero, recompute_name(recompute),
                      precision_name(precision));

@@ -21,6 +21,18 @@ constexpr double kFlopsPerByte = 1000.0;
 // that move as many bytes, fewer collectives win.
 constexpr double kFlopsPerCollective = 1e8;
 
+// Glob match: '*' stands for any run of characters.
+bool glob_match(std::string_view pattern, std::string_view text) {
+  if (pattern.empty()) return text.empty();
+  if (pattern[0] == '*') {
+    for (size_t i = 0; i <= text.size(); ++i) {
+      if (glob_match(pattern.substr(1), text.substr(i))) return true;
+    }
+    return false;
+  }
+  return !text.empty() && pattern[0] == text[0] && glob_match(pattern.substr(1), text.substr(1));
+}
+
 int64_t split_degree(const Layout& layout, const DeviceMesh& mesh) {
   int64_t degree = 1;
   for (const auto& axes : layout.dims()) {
@@ -132,7 +144,7 @@ class Spmd {
   std::map<ValueId, ValueId> gradient_of_;
   std::map<ValueId, Layout> compute_layout_;  // parameters: the layout their consumers read
   std::map<std::pair<ValueId, std::string>, ValueId> resharded_;
-  std::vector<std::pair<ValueId, std::string>> state_order_;
+  std::vector<bool> override_used_ = std::vector<bool>(policy_.overrides.size(), false);
 };
 
 double Spmd::input_cost(ValueId v, const Layout& want, const Node& consumer) const {
@@ -374,6 +386,33 @@ Status Spmd::lower_node(NodeId id) {
     std::vector<Candidate> extra = windowed(node, enumerate_strategies(src_, node, mesh_, without_sp));
     for (Candidate& c : extra) candidates.push_back(std::move(c));
   }
+  for (size_t k = 0; k < policy_.overrides.size(); ++k) {
+    const OpOverride& o = policy_.overrides[k];
+    if (!glob_match(o.pattern, node.name)) continue;
+    override_used_[k] = true;
+    auto want = Layout::parse(o.strategy);
+    if (!want.is_ok()) {
+      return error("tensor.{}: '{}' is not a layout ({})", o.pattern, o.strategy,
+                   want.status().message());
+    }
+    std::vector<Candidate> kept;
+    std::vector<std::string> offered;
+    for (Candidate& c : candidates) {
+      if (c.strategy.outputs.empty()) continue;
+      if (c.strategy.outputs[0] == *want) {
+        kept.push_back(std::move(c));
+      } else if (offered.size() < 6) {
+        offered.push_back(c.strategy.outputs[0].to_string());
+      }
+    }
+    if (kept.empty()) {
+      return error("tensor.{}: node '{}' ({}) cannot give its output the layout {} (it can: {})",
+                   o.pattern, node.name, node.op_type, want->to_string(),
+                   fmt::join(offered, ", "));
+    }
+    candidates = std::move(kept);
+    break;
+  }
   const Candidate* best = nullptr;
   double best_cost = kInfinite;
   for (const Candidate& c : candidates) {
@@ -534,6 +573,10 @@ StatusOr<SpmdResult> Spmd::run() {
     }
   }
   result_.origin.resize(dst.num_nodes(), -1);
+  for (size_t k = 0; k < policy_.overrides.size(); ++k) {
+    if (!override_used_[k])
+      return error("tensor.{}: the pattern matches no node", policy_.overrides[k].pattern);
+  }
   return std::move(result_);
 }
 

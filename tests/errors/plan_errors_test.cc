@@ -93,6 +93,18 @@ TEST_F(PlanErrors, LowPrecisionIsNotLoweredYet) {
                          "compute in fp32 with fp32 weights)");
 }
 
+TEST_F(PlanErrors, OverrideMatchesNoNode) {
+  expect_transform_error("mlp", "mesh: {tp: 2}\nbatch: {global: 4}\ntensor:\n  \"nothing*\": \"[_, tp]\"\n",
+                         "autopar: error: s.yaml: tensor.nothing*: the pattern matches no node");
+}
+
+TEST_F(PlanErrors, OverrideLayoutTheNodeCannotProduce) {
+  expect_transform_error(
+      "mlp", "mesh: {tp: 2}\nbatch: {global: 4}\ntensor:\n  \"fc.1/MatMul\": \"[_, _, tp]\"\n",
+      "autopar: error: s.yaml: tensor.fc.1/MatMul: node 'fc.1/MatMul' (MatMul) cannot give its "
+      "output the layout [_, _, tp] (it can: [_, _], [tp, _], [_, tp], [_, _] partial(tp))");
+}
+
 TEST_F(PlanErrors, NotAPlanDirectory) {
   std::filesystem::create_directory(dir_ + "/empty");
   expect_error({"verify", "empty"}, "autopar: error: empty: no plan here (manifest.yaml is missing)");

@@ -76,6 +76,14 @@ TEST(Golden, PlanDataAndTensorParallel) {
                 plan_text("mesh: {dp: 2, tp: 2}\nbatch: {global: 4, micro: 2}\n", 4));
 }
 
+// An override makes fc.1 column-parallel too: its output stays split, fc.2 becomes the row.
+TEST(Golden, PlanWithAnOverride) {
+  expect_golden("plan_mlp_tp2_override.txt",
+                plan_text("mesh: {tp: 2}\nbatch: {global: 2}\ntensor:\n  default: megatron\n"
+                          "  \"fc.1/MatMul\": \"[_, tp]\"\n",
+                          2));
+}
+
 TEST(Golden, PlanPipelineWithRecomputation) {
   expect_golden("plan_mlp_pp2_gpipe_recompute.txt",
                 plan_text("mesh: {pp: 2}\nbatch: {global: 2, micro: 1}\n"

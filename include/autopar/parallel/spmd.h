@@ -34,6 +34,9 @@ struct SpmdPolicy {
   // reduce-scatter, slice or all-to-all onto tp); megatron-sp and auto also split sequences
   // and batches over tp between the column/row pairs.
   bool tp_from_parameters_only = false;
+  // Per-op overrides (scheme `tensor: {pattern: layout}`): nodes whose name matches the glob
+  // take the strategy giving their first output that layout.
+  std::vector<OpOverride> overrides;
 };
 
 // The gradient pairs of the graph being lowered, and the state it updates.

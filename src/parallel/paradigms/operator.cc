@@ -25,6 +25,7 @@ Status configure_operator(const Scheme& scheme, const Graph&, int32_t, LoweringP
     return false;
   };
   policy.spmd.tp_from_parameters_only = tensor == TensorStrategy::kMegatron;
+  policy.spmd.overrides = scheme.overrides;
   if (scheme.tp() > 1) {
     policy.spmd.axes.push_back("tp");
     policy.split_fused_projections = true;
