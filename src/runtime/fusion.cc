@@ -4,12 +4,30 @@
 #include <cmath>
 #include <map>
 
+#include <Eigen/Core>
+#include <unsupported/Eigen/SpecialFunctions>
+
 #include "kernels/kernel_util.h"
 
 namespace autopar::runtime {
 namespace {
 
-constexpr int64_t kTile = 1024;
+constexpr int64_t kTile = kElementwiseTile;
+
+// The period of an operand broadcast along the group's leading dims: the product of its
+// trailing dims when they equal the group's and every dim before them is 1; 0 otherwise.
+int64_t period_of(const std::vector<int64_t>& operand, const std::vector<int64_t>& dims) {
+  if (operand.size() > dims.size()) return 0;
+  const size_t offset = dims.size() - operand.size();
+  size_t first = 0;
+  while (first < operand.size() && operand[first] == 1) ++first;
+  int64_t period = 1;
+  for (size_t i = first; i < operand.size(); ++i) {
+    if (operand[i] != dims[offset + i]) return 0;
+    period *= operand[i];
+  }
+  return period;
+}
 
 std::optional<FusedGroup::Code> fusible_code(const Node& node) {
   if (!node.domain.empty()) return std::nullopt;
@@ -20,7 +38,10 @@ std::optional<FusedGroup::Code> fusible_code(const Node& node) {
       {"Div", FusedGroup::Code::kDiv},
       {"Neg", FusedGroup::Code::kNeg},
       {"Sqrt", FusedGroup::Code::kSqrt},
-      {"Reciprocal", FusedGroup::Code::kReciprocal}};
+      {"Reciprocal", FusedGroup::Code::kReciprocal},
+      {"Exp", FusedGroup::Code::kExp},
+      {"Erf", FusedGroup::Code::kErf},
+      {"Tanh", FusedGroup::Code::kTanh}};
   auto it = kCodes.find(node.op_type);
   if (it == kCodes.end()) return std::nullopt;
   return it->second;
@@ -35,7 +56,8 @@ bool fits(const Graph& g, const Node& node, const std::vector<int64_t>& dims, DT
     if (in == kNoId) return false;
     const Value& v = g.value(in);
     if (v.dtype != dtype) return false;
-    if (v.shape.dims != dims && v.shape.num_elements() != 1) return false;
+    if (v.shape.dims != dims && v.shape.num_elements() != 1 && period_of(v.shape.dims, dims) == 0)
+      return false;
   }
   return true;
 }
@@ -76,6 +98,20 @@ void tile_op(FusedGroup::Code code, T* out, const T* a, int64_t sa, const T* b, 
       return tile_loop(out, a, sa, b, sb, n, [](T x, T) { return std::sqrt(x); });
     case FusedGroup::Code::kReciprocal:
       return tile_loop(out, a, sa, b, sb, n, [](T x, T) { return T(1) / x; });
+    case FusedGroup::Code::kExp:
+    case FusedGroup::Code::kErf:
+    case FusedGroup::Code::kTanh: {
+      // Eigen's vectorised math over the tile, as the unfused kernels run it tile by tile.
+      using Array = Eigen::Array<T, Eigen::Dynamic, 1>;
+      const int64_t count = sa == 0 ? 1 : n;
+      Eigen::Map<const Array> x(a, count);
+      Eigen::Map<Array> y(out, count);
+      if (code == FusedGroup::Code::kExp) y = x.exp();
+      else if (code == FusedGroup::Code::kErf) y = x.erf();
+      else y = x.tanh();
+      if (sa == 0) std::fill(out + 1, out + n, out[0]);
+      return;
+    }
   }
 }
 
@@ -91,6 +127,7 @@ void run_typed(const FusedGroup& group, std::vector<TensorPtr>& slots) {
   }
   parallel_for((n + kTile - 1) / kTile, 1, [&](int64_t first_tile, int64_t end_tile) {
     std::vector<T> local(group.internals.size() * kTile);
+    std::vector<T> rows(2 * kTile);  // periodic operands of one op, laid out for the tile
     for (int64_t tile = first_tile; tile < end_tile; ++tile) {
       const int64_t begin = tile * kTile;
       const int64_t count = std::min(kTile, n - begin);
@@ -98,8 +135,20 @@ void run_typed(const FusedGroup& group, std::vector<TensorPtr>& slots) {
         return escaping[internal] ? escaping[internal] + begin : local.data() + internal * kTile;
       };
       // Each operand is a pointer with a stride: 1 for tensors and tile buffers, 0 for scalars.
-      auto operand = [&](const FusedGroup::Operand& o, T& scalar) -> std::pair<const T*, int64_t> {
+      auto operand = [&](const FusedGroup::Operand& o, T& scalar,
+                         int slot) -> std::pair<const T*, int64_t> {
         switch (o.kind) {
+          case FusedGroup::Operand::Kind::kPeriodic: {
+            const T* data = data_of<T>(*slots[o.value]);
+            T* dst = rows.data() + slot * kTile;
+            for (int64_t i = 0; i < count;) {
+              const int64_t at = (begin + i) % o.period;
+              const int64_t run = std::min(count - i, o.period - at);
+              std::copy(data + at, data + at + run, dst + i);
+              i += run;
+            }
+            return {dst, 1};
+          }
           case FusedGroup::Operand::Kind::kInternal:
             return {storage(o.internal), 1};
           case FusedGroup::Operand::Kind::kScalar:
@@ -112,10 +161,10 @@ void run_typed(const FusedGroup& group, std::vector<TensorPtr>& slots) {
       };
       for (const FusedGroup::Op& op : group.ops) {
         T sa = 0, sb = 0;
-        const auto [a, stride_a] = operand(op.a, sa);
+        const auto [a, stride_a] = operand(op.a, sa, 0);
         const auto [b, stride_b] = op.b.value == kNoId && op.b.internal < 0
                                        ? std::pair<const T*, int64_t>{&sb, 0}
-                                       : operand(op.b, sb);
+                                       : operand(op.b, sb, 1);
         tile_op<T>(op.code, storage(op.out), a, stride_a, b, stride_b, count);
       }
     }
@@ -162,8 +211,11 @@ std::vector<FusedGroup> find_fused_groups(const Graph& g) {
       if (auto it = internal_of.find(v); it != internal_of.end()) {
         o.kind = FusedGroup::Operand::Kind::kInternal;
         o.internal = it->second;
-      } else if (g.value(v).shape.dims != current.dims) {
+      } else if (g.value(v).shape.num_elements() == 1) {
         o.kind = FusedGroup::Operand::Kind::kScalar;
+      } else if (g.value(v).shape.dims != current.dims) {
+        o.kind = FusedGroup::Operand::Kind::kPeriodic;
+        o.period = period_of(g.value(v).shape.dims, current.dims);
       }
       return o;
     };

@@ -12,12 +12,14 @@
 namespace autopar::runtime {
 
 struct FusedGroup {
-  enum class Code : uint8_t { kAdd, kSub, kMul, kDiv, kNeg, kSqrt, kReciprocal };
+  enum class Code : uint8_t { kAdd, kSub, kMul, kDiv, kNeg, kSqrt, kReciprocal, kExp, kErf, kTanh };
   struct Operand {
-    enum class Kind : uint8_t { kTensor, kScalar, kInternal };
+    // kPeriodic: a tensor broadcast along leading dims (a bias row), read with period `period`.
+    enum class Kind : uint8_t { kTensor, kScalar, kInternal, kPeriodic };
     Kind kind = Kind::kTensor;
     ValueId value = kNoId;
-    int internal = -1;  // index into `internals` for kInternal
+    int internal = -1;   // index into `internals` for kInternal
+    int64_t period = 0;  // kPeriodic
   };
   struct Op {
     Code code;
@@ -32,8 +34,9 @@ struct FusedGroup {
   std::vector<bool> escapes;       // per internal: read after the group (materialised)
 };
 
-// Groups of at least two consecutive fusible nodes (Add, Sub, Mul, Div, Neg, Sqrt, Reciprocal
-// on f32/f64 whose operands have the group's shape or one element).
+// Groups of at least two consecutive fusible nodes (Add, Sub, Mul, Div, Neg, Sqrt, Reciprocal,
+// Exp, Erf, Tanh on f32/f64) whose operands have the group's shape, one element, or the
+// shape of its trailing dims (broadcast along the leading ones).
 std::vector<FusedGroup> find_fused_groups(const Graph& graph);
 
 // Runs a group: inputs from `slots`, escaping values allocated and stored into `slots`.

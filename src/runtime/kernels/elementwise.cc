@@ -452,10 +452,16 @@ Kernel array_unary_kernel(ArrayOp array_op) {
       using Array = Eigen::Array<T, Eigen::Dynamic, 1>;
       const T* in = data_of<T>(x);
       T* out = mutable_data_of<T>(y);
-      parallel_for(x.num_elements(), grain_for(8), [&](int64_t begin, int64_t end) {
-        Eigen::Map<Array>(out + begin, end - begin) =
-            array_op(Eigen::Map<const Array>(in + begin, end - begin));
-      });
+      const int64_t n = x.num_elements();
+      parallel_for((n + kElementwiseTile - 1) / kElementwiseTile, 1,
+                   [&](int64_t first_tile, int64_t end_tile) {
+                     for (int64_t tile = first_tile; tile < end_tile; ++tile) {
+                       const int64_t begin = tile * kElementwiseTile;
+                       const int64_t count = std::min(kElementwiseTile, n - begin);
+                       Eigen::Map<Array>(out + begin, count) =
+                           array_op(Eigen::Map<const Array>(in + begin, count));
+                     }
+                   });
       return Status::ok();
     });
   };

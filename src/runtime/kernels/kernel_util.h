@@ -47,6 +47,11 @@ void parallel_for(int64_t n, int64_t grain, const Body& body) {
 }
 
 // Items per chunk so that each chunk does about `work_per_chunk` units of work.
+// Elementwise work runs in tiles of this many elements, at offsets that are multiples of it:
+// Eigen's vectorised math (exp, erf, tanh) then splits every tensor into the same packets and
+// scalar tails whether a node runs alone or fused with its neighbours.
+inline constexpr int64_t kElementwiseTile = 1024;
+
 inline int64_t grain_for(int64_t work_per_item, int64_t work_per_chunk = 1 << 15) {
   return std::max<int64_t>(1, work_per_chunk / std::max<int64_t>(work_per_item, 1));
 }
