@@ -4,11 +4,11 @@
 
 #include <benchmark/benchmark.h>
 
+#include <Eigen/Core>
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
-#include <Eigen/Core>
 
 #include "autopar/autodiff/autodiff.h"
 #include "autopar/ir/builder.h"
@@ -153,7 +153,8 @@ void BM_TrainingStep(benchmark::State& state, const char* name) {
     std::vector<std::pair<double, std::string>> shares;
     for (const auto& [op, seconds] : by_op) shares.emplace_back(seconds / all_seconds, op);
     std::sort(shares.rbegin(), shares.rend());
-    for (const auto& [share, op] : shares) std::fprintf(stderr, "  %-28s %5.1f%%\n", op.c_str(), 100 * share);
+    for (const auto& [share, op] : shares)
+      std::fprintf(stderr, "  %-28s %5.1f%%\n", op.c_str(), 100 * share);
   }
 }
 

@@ -71,14 +71,18 @@ StatusOr<BuiltPlan> build_plan(const std::string& model, Scheme scheme, const Pl
   std::optional<int64_t> user_batch;
   std::vector<std::pair<std::string, int64_t>> dims;
   for (const auto& [name, n] : given.dims) {
-    if (name == "batch") user_batch = n;
-    else dims.emplace_back(name, n);
+    if (name == "batch")
+      user_batch = n;
+    else
+      dims.emplace_back(name, n);
   }
   if (scheme.global_batch == 0) {
     if (user_batch) {
       scheme.global_batch = *user_batch;
     } else {
-      ASSIGN_OR_RETURN(Graph probe, load_at(model, is_zoo(model) ? std::optional<int64_t>(4) : std::nullopt, dims, false));
+      ASSIGN_OR_RETURN(
+          Graph probe,
+          load_at(model, is_zoo(model) ? std::optional<int64_t>(4) : std::nullopt, dims, false));
       scheme.global_batch = batch_of(probe);
     }
   }
@@ -134,11 +138,13 @@ StatusOr<BuiltPlan> load_plan(const std::string& dir) {
   ASSIGN_OR_RETURN(PlanManifest manifest, read_plan_manifest(dir));
   if (!manifest.source.sha256.empty()) {
     auto sha = sha256_of(manifest.source.model);
-    if (!sha.is_ok()) return error("{}/manifest.yaml: source.model: {}", dir, sha.status().message());
+    if (!sha.is_ok())
+      return error("{}/manifest.yaml: source.model: {}", dir, sha.status().message());
     if (sha.value() != manifest.source.sha256) {
-      return error("{}/manifest.yaml: source.model: {} has changed since the plan was made "
-                   "(sha256 {}, recorded {})",
-                   dir, manifest.source.model, sha.value(), manifest.source.sha256);
+      return error(
+          "{}/manifest.yaml: source.model: {} has changed since the plan was made "
+          "(sha256 {}, recorded {})",
+          dir, manifest.source.model, sha.value(), manifest.source.sha256);
     }
   }
   ASSIGN_OR_RETURN(BuiltPlan built, build_plan(manifest.source.model, manifest.scheme,
@@ -152,8 +158,8 @@ StatusOr<runtime::PlanFeeds> plan_feeds(const BuiltPlan& built, int steps, uint6
   // Initial state: the model's parameters and the training graph's optimizer state.
   Graph source = built.model;
   if (!built.options.inference) {
-    ASSIGN_OR_RETURN(TrainingGraph t,
-                     build_training_graph(built.model, built.options.loss, built.options.optimizer));
+    ASSIGN_OR_RETURN(TrainingGraph t, build_training_graph(built.model, built.options.loss,
+                                                           built.options.optimizer));
     source = std::move(t.graph);
   }
   for (const Value& v : source.values()) {
@@ -169,8 +175,8 @@ StatusOr<runtime::PlanFeeds> plan_feeds(const BuiltPlan& built, int steps, uint6
       auto whole = feeds.state.find(part.whole + suffix);
       if (whole == feeds.state.end()) continue;
       const int64_t parts = whole->second->dims()[part.dim] / part.length;
-      feeds.state[s.name] = std::make_shared<const Tensor>(runtime::split_tensor(
-          *whole->second, part.dim, parts)[part.offset / part.length]);
+      feeds.state[s.name] = std::make_shared<const Tensor>(
+          runtime::split_tensor(*whole->second, part.dim, parts)[part.offset / part.length]);
       break;
     }
   }
@@ -194,8 +200,10 @@ StatusOr<runtime::PlanFeeds> plan_feeds(const BuiltPlan& built, int steps, uint6
         std::uniform_int_distribution<int64_t> uniform(0, output.shape.dims.back() - 1);
         std::normal_distribution<double> normal(0.0, 1.0);
         for (int64_t e = 0; e < labels.num_elements(); ++e) {
-          if (classes) labels.set_from_int(e, uniform(rng));
-          else labels.set_from_double(e, normal(rng));
+          if (classes)
+            labels.set_from_int(e, uniform(rng));
+          else
+            labels.set_from_double(e, normal(rng));
         }
         for (const DataSpec& d : built.plan.data) {
           if (!batch.count(d.name)) batch[d.name] = std::make_shared<const Tensor>(labels);
@@ -263,8 +271,8 @@ Status run_transform(const TransformFlags& f) {
   int64_t nodes = 0;
   for (const Role& r : built.plan.roles) nodes += r.graph.num_nodes();
   fmt::print("{}: {} devices, {} roles ({} nodes), {} microbatches per step, in {:.2f} s\n", f.out,
-             built.plan.device_role.size(), built.plan.roles.size(), nodes,
-             built.plan.microbatches, seconds);
+             built.plan.device_role.size(), built.plan.roles.size(), nodes, built.plan.microbatches,
+             seconds);
   return Status::ok();
 }
 
@@ -302,8 +310,12 @@ Status run_verify(const VerifyFlags& f, int* exit_code) {
     // orders stay near 1e-16, so Adam's first step (which normalises every gradient, noise
     // included, to ±lr) cannot turn a gradient that is zero in exact arithmetic into a false
     // mismatch.
+    // Low-precision casts are the same in every role and in the reference: the float64
+    // instance leaves them out and checks the parallel transformation alone.
     change_float_type(built.model, DType::kFloat32, DType::kFloat64);
-    auto plan = lower(built.model, built.plan.scheme, built.options);
+    Scheme wide = built.plan.scheme;
+    wide.precision = Precision::kFp32;
+    auto plan = lower(built.model, wide, built.options);
     if (!plan.is_ok()) return error("{}: float64 lowering: {}", f.plan, plan.status().message());
     PlanSource source = built.plan.source;
     built.plan = std::move(plan).value();
@@ -313,8 +325,7 @@ Status run_verify(const VerifyFlags& f, int* exit_code) {
   ASSIGN_OR_RETURN(std::optional<runtime::PlanResult> ran, run_built(built, feeds, mpi.get()));
   if (!ran) return Status::ok();  // an MPI rank other than 0: rank 0 reports
   runtime::PlanResult& result = *ran;
-  ASSIGN_OR_RETURN(Plan reference,
-                   lower_reference(built.model, built.plan.scheme, built.options));
+  ASSIGN_OR_RETURN(Plan reference, lower_reference(built.model, built.plan.scheme, built.options));
   ASSIGN_OR_RETURN(runtime::PlanResult expected, runtime::run_plan_inproc(reference, feeds));
 
   // Parameters the plan split into parts are compared whole.
@@ -352,8 +363,7 @@ Status run_verify(const VerifyFlags& f, int* exit_code) {
     for (size_t m = 0; m < expected.outputs[0].size(); ++m) {
       for (size_t o = 0; o < expected.outputs[0][m].size(); ++o) {
         double scale = 0;
-        const double e =
-            relative_error(result.outputs[0][m][o], expected.outputs[0][m][o], scale);
+        const double e = relative_error(result.outputs[0][m][o], expected.outputs[0][m][o], scale);
         diffs.push_back({fmt::format("{} (microbatch {})", built.plan.outputs[o], m), e, scale});
       }
     }
@@ -367,11 +377,11 @@ Status run_verify(const VerifyFlags& f, int* exit_code) {
         ok ? "true" : "false", diffs.empty() ? 0.0 : diffs.front().error,
         diffs.empty() ? "" : diffs.front().name, diffs.size());
   } else {
-    fmt::print("{}: {} devices against one ({}), {} tensors compared, worst relative error "
-               "{:.3e} ({})\n",
-               f.plan, built.plan.device_role.size(), f.fp32 ? "float32" : "float64",
-               diffs.size(),
-               diffs.empty() ? 0.0 : diffs.front().error, diffs.empty() ? "" : diffs.front().name);
+    fmt::print(
+        "{}: {} devices against one ({}), {} tensors compared, worst relative error "
+        "{:.3e} ({})\n",
+        f.plan, built.plan.device_role.size(), f.fp32 ? "float32" : "float64", diffs.size(),
+        diffs.empty() ? 0.0 : diffs.front().error, diffs.empty() ? "" : diffs.front().name);
     if (!ok) {
       fmt::print("{:<48} {:>12} {:>12}\n", "tensor", "rel. error", "max |ref|");
       for (size_t i = 0; i < diffs.size() && i < 10; ++i) {
@@ -409,7 +419,8 @@ Status run_plan_directory(const std::string& dir, const std::string& comm, int s
 
 void add_transform_command(CLI::App& app, Command& command) {
   auto flags = std::make_shared<TransformFlags>();
-  CLI::App* t = app.add_subcommand("transform", "lower a model under a parallel scheme into a plan directory");
+  CLI::App* t = app.add_subcommand("transform",
+                                   "lower a model under a parallel scheme into a plan directory");
   t->add_option("model", flags->model, "ONNX file, or a zoo name")->required();
   t->add_option("--scheme", flags->scheme, "scheme YAML (see configs/schemes/)")->required();
   t->add_option("-o,--output", flags->out, "plan directory to write (default plan)");

@@ -163,8 +163,8 @@ void add_run_command(CLI::App& app, Command& command) {
   run->add_flag("--train", flags->train,
                 "train on a synthetic task (labels from a fixed random teacher) and print the "
                 "loss per step");
-  flags->steps_option = run->add_option(
-      "--steps", flags->steps, "training steps (default 50; plans: default 1)");
+  flags->steps_option =
+      run->add_option("--steps", flags->steps, "training steps (default 50; plans: default 1)");
   run->add_option("--batches", flags->batches,
                   "fixed synthetic batches cycled through (default 4)");
   run->add_option("--seed", flags->seed, "seed of the synthetic data and the teacher (default 0)");
@@ -175,9 +175,10 @@ void add_run_command(CLI::App& app, Command& command) {
       std::error_code ec;
       if (std::filesystem::exists(flags->model + "/manifest.yaml", ec)) {
         if (flags->dims.given() || !flags->inputs.empty() || !flags->outputs.empty())
-          return error("{}: a plan runs as it was made: --batch, --dim, --inputs and --outputs "
-                       "do not apply",
-                       flags->model);
+          return error(
+              "{}: a plan runs as it was made: --batch, --dim, --inputs and --outputs "
+              "do not apply",
+              flags->model);
         const bool steps = flags->train || flags->steps_option->count() > 0;
         return run_plan_directory(flags->model, flags->comm, steps ? flags->steps : 1, flags->json,
                                   flags->seed);

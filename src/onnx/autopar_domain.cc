@@ -58,8 +58,7 @@ void add_group(onnx::OpSchema& s) {
          "Mesh axes of the group (instead of `group`): the devices that share every other "
          "coordinate with this one.",
          onnx::AttributeProto::STRINGS, false);
-  s.Attr("group_size", "Members of the group named by `axes`.", onnx::AttributeProto::INT,
-         false);
+  s.Attr("group_size", "Members of the group named by `axes`.", onnx::AttributeProto::INT, false);
 }
 
 void add_peer(onnx::OpSchema& s, const char* peer_doc) {
@@ -68,8 +67,7 @@ void add_peer(onnx::OpSchema& s, const char* peer_doc) {
          "Mesh axis (instead of `peer`): the peer is the device whose coordinate on this axis "
          "is `peer_coord`, all others equal to this device's.",
          onnx::AttributeProto::STRING, false);
-  s.Attr("peer_coord", "The peer's coordinate on `peer_axis`.", onnx::AttributeProto::INT,
-         false);
+  s.Attr("peer_coord", "The peer's coordinate on `peer_axis`.", onnx::AttributeProto::INT, false);
 }
 
 void register_schemas() {
@@ -178,11 +176,11 @@ void register_schemas() {
       [](onnx::InferenceContext& ctx) { infer_resized_axis(ctx, false); });
   onnx::OpSchemaRegistry::OpSchemaRegisterOnce{shard};
 
-  onnx::OpSchema halo = base(
-      "HaloExchange",
-      "X with `before` rows of the previous member's block and `after` rows of the next one's "
-      "along `axis` (zeros past the ends of the group); a negative count drops that many of "
-      "X's own rows at that end. The halo of a convolution over a split spatial dim.");
+  onnx::OpSchema halo =
+      base("HaloExchange",
+           "X with `before` rows of the previous member's block and `after` rows of the next one's "
+           "along `axis` (zeros past the ends of the group); a negative count drops that many of "
+           "X's own rows at that end. The halo of a convolution over a split spatial dim.");
   halo.Input(0, "X", "This device's block.", "T").Output(0, "Y", "The block with its halo.", "T");
   add_group(halo);
   halo.Attr("axis", "The split axis.", onnx::AttributeProto::INT, int64_t{0});

@@ -184,8 +184,8 @@ Status infer_shard(InferenceContext& ctx) {
   RETURN_IF_ERROR(normalize_axis(ctx, "axis", ctx.input_rank(0), axis));
   std::vector<int64_t> out = ctx.input_dims(0);
   if (out[axis] % n != 0) {
-    return ctx.fail("dim {} of {} ({}) does not divide by group size {}", axis,
-                    input_text(ctx, 0), out[axis], n);
+    return ctx.fail("dim {} of {} ({}) does not divide by group size {}", axis, input_text(ctx, 0),
+                    out[axis], n);
   }
   out[axis] /= n;
   return set_output_checked(ctx, 0, ctx.input_dtype(0), std::move(out));

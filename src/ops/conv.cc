@@ -288,8 +288,8 @@ std::optional<IterationSpace> conv_space(const Graph& g, const Node& n) {
   space.loops = {{"n", x[0], LoopKind::kParallel, true},
                  {"m", y[1], LoopKind::kParallel, !grouped},
                  {"c", x[1], LoopKind::kReduction, !grouped}};
-  std::vector<int> x_map = {0, 2}, y_map = {0, 1}, w_map = transpose ? std::vector<int>{2, 1}
-                                                                     : std::vector<int>{1, 2};
+  std::vector<int> x_map = {0, 2}, y_map = {0, 1},
+                   w_map = transpose ? std::vector<int>{2, 1} : std::vector<int>{1, 2};
   for (size_t d = 2; d < y.size(); ++d) {
     y_map.push_back(static_cast<int>(space.loops.size()));
     space.loops.push_back({fmt::format("o{}", d - 2), y[d], LoopKind::kParallel, false});
@@ -297,8 +297,8 @@ std::optional<IterationSpace> conv_space(const Graph& g, const Node& n) {
     w_map.push_back(-1);
   }
   space.inputs = {x_map, w_map};
-  if (n.inputs.size() > 2) space.inputs.push_back(n.input(2) == kNoId ? std::vector<int>{}
-                                                                      : std::vector<int>{1});
+  if (n.inputs.size() > 2)
+    space.inputs.push_back(n.input(2) == kNoId ? std::vector<int>{} : std::vector<int>{1});
   space.outputs = {y_map};
   return space;
 }
@@ -328,11 +328,10 @@ void register_conv_ops(OpRegistry& registry) {
                                       "2·N·C_out·(C_in/group)·prod(kernel)·prod(output spatial), "
                                       "+ N·C_out·prod(output spatial) with bias"),
                               conv_space));
-  registry.add(
-      with_semantics(make_op("ConvTranspose", infer_conv_transpose, conv_transpose_flops,
-                             "2·N·C_out·(C_in/group)·prod(kernel)·prod(input spatial), + "
-                             "N·C_out·prod(output spatial) with bias"),
-                     conv_space));
+  registry.add(with_semantics(make_op("ConvTranspose", infer_conv_transpose, conv_transpose_flops,
+                                      "2·N·C_out·(C_in/group)·prod(kernel)·prod(input spatial), + "
+                                      "N·C_out·prod(output spatial) with bias"),
+                              conv_space));
   registry.add(with_semantics(
       make_op("MaxPool", infer_pool, pool_flops, "prod(kernel) compares per output element"),
       pool_space));

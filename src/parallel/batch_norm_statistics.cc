@@ -87,9 +87,8 @@ StatusOr<Graph> batch_norm_statistics_as_reductions(const Graph& training) {
       }
       const ValueId batch = e.reshape(k == 0 ? mean : variance, {channels});
       const ValueId running = get(node.inputs[3 + k]);
-      results.push_back(
-          e.op("Add", {e.op("Mul", {running, e.scalar(momentum, x.dtype)}),
-                       e.op("Mul", {batch, e.scalar(1.0 - momentum, x.dtype)})}));
+      results.push_back(e.op("Add", {e.op("Mul", {running, e.scalar(momentum, x.dtype)}),
+                                     e.op("Mul", {batch, e.scalar(1.0 - momentum, x.dtype)})}));
     }
     RETURN_IF_ERROR(e.status());
     for (size_t k = 0; k < results.size() && k < node.outputs.size(); ++k) {

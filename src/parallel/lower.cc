@@ -9,27 +9,36 @@ namespace autopar {
 
 const char* program_kind_name(ProgramKind kind) {
   switch (kind) {
-    case ProgramKind::kForward: return "forward";
-    case ProgramKind::kBackward: return "backward";
-    case ProgramKind::kUpdate: return "update";
+    case ProgramKind::kForward:
+      return "forward";
+    case ProgramKind::kBackward:
+      return "backward";
+    case ProgramKind::kUpdate:
+      return "update";
   }
   return "";
 }
 
 std::string Program::name() const {
   switch (kind) {
-    case ProgramKind::kForward: return fmt::format("F{}", chunk);
-    case ProgramKind::kBackward: return fmt::format("B{}", chunk);
-    case ProgramKind::kUpdate: return "U";
+    case ProgramKind::kForward:
+      return fmt::format("F{}", chunk);
+    case ProgramKind::kBackward:
+      return fmt::format("B{}", chunk);
+    case ProgramKind::kUpdate:
+      return "U";
   }
   return "";
 }
 
 std::string ScheduleStep::to_string() const {
   switch (kind) {
-    case ProgramKind::kForward: return fmt::format("F{}.{}", chunk, micro);
-    case ProgramKind::kBackward: return fmt::format("B{}.{}", chunk, micro);
-    case ProgramKind::kUpdate: return "U";
+    case ProgramKind::kForward:
+      return fmt::format("F{}.{}", chunk, micro);
+    case ProgramKind::kBackward:
+      return fmt::format("B{}.{}", chunk, micro);
+    case ProgramKind::kUpdate:
+      return "U";
   }
   return "";
 }
@@ -40,10 +49,6 @@ StatusOr<Plan> lower(const Graph& model, const Scheme& scheme, const LoweringOpt
 
   const int64_t microbatches = scheme.microbatches();
   if (microbatches < 1) return error("batch: the scheme has no microbatches");
-  if (scheme.precision != Precision::kFp32) {
-    return error("precision: {} is not lowered yet (plans compute in fp32 with fp32 weights)",
-                 precision_name(scheme.precision));
-  }
   if (scheme.schedule == PipelineSchedule::kInterleaved && scheme.pp() > 1 &&
       microbatches % scheme.pp() != 0) {
     return error(
@@ -63,6 +68,11 @@ StatusOr<Plan> lower(const Graph& model, const Scheme& scheme, const LoweringOpt
   if (policy.split_fused_projections) {
     ASSIGN_OR_RETURN(rewritten, split_fused_projections(model, parts));
     source = &rewritten;
+  }
+  Graph narrowed;
+  if (policy.compute != DType::kFloat32) {
+    ASSIGN_OR_RETURN(narrowed, to_mixed_precision(*source, policy.compute));
+    source = &narrowed;
   }
   SpmdInput input;
   TrainingGraph training;
@@ -122,12 +132,15 @@ StatusOr<Plan> lower(const Graph& model, const Scheme& scheme, const LoweringOpt
   }
   if (scheme.sp() > 1 && !splits_any(spmd.data, "sp")) {
     return error("mesh.sp: {} divides no sequence or height dim of the inputs ({})", scheme.sp(),
-                 fmt::format("{}", fmt::join([&] {
-                   std::vector<std::string> shapes;
-                   for (const DataSpec& d : spmd.data)
-                     shapes.push_back(fmt::format("{} [{}]", d.name, fmt::join(d.shape, ",")));
-                   return shapes;
-                 }(), ", ")));
+                 fmt::format("{}", fmt::join(
+                                       [&] {
+                                         std::vector<std::string> shapes;
+                                         for (const DataSpec& d : spmd.data)
+                                           shapes.push_back(fmt::format("{} [{}]", d.name,
+                                                                        fmt::join(d.shape, ",")));
+                                         return shapes;
+                                       }(),
+                                       ", ")));
   }
 
   const int64_t virtual_stages = policy.stages * policy.chunks;
@@ -160,8 +173,7 @@ StatusOr<Plan> lower(const Graph& model, const Scheme& scheme, const LoweringOpt
   const DeviceMesh& mesh = scheme.mesh;
   const int64_t pp_axis = mesh.axis_index("pp");
   for (int64_t d = 0; d < mesh.num_devices(); ++d) {
-    plan.device_role.push_back(
-        pp_axis < 0 ? 0 : static_cast<int32_t>(mesh.coords(d)[pp_axis]));
+    plan.device_role.push_back(pp_axis < 0 ? 0 : static_cast<int32_t>(mesh.coords(d)[pp_axis]));
   }
   return plan;
 }

@@ -73,9 +73,8 @@ std::string readme(const Plan& plan) {
     for (const Program& p : role.programs)
       programs.push_back(fmt::format("{} ({} nodes)", p.name(), p.end - p.begin));
     const std::vector<int64_t> devices = devices_of(plan, role.id);
-    text += fmt::format("| {} | role_{}.onnx | {} | {} | {} | {} |\n", role.id, role.id,
-                        role.stage, devices.size(), role.graph.num_nodes(),
-                        fmt::join(programs, ", "));
+    text += fmt::format("| {} | role_{}.onnx | {} | {} | {} | {} |\n", role.id, role.id, role.stage,
+                        devices.size(), role.graph.num_nodes(), fmt::join(programs, ", "));
   }
   text += "\n## Schedules\n\n";
   for (const Role& role : plan.roles) {
@@ -104,7 +103,8 @@ std::string role_onnx_bytes(const Plan& plan, const Role& role) {
 }
 
 std::string manifest_yaml(const Plan& plan) {
-  std::string y = "# autopar plan: the scheme, the source it was lowered from, roles and schedules\n";
+  std::string y =
+      "# autopar plan: the scheme, the source it was lowered from, roles and schedules\n";
   y += "source:\n";
   y += fmt::format("  model: {}\n", yaml_quoted(plan.source.model));
   y += fmt::format("  sha256: {}\n", yaml_quoted(plan.source.sha256));
@@ -172,7 +172,8 @@ std::string manifest_yaml(const Plan& plan) {
   y += "data:\n";
   for (const DataSpec& d : plan.data) {
     y += fmt::format("  - {{name: {}, dtype: {}, shape: [{}], layout: {}}}\n", yaml_quoted(d.name),
-                     dtype_name(d.dtype), fmt::join(d.shape, ", "), yaml_quoted(d.layout.to_string()));
+                     dtype_name(d.dtype), fmt::join(d.shape, ", "),
+                     yaml_quoted(d.layout.to_string()));
   }
   return y;
 }
@@ -195,7 +196,8 @@ Status write_plan(const Plan& plan, const std::string& dir) {
 
 StatusOr<PlanManifest> read_plan_manifest(const std::string& dir) {
   const std::string path = dir + "/manifest.yaml";
-  if (!std::filesystem::exists(path)) return error("{}: no plan here (manifest.yaml is missing)", dir);
+  if (!std::filesystem::exists(path))
+    return error("{}: no plan here (manifest.yaml is missing)", dir);
   YAML::Node root;
   try {
     root = YAML::LoadFile(path);

@@ -74,11 +74,16 @@ StatusOr<std::vector<ValueId>> masked_gather(Graph& dst, const Graph& src, const
 
 const char* step_op(ReshardStep::Kind kind) {
   switch (kind) {
-    case ReshardStep::Kind::kAllReduce: return "AllReduce";
-    case ReshardStep::Kind::kReduceScatter: return "ReduceScatter";
-    case ReshardStep::Kind::kAllGather: return "AllGather";
-    case ReshardStep::Kind::kAllToAll: return "AllToAll";
-    case ReshardStep::Kind::kSlice: return "Shard";
+    case ReshardStep::Kind::kAllReduce:
+      return "AllReduce";
+    case ReshardStep::Kind::kReduceScatter:
+      return "ReduceScatter";
+    case ReshardStep::Kind::kAllGather:
+      return "AllGather";
+    case ReshardStep::Kind::kAllToAll:
+      return "AllToAll";
+    case ReshardStep::Kind::kSlice:
+      return "Shard";
   }
   return "";
 }
@@ -114,8 +119,8 @@ StatusOr<std::vector<ValueId>> duplicate(Graph& dst, const Graph& src, const Nod
 }
 
 StatusOr<std::vector<ValueId>> split(Graph& dst, const Graph& src, const Node& node,
-                                     const std::vector<ValueId>& inputs,
-                                     const OpStrategy& strategy, const DeviceMesh& mesh) {
+                                     const std::vector<ValueId>& inputs, const OpStrategy& strategy,
+                                     const DeviceMesh& mesh) {
   std::vector<ValueId> ins = inputs;
   const std::optional<IterationSpace> space = iteration_space(src, node);
   for (size_t i = 0; i < ins.size() && i < strategy.inputs.size(); ++i) {
@@ -168,8 +173,9 @@ StatusOr<std::vector<ValueId>> split(Graph& dst, const Graph& src, const Node& n
       Emitter e(dst, node.name + "/shard_mean", node.phase, node.layer);
       for (size_t i = 0; i < outs.size(); ++i) {
         if (outs[i] == kNoId || !strategy.outputs[i].is_partial()) continue;
-        outs[i] = e.op("Mul", {outs[i], e.scalar(1.0 / static_cast<double>(degree),
-                                                 dst.value(outs[i]).dtype)});
+        outs[i] =
+            e.op("Mul",
+                 {outs[i], e.scalar(1.0 / static_cast<double>(degree), dst.value(outs[i]).dtype)});
       }
       RETURN_IF_ERROR(e.status());
     }
@@ -211,11 +217,11 @@ StatusOr<std::vector<ValueId>> split_window(Graph& dst, const Graph& src, const 
   const std::vector<int64_t> expected =
       strategy.outputs[0].shard_shape(src.value(node.outputs[0]).shape.dims, mesh);
   if (dst.value(outs[0]).shape.dims != expected) {
-    return error("node '{}' ({}): a block with a halo of {} and {} rows gives [{}], layout {} "
-                 "expects [{}]",
-                 node.name, node.op_type, before, after,
-                 fmt::join(dst.value(outs[0]).shape.dims, ","), strategy.outputs[0].to_string(),
-                 fmt::join(expected, ","));
+    return error(
+        "node '{}' ({}): a block with a halo of {} and {} rows gives [{}], layout {} "
+        "expects [{}]",
+        node.name, node.op_type, before, after, fmt::join(dst.value(outs[0]).shape.dims, ","),
+        strategy.outputs[0].to_string(), fmt::join(expected, ","));
   }
   return outs;
 }
@@ -230,13 +236,17 @@ StatusOr<ValueId> augment(Graph& dst, ValueId x, const ReshardStep& step, const 
   n.attrs["axes"] = Attribute(std::vector<std::string>{step.axis});
   n.attrs["group_size"] = mesh.size(step.axis);
   switch (step.kind) {
-    case ReshardStep::Kind::kAllReduce: n.attrs["op"] = std::string("sum"); break;
+    case ReshardStep::Kind::kAllReduce:
+      n.attrs["op"] = std::string("sum");
+      break;
     case ReshardStep::Kind::kReduceScatter:
       n.attrs["op"] = std::string("sum");
       n.attrs["axis"] = step.dim;
       break;
     case ReshardStep::Kind::kAllGather:
-    case ReshardStep::Kind::kSlice: n.attrs["axis"] = step.dim; break;
+    case ReshardStep::Kind::kSlice:
+      n.attrs["axis"] = step.dim;
+      break;
     case ReshardStep::Kind::kAllToAll:
       n.attrs["split_axis"] = step.to_dim;
       n.attrs["concat_axis"] = step.dim;

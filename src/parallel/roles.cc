@@ -42,9 +42,12 @@ StatusOr<std::vector<Role>> build_roles(const SpmdResult& spmd,
   // Program order on a rank: F0 .. F(v-1), B(v-1) .. B0, U.
   auto program_index = [&](ProgramKind kind, int32_t chunk) -> int32_t {
     switch (kind) {
-      case ProgramKind::kForward: return chunk;
-      case ProgramKind::kBackward: return static_cast<int32_t>(v + (v - 1 - chunk));
-      case ProgramKind::kUpdate: return static_cast<int32_t>(2 * v);
+      case ProgramKind::kForward:
+        return chunk;
+      case ProgramKind::kBackward:
+        return static_cast<int32_t>(v + (v - 1 - chunk));
+      case ProgramKind::kUpdate:
+        return static_cast<int32_t>(2 * v);
     }
     return 0;
   };
@@ -72,7 +75,7 @@ StatusOr<std::vector<Role>> build_roles(const SpmdResult& spmd,
   auto state_input = [&](ValueId id) -> const StateSpec* {
     auto it = state_by_input.find(g.value(id).name);
     return g.value(id).kind == ValueKind::kInput && it != state_by_input.end() ? it->second
-                                                                                : nullptr;
+                                                                               : nullptr;
   };
 
   // Update nodes per rank: what computes the new values of the state the rank holds.
@@ -169,8 +172,8 @@ StatusOr<std::vector<Role>> build_roles(const SpmdResult& spmd,
     if (policy.recompute == Recompute::kFull) return true;
     const Node& node = g.node(f);
     if (is_comm(node)) return false;
-    static const char* const kKept[] = {"Gemm",          "Conv", "ConvTranspose",
-                                        "LayerNormalization", "BatchNormalization"};
+    static const char* const kKept[] = {"Gemm", "Conv", "ConvTranspose", "LayerNormalization",
+                                        "BatchNormalization"};
     for (const char* op : kKept) {
       if (node.op_type == op) return false;
     }
@@ -216,8 +219,9 @@ StatusOr<std::vector<Role>> build_roles(const SpmdResult& spmd,
                    val.name);
     };
     // A node's inputs in the role graph: recomputed copies first, then the values themselves.
-    auto inputs_of = [&](const Node& node, const std::map<ValueId, ValueId>& recomputed)
-        -> StatusOr<std::vector<ValueId>> {
+    auto inputs_of =
+        [&](const Node& node,
+            const std::map<ValueId, ValueId>& recomputed) -> StatusOr<std::vector<ValueId>> {
       std::vector<ValueId> ins;
       for (ValueId in : node.inputs) {
         if (in == kNoId) {
@@ -308,8 +312,7 @@ StatusOr<std::vector<Role>> build_roles(const SpmdResult& spmd,
         for (NodeId f : copy) {
           const Node& node = g.node(f);
           ASSIGN_OR_RETURN(std::vector<ValueId> ins, inputs_of(node, recomputed));
-          ASSIGN_OR_RETURN(std::vector<ValueId> outs,
-                           duplicate(rg, g, node, ins, "/recompute"));
+          ASSIGN_OR_RETURN(std::vector<ValueId> outs, duplicate(rg, g, node, ins, "/recompute"));
           for (size_t i = 0; i < outs.size(); ++i) {
             if (node.outputs[i] != kNoId) recomputed[node.outputs[i]] = outs[i];
           }
@@ -323,8 +326,7 @@ StatusOr<std::vector<Role>> build_roles(const SpmdResult& spmd,
         for (size_t i = 0; i < outs.size(); ++i) {
           if (node.outputs[i] == kNoId) continue;
           if (rg.value(outs[i]).name != g.value(node.outputs[i]).name) {
-            return error("role {}: value '{}' is computed twice", r,
-                         g.value(node.outputs[i]).name);
+            return error("role {}: value '{}' is computed twice", r, g.value(node.outputs[i]).name);
           }
           vmap[node.outputs[i]] = outs[i];
           if (program.kind != ProgramKind::kUpdate) emit_sends(node.outputs[i], prog);

@@ -105,8 +105,8 @@ Status check_schedule(const std::vector<Role>& roles) {
       std::vector<std::string> stuck;
       for (const Role& role : roles) {
         if (next[role.id] < role.schedule.size())
-          stuck.push_back(fmt::format("rank {} at {}", role.id,
-                                      role.schedule[next[role.id]].to_string()));
+          stuck.push_back(
+              fmt::format("rank {} at {}", role.id, role.schedule[next[role.id]].to_string()));
       }
       return error("the pipeline schedule deadlocks: {}", fmt::join(stuck, ", "));
     }

@@ -95,8 +95,7 @@ Value slice_of(const Value& whole, int64_t part, int64_t parts, std::string name
   v.shape = Shape(whole.shape.dims);
   v.shape.dims[last] /= parts;
   if (whole.data) {
-    v.data = std::make_shared<const Tensor>(
-        runtime::split_tensor(*whole.data, last, parts)[part]);
+    v.data = std::make_shared<const Tensor>(runtime::split_tensor(*whole.data, last, parts)[part]);
   }
   return v;
 }
@@ -159,8 +158,8 @@ StatusOr<Graph> split_fused_projections(const Graph& model, std::vector<Paramete
     for (int64_t i = 0; i < f.parts; ++i) {
       const std::string suffix = fmt::format(".part{}", i);
       const ValueId wi = g.add_value(slice_of(w, i, f.parts, w.name + suffix));
-      parts.push_back({w.name + suffix, w.name, 1, i * (w.shape.dims[1] / f.parts),
-                       w.shape.dims[1] / f.parts});
+      parts.push_back(
+          {w.name + suffix, w.name, 1, i * (w.shape.dims[1] / f.parts), w.shape.dims[1] / f.parts});
       const ValueId out = get(node.outputs[i]);
       Node m;
       m.name = mm.name + suffix;
@@ -181,8 +180,8 @@ StatusOr<Graph> split_fused_projections(const Graph& model, std::vector<Paramete
       g.add_node(std::move(m));
       const Value& b = model.value(f.bias);
       const ValueId bi = g.add_value(slice_of(b, i, f.parts, b.name + suffix));
-      parts.push_back({b.name + suffix, b.name, 0, i * (b.shape.dims[0] / f.parts),
-                       b.shape.dims[0] / f.parts});
+      parts.push_back(
+          {b.name + suffix, b.name, 0, i * (b.shape.dims[0] / f.parts), b.shape.dims[0] / f.parts});
       const Node& add = model.node(f.add);
       Node a;
       a.name = add.name + suffix;

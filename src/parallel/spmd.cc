@@ -93,7 +93,9 @@ class Spmd {
     return d < 0 ? base : base.with_split(d, "dp");
   }
 
-  bool is_free(ValueId v) const { return state_[v] && !layout_[v] && !slot_param_.count(v); }
+  bool is_free(ValueId v) const {
+    return (state_[v] && !layout_[v] && !slot_param_.count(v)) || deferred_cast_.count(v);
+  }
   bool allowed_free(ValueId v, const Layout& want, const Node& consumer) const {
     if (want.is_partial()) return false;
     for (const auto& axes : want.dims()) {
@@ -142,6 +144,9 @@ class Spmd {
   std::vector<bool> state_;
   std::map<ValueId, ValueId> slot_param_;
   std::map<ValueId, ValueId> gradient_of_;
+  // Casts of a parameter not yet placed (mixed precision): they take the layout their first
+  // reader wants, and the parameter with them. Cast output → the Cast node.
+  std::map<ValueId, NodeId> deferred_cast_;
   std::map<ValueId, Layout> compute_layout_;  // parameters: the layout their consumers read
   std::map<std::pair<ValueId, std::string>, ValueId> resharded_;
   std::vector<bool> override_used_ = std::vector<bool>(policy_.overrides.size(), false);
@@ -155,9 +160,9 @@ double Spmd::input_cost(ValueId v, const Layout& want, const Node& consumer) con
     // share of the update: count the bytes it keeps beyond its shard like bytes moved.
     const Value& value = src_.value(v);
     const int64_t tp = has_axis("tp") ? mesh_.size("tp") : 1;
-    const double kept = static_cast<double>(value.num_bytes()) *
-                        (1.0 / static_cast<double>(split_degree(want, mesh_)) -
-                         1.0 / static_cast<double>(tp));
+    const double kept =
+        static_cast<double>(value.num_bytes()) *
+        (1.0 / static_cast<double>(split_degree(want, mesh_)) - 1.0 / static_cast<double>(tp));
     return kept * kFlopsPerByte;
   }
   const Value& value = src_.value(v);
@@ -173,13 +178,15 @@ double Spmd::input_cost(ValueId v, const Layout& want, const Node& consumer) con
   double cost = 0.0;
   for (const ReshardStep& step : steps.value()) {
     if (policy_.tp_from_parameters_only && step.axis == "tp" && !constant &&
-        (step.kind == ReshardStep::Kind::kReduceScatter ||
-         step.kind == ReshardStep::Kind::kSlice || step.kind == ReshardStep::Kind::kAllToAll)) {
+        (step.kind == ReshardStep::Kind::kReduceScatter || step.kind == ReshardStep::Kind::kSlice ||
+         step.kind == ReshardStep::Kind::kAllToAll)) {
       return kInfinite;
     }
     if (step.kind != ReshardStep::Kind::kSlice) cost += kFlopsPerCollective / kFlopsPerByte;
     switch (step.kind) {
-      case ReshardStep::Kind::kAllReduce: cost += 2.0 * bytes; break;
+      case ReshardStep::Kind::kAllReduce:
+        cost += 2.0 * bytes;
+        break;
       case ReshardStep::Kind::kAllGather:
         cost += bytes * static_cast<double>(mesh_.size(step.axis) - 1);
         break;
@@ -188,10 +195,14 @@ double Spmd::input_cost(ValueId v, const Layout& want, const Node& consumer) con
       case ReshardStep::Kind::kReduceScatter:
         cost += 2.0 * bytes + kFlopsPerCollective / kFlopsPerByte;
         break;
-      case ReshardStep::Kind::kAllToAll: cost += bytes; break;
+      case ReshardStep::Kind::kAllToAll:
+        cost += bytes;
+        break;
       // Slicing is free for constants; for activations it stands for the gather that a
       // later consumer will need to undo it.
-      case ReshardStep::Kind::kSlice: cost += constant ? 0.0 : bytes; break;
+      case ReshardStep::Kind::kSlice:
+        cost += constant ? 0.0 : bytes;
+        break;
     }
   }
   return cost * kFlopsPerByte;
@@ -250,6 +261,19 @@ StatusOr<ValueId> Spmd::materialise_constant(ValueId v) {
 
 StatusOr<ValueId> Spmd::local_as(ValueId v, const Layout& want, const Node& consumer) {
   const Value& value = src_.value(v);
+  if (auto deferred = deferred_cast_.find(v); deferred != deferred_cast_.end()) {
+    const Node& cast = src_.node(deferred->second);
+    deferred_cast_.erase(deferred);
+    const Layout at = want.is_partial() ? Layout::replicated(want.rank()) : want;
+    ASSIGN_OR_RETURN(ValueId param, local_as(cast.inputs[0], at, cast));
+    OpStrategy s;
+    s.inputs = {at};
+    s.outputs = {at};
+    ASSIGN_OR_RETURN(std::vector<ValueId> outs,
+                     split(result_.graph, src_, cast, {param}, s, mesh_));
+    local_[v] = outs[0];
+    layout_[v] = at;
+  }
   if (local_[v] == kNoId) {
     if (state_[v]) {
       place_state(v, slot_param_.count(v) ? Layout::replicated(value.shape.rank()) : want);
@@ -372,6 +396,11 @@ std::vector<Spmd::Candidate> Spmd::windowed(const Node& node,
 
 Status Spmd::lower_node(NodeId id) {
   const Node& node = src_.node(id);
+  if (node.op_type == "Cast" && node.domain.empty() && node.inputs.size() == 1 &&
+      src_.value(node.inputs[0]).kind == ValueKind::kParameter && is_free(node.inputs[0])) {
+    deferred_cast_.emplace(node.outputs[0], id);
+    return Status::ok();
+  }
   std::vector<std::string> axes, without_sp;
   for (const std::string& a : policy_.axes) {
     // Without ZeRO every data-parallel replica runs the whole update.
@@ -383,7 +412,8 @@ Status Spmd::lower_node(NodeId id) {
   for (OpStrategy& s : enumerate_strategies(src_, node, mesh_, axes))
     candidates.push_back({std::move(s), std::nullopt});
   if (without_sp.size() < axes.size()) {
-    std::vector<Candidate> extra = windowed(node, enumerate_strategies(src_, node, mesh_, without_sp));
+    std::vector<Candidate> extra =
+        windowed(node, enumerate_strategies(src_, node, mesh_, without_sp));
     for (Candidate& c : extra) candidates.push_back(std::move(c));
   }
   for (size_t k = 0; k < policy_.overrides.size(); ++k) {
@@ -407,8 +437,7 @@ Status Spmd::lower_node(NodeId id) {
     }
     if (kept.empty()) {
       return error("tensor.{}: node '{}' ({}) cannot give its output the layout {} (it can: {})",
-                   o.pattern, node.name, node.op_type, want->to_string(),
-                   fmt::join(offered, ", "));
+                   o.pattern, node.name, node.op_type, want->to_string(), fmt::join(offered, ", "));
     }
     candidates = std::move(kept);
     break;
@@ -470,8 +499,8 @@ Status Spmd::accumulate_gradients() {
     if (policy_.microbatches > 1) {
       Emitter e(dst, fmt::format("grad_acc/{}", src_.value(p).name), Phase::kBackward,
                 producer.layer);
-      ValueId scaled = e.op(
-          "Mul", {x, e.scalar(1.0 / static_cast<double>(policy_.microbatches), grad.dtype)});
+      ValueId scaled =
+          e.op("Mul", {x, e.scalar(1.0 / static_cast<double>(policy_.microbatches), grad.dtype)});
       Value in;
       in.name = fmt::format("grad_acc/{}", src_.value(p).name);
       in.dtype = grad.dtype;
@@ -481,7 +510,8 @@ Status Spmd::accumulate_gradients() {
       dst.add_input(acc_in);
       x = e.op("Add", {acc_in, scaled});
       RETURN_IF_ERROR(e.status());
-      dst.rename_value(x, dst.unique_value_name(fmt::format("grad_acc/{}.next", src_.value(p).name)));
+      dst.rename_value(x,
+                       dst.unique_value_name(fmt::format("grad_acc/{}.next", src_.value(p).name)));
       StateSpec spec;
       spec.name = dst.value(acc_in).name;
       spec.output = dst.value(x).name;
@@ -552,14 +582,13 @@ StatusOr<SpmdResult> Spmd::run() {
     if (local_[p] == kNoId) place_state(p, Layout::replicated(src_.value(p).shape.rank()));
   }
   auto replicated_output = [&](ValueId v) -> StatusOr<std::string> {
-    const Node* producer = src_.value(v).producer != kNoId ? &src_.node(src_.value(v).producer)
-                                                           : nullptr;
+    const Node* producer =
+        src_.value(v).producer != kNoId ? &src_.node(src_.value(v).producer) : nullptr;
     Node where;
     where.name = src_.value(v).name;
     where.phase = producer ? producer->phase : Phase::kForward;
     where.layer = producer ? producer->layer : -1;
-    ASSIGN_OR_RETURN(ValueId x,
-                     local_as(v, Layout::replicated(src_.value(v).shape.rank()), where));
+    ASSIGN_OR_RETURN(ValueId x, local_as(v, Layout::replicated(src_.value(v).shape.rank()), where));
     result_.origin.resize(dst.num_nodes(), producer ? src_.value(v).producer : -1);
     dst.add_output(x);
     return dst.value(x).name;

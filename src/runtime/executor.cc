@@ -17,6 +17,15 @@ std::string type_text(DType dtype, const std::vector<int64_t>& dims) {
   return fmt::format("{}[{}]", dtype_name(dtype), fmt::join(dims, ","));
 }
 
+bool is_half(DType dtype) { return dtype == DType::kFloat16 || dtype == DType::kBFloat16; }
+
+// Converts between float types element by element (round to nearest even when narrowing).
+Tensor converted(const Tensor& t, DType to) {
+  Tensor out(to, t.dims());
+  for (int64_t i = 0; i < t.num_elements(); ++i) out.set_from_double(i, t.float_at(i));
+  return out;
+}
+
 }  // namespace
 
 Status check_feed(const Value& value, const Tensor& tensor) {
@@ -40,6 +49,30 @@ StatusOr<Executor> Executor::create(Graph graph, const ExecutorOptions& options)
                    node.op_type);
     }
     e.kernels_.push_back(kernel);
+  }
+  // Ops over half types (but Cast, which converts them, and the communication ops, which move
+  // bytes) run widened to float32.
+  e.widened_.assign(graph.num_nodes(), false);
+  bool any_widened = false;
+  for (NodeId id = 0; id < graph.num_nodes(); ++id) {
+    const Node& node = graph.node(id);
+    if (!node.domain.empty() || node.op_type == "Cast") continue;
+    bool half = false;
+    for (ValueId v : node.inputs) half = half || (v != kNoId && is_half(graph.value(v).dtype));
+    for (ValueId v : node.outputs) half = half || (v != kNoId && is_half(graph.value(v).dtype));
+    e.widened_[id] = half;
+    any_widened = any_widened || half;
+  }
+  if (any_widened) {
+    Graph wide = graph;
+    for (ValueId v = 0; v < wide.num_values(); ++v) {
+      Value& value = wide.mutable_value(v);
+      if (!is_half(value.dtype)) continue;
+      value.dtype = DType::kFloat32;
+      if (value.data)
+        value.data = std::make_shared<const Tensor>(converted(*value.data, DType::kFloat32));
+    }
+    e.wide_graph_ = std::make_shared<const Graph>(std::move(wide));
   }
   std::vector<FusedGroup> groups;
   if (options.fuse_elementwise) groups = find_fused_groups(graph);
@@ -138,7 +171,18 @@ StatusOr<std::vector<TensorPtr>> Executor::run(const std::vector<Feed>& feeds,
       std::vector<const Tensor*> inputs;
       inputs.reserve(node.inputs.size());
       for (ValueId in : node.inputs) inputs.push_back(in == kNoId ? nullptr : slots[in].get());
-      KernelContext ctx(g, node, std::move(inputs), num_threads_);
+      const bool widen = widened_[id];
+      std::vector<Tensor> wide_inputs;
+      if (widen) {
+        wide_inputs.reserve(node.inputs.size());
+        for (size_t i = 0; i < inputs.size(); ++i) {
+          if (!inputs[i] || !is_half(inputs[i]->dtype())) continue;
+          wide_inputs.push_back(converted(*inputs[i], DType::kFloat32));
+          inputs[i] = &wide_inputs.back();
+        }
+      }
+      KernelContext ctx(widen ? *wide_graph_ : g, widen ? wide_graph_->node(id) : node,
+                        std::move(inputs), num_threads_);
       ctx.set_communicator(communicator_);
       const auto node_start = std::chrono::steady_clock::now();
       status = (*kernels_[id])(ctx);
@@ -155,6 +199,8 @@ StatusOr<std::vector<TensorPtr>> Executor::run(const std::vector<Feed>& feeds,
           status = ctx.fail("kernel produced no output {}", i);
           return;
         }
+        if (widen && produced->dtype() != g.value(out).dtype)
+          produced = std::make_shared<Tensor>(converted(*produced, g.value(out).dtype));
         assert(produced->dtype() == g.value(out).dtype &&
                produced->dims() == g.value(out).shape.dims);
         live += produced->num_bytes();

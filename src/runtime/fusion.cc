@@ -106,9 +106,12 @@ void tile_op(FusedGroup::Code code, T* out, const T* a, int64_t sa, const T* b, 
       const int64_t count = sa == 0 ? 1 : n;
       Eigen::Map<const Array> x(a, count);
       Eigen::Map<Array> y(out, count);
-      if (code == FusedGroup::Code::kExp) y = x.exp();
-      else if (code == FusedGroup::Code::kErf) y = x.erf();
-      else y = x.tanh();
+      if (code == FusedGroup::Code::kExp)
+        y = x.exp();
+      else if (code == FusedGroup::Code::kErf)
+        y = x.erf();
+      else
+        y = x.tanh();
       if (sa == 0) std::fill(out + 1, out + n, out[0]);
       return;
     }

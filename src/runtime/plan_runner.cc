@@ -38,8 +38,10 @@ void copy_block(Tensor& whole, Tensor& shard, const std::vector<std::pair<int64_
   uint8_t* w = whole.mutable_bytes().data();
   uint8_t* s = shard.mutable_bytes().data();
   if (rank == 0) {
-    if (to_whole) std::memcpy(w, s, elem);
-    else std::memcpy(s, w, elem);
+    if (to_whole)
+      std::memcpy(w, s, elem);
+    else
+      std::memcpy(s, w, elem);
     return;
   }
   std::vector<int64_t> stride(rank, 1);
@@ -53,8 +55,10 @@ void copy_block(Tensor& whole, Tensor& shard, const std::vector<std::pair<int64_
     for (int64_t d = 0; d + 1 < rank; ++d) offset += (block[d].first + idx[d]) * stride[d];
     uint8_t* wp = w + offset * elem;
     uint8_t* sp = s + r * row * elem;
-    if (to_whole) std::memcpy(wp, sp, row * elem);
-    else std::memcpy(sp, wp, row * elem);
+    if (to_whole)
+      std::memcpy(wp, sp, row * elem);
+    else
+      std::memcpy(sp, wp, row * elem);
     for (int64_t d = rank - 2; d >= 0; --d) {
       if (++idx[d] < block[d].second) break;
       idx[d] = 0;
@@ -129,7 +133,7 @@ StatusOr<ProgramGraph> extract(const Graph& rg, const Program& prog) {
 
 struct DeviceOutcome {
   std::vector<double> losses;
-  std::map<std::string, TensorPtr> state;  // local shards at the end
+  std::map<std::string, TensorPtr> state;                    // local shards at the end
   std::vector<std::vector<std::vector<TensorPtr>>> outputs;  // [step][micro][output]
 };
 
@@ -169,7 +173,8 @@ StatusOr<DeviceOutcome> DeviceRun::run() {
     eo.num_threads = options_.threads_per_device;
     eo.communicator = &comm_;
     auto ex = Executor::create(pg.graph, eo);
-    if (!ex.is_ok()) return error("role {} program {}: {}", role.id, p.name(), ex.status().message());
+    if (!ex.is_ok())
+      return error("role {} program {}: {}", role.id, p.name(), ex.status().message());
     executors.push_back(std::move(ex).value());
     programs.push_back(std::move(pg));
   }
@@ -198,8 +203,8 @@ StatusOr<DeviceOutcome> DeviceRun::run() {
   for (size_t step = 0; step < feeds_.steps.size(); ++step) {
     for (const StateSpec& s : plan_.state) {
       if (s.init != StateSpec::Init::kZeros || !read.count(s.name)) continue;
-      state[s.name] = std::make_shared<const Tensor>(
-          Tensor(s.dtype, s.layout.shard_shape(s.shape, mesh)));
+      state[s.name] =
+          std::make_shared<const Tensor>(Tensor(s.dtype, s.layout.shard_shape(s.shape, mesh)));
     }
     std::map<std::pair<std::string, int32_t>, TensorPtr> stash;
     std::vector<double> losses(m, 0.0);

@@ -77,7 +77,8 @@ TEST_F(PlanErrors, ChunksWithoutInterleaving) {
 
 TEST_F(PlanErrors, InterleavedMicrobatchesNotAMultipleOfPp) {
   expect_transform_error(
-      "mlp", "mesh: {pp: 2}\nbatch: {global: 3, micro: 1}\npipeline: {schedule: interleaved, chunks: 2}\n",
+      "mlp",
+      "mesh: {pp: 2}\nbatch: {global: 3, micro: 1}\npipeline: {schedule: interleaved, chunks: 2}\n",
       "autopar: error: s.yaml: pipeline.schedule: interleaved needs the microbatches (3) to be a "
       "multiple of pp (2)");
 }
@@ -87,15 +88,10 @@ TEST_F(PlanErrors, ZeroStageOutOfRange) {
                          "autopar: error: s.yaml: zero: 5 is not a ZeRO stage (0, 1, 2 or 3)");
 }
 
-TEST_F(PlanErrors, LowPrecisionIsNotLoweredYet) {
-  expect_transform_error("mlp", "mesh: {dp: 2}\nbatch: {global: 4}\nprecision: bf16\n",
-                         "autopar: error: s.yaml: precision: bf16 is not lowered yet (plans "
-                         "compute in fp32 with fp32 weights)");
-}
-
 TEST_F(PlanErrors, OverrideMatchesNoNode) {
-  expect_transform_error("mlp", "mesh: {tp: 2}\nbatch: {global: 4}\ntensor:\n  \"nothing*\": \"[_, tp]\"\n",
-                         "autopar: error: s.yaml: tensor.nothing*: the pattern matches no node");
+  expect_transform_error(
+      "mlp", "mesh: {tp: 2}\nbatch: {global: 4}\ntensor:\n  \"nothing*\": \"[_, tp]\"\n",
+      "autopar: error: s.yaml: tensor.nothing*: the pattern matches no node");
 }
 
 TEST_F(PlanErrors, OverrideLayoutTheNodeCannotProduce) {
@@ -107,7 +103,8 @@ TEST_F(PlanErrors, OverrideLayoutTheNodeCannotProduce) {
 
 TEST_F(PlanErrors, NotAPlanDirectory) {
   std::filesystem::create_directory(dir_ + "/empty");
-  expect_error({"verify", "empty"}, "autopar: error: empty: no plan here (manifest.yaml is missing)");
+  expect_error({"verify", "empty"},
+               "autopar: error: empty: no plan here (manifest.yaml is missing)");
 }
 
 TEST_F(PlanErrors, EditedRoleFile) {

@@ -7,9 +7,9 @@
 #include <gtest/gtest.h>
 
 #include "autopar/ir/text.h"
+#include "autopar/onnx/onnx_import.h"
 #include "autopar/parallel/lowering.h"
 #include "autopar/zoo/zoo.h"
-#include "autopar/onnx/onnx_import.h"
 #include "testing/onnx_proto.h"
 #include "testing/testing.h"
 

@@ -1,5 +1,5 @@
-// Every example scheme in configs/schemes/ that autopar lowers today (fp32, the default) transforms
-// gpt-tiny into a plan that verifies against one device.
+// Every example scheme in configs/schemes/ transforms gpt-tiny into a plan that verifies
+// against one device; a bf16 plan trains like its fp32 twin.
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -20,9 +20,6 @@ TEST(SchemeExamples, LowerAndVerifyOnGptTiny) {
     std::ifstream in(entry.path());
     std::stringstream text;
     text << in.rdbuf();
-    if (text.str().find("precision: bf16") != std::string::npos ||
-        text.str().find("precision: fp16") != std::string::npos)
-      continue;
     const std::string plan = work + "/" + entry.path().stem().string();
     auto t = testing::run_autopar(
         {"transform", "gpt-tiny", "--scheme", entry.path().string(), "-o", plan});
@@ -32,7 +29,28 @@ TEST(SchemeExamples, LowerAndVerifyOnGptTiny) {
     EXPECT_TRUE(nlohmann::json::parse(v.out)["ok"].get<bool>()) << entry.path() << v.out;
     ++verified;
   }
-  EXPECT_EQ(verified, 8);
+  EXPECT_EQ(verified, 9);
+}
+
+// Mixed precision: bf16 arithmetic, fp32 master weights. The first step's loss matches the
+// fp32 plan's to bf16 accuracy and differs from it (the arithmetic is bf16).
+TEST(SchemeExamples, Bf16PlanTracksItsFp32Twin) {
+  const std::string work = testing::temp_dir("bf16_twin");
+  std::vector<double> first_loss;
+  for (const char* precision : {"fp32", "bf16"}) {
+    const std::string scheme = work + "/" + precision + ".yaml";
+    std::ofstream(scheme)
+        << "mesh: {pp: 2, dp: 2, tp: 2}\nbatch: {global: 8, micro: 2}\nprecision: " << precision
+        << "\n";
+    const std::string plan = work + "/" + precision;
+    auto t = testing::run_autopar({"transform", "gpt-tiny", "--scheme", scheme, "-o", plan});
+    ASSERT_EQ(t.exit_code, 0) << t.err;
+    auto r = testing::run_autopar({"run", plan, "--steps", "2", "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    first_loss.push_back(nlohmann::json::parse(r.out)["losses"][0].get<double>());
+  }
+  EXPECT_NEAR(first_loss[1], first_loss[0], 2e-2 * first_loss[0]);
+  EXPECT_NE(first_loss[1], first_loss[0]);
 }
 
 }  // namespace

@@ -28,7 +28,7 @@ struct Model {
 };
 
 constexpr Model kModels[] = {
-    {"mlp", 4, false},     {"gpt-tiny", 4, false},  {"bert-tiny", 4, false},
+    {"mlp", 4, false},        {"gpt-tiny", 4, false}, {"bert-tiny", 4, false},
     {"resnet-tiny", 4, true}, {"vit-tiny", 4, false},
 };
 constexpr int kSchemesPerModel = 20;
@@ -65,8 +65,10 @@ Drawn random_scheme(const Model& model, uint64_t seed) {
     const int s = pick(3);
     schedule = s == 0 ? "gpipe" : s == 1 ? "1f1b" : "interleaved";
     if (schedule == "interleaved") {
-      if (pp * 2 <= model.layers) chunks = 2;
-      else schedule = "1f1b";
+      if (pp * 2 <= model.layers)
+        chunks = 2;
+      else
+        schedule = "1f1b";
     }
   }
   int microbatches = 1 << pick(3);  // 1, 2, 4
@@ -103,8 +105,8 @@ void verify_one(const Model& model, uint64_t seed) {
       "seed {} ({}), reproduce with AUTOPAR_PLAN_SEED={} ctest -R PlanProperty, or\n"
       "  autopar transform {} --scheme {}/scheme.yaml -o {}/plan && autopar verify {}/plan\n{}",
       seed, model.name, seed, model.name, dir, dir, dir, dir, scheme);
-  auto t = run_autopar({"transform", model.name, "--scheme", dir + "/scheme.yaml", "-o",
-                        dir + "/plan"});
+  auto t =
+      run_autopar({"transform", model.name, "--scheme", dir + "/scheme.yaml", "-o", dir + "/plan"});
   ASSERT_EQ(t.exit_code, 0) << t.err << "\n" << repro;
   auto v = run_autopar({"verify", dir + "/plan", "--json"});
   ASSERT_EQ(v.exit_code, 0) << v.out << v.err << "\n" << repro;

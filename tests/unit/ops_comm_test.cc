@@ -22,8 +22,7 @@ TEST(OpsComm, AllReduceKeepsShapeAndCountsRingAdditions) {
   c.in({4, 8}).attr("group", Ints{0, 1, 2, 3}).attr("op", "sum");
   EXPECT_EQ(c.infer(), "f32[4,8]");
   EXPECT_EQ(c.flops(), 3.0 / 4.0 * 32);
-  EXPECT_THAT(comm("AllReduce").in({4}).infer(),
-              HasSubstr("needs attribute 'group' or 'axes'"));
+  EXPECT_THAT(comm("AllReduce").in({4}).infer(), HasSubstr("needs attribute 'group' or 'axes'"));
   EXPECT_THAT(comm("AllReduce").in({4}).attr("group", Ints{0, 1}).attr("op", "avg").infer(),
               HasSubstr("reduction 'avg' is not sum, max or min"));
   EXPECT_THAT(comm("AllReduce").in({4}).attr("group", Ints{0, 0}).infer(),

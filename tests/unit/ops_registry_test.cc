@@ -94,9 +94,9 @@ const std::vector<std::string> kOnnxOps = {
     "ReduceSum",
     "ReduceMax",
 };
-const std::vector<std::string> kAutoparOps = {"Send",          "Recv",     "AllReduce", "AllGather",
-                                              "ReduceScatter", "AllToAll", "Broadcast",
-                                              "Shard",         "HaloExchange"};
+const std::vector<std::string> kAutoparOps = {"Send",      "Recv",          "AllReduce",
+                                              "AllGather", "ReduceScatter", "AllToAll",
+                                              "Broadcast", "Shard",         "HaloExchange"};
 
 TEST(OpsRegistry, RegistersExactlyTheRequiredOps) {
   const OpRegistry& registry = op_registry();

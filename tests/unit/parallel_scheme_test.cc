@@ -127,7 +127,8 @@ namespace autopar {
 namespace {
 
 TEST(Scheme, ExampleConfigsParse) {
-  const std::filesystem::path dir = std::filesystem::path(AUTOPAR_SOURCE_DIR) / "configs" / "schemes";
+  const std::filesystem::path dir =
+      std::filesystem::path(AUTOPAR_SOURCE_DIR) / "configs" / "schemes";
   int parsed = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     auto scheme = read_scheme_file(entry.path().string());

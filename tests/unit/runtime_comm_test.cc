@@ -68,13 +68,12 @@ TEST(Communicator, HaloExchange) {
   const auto both = on_ranks(3, [](int64_t r, Communicator& c) {
     return text(c.halo_exchange(iota({3, 1}, 3.0 * static_cast<double>(r)), {0, 1, 2}, 0, 1, 1));
   });
-  EXPECT_EQ(both, (std::vector<std::string>{"[5,1] 0 0 1 2 3", "[5,1] 2 3 4 5 6",
-                                            "[5,1] 5 6 7 8 0"}));
+  EXPECT_EQ(both,
+            (std::vector<std::string>{"[5,1] 0 0 1 2 3", "[5,1] 2 3 4 5 6", "[5,1] 5 6 7 8 0"}));
   const auto dropped = on_ranks(3, [](int64_t r, Communicator& c) {
     return text(c.halo_exchange(iota({3, 1}, 3.0 * static_cast<double>(r)), {0, 1, 2}, 0, 2, -1));
   });
-  EXPECT_EQ(dropped,
-            (std::vector<std::string>{"[4,1] 0 0 0 1", "[4,1] 1 2 3 4", "[4,1] 4 5 6 7"}));
+  EXPECT_EQ(dropped, (std::vector<std::string>{"[4,1] 0 0 0 1", "[4,1] 1 2 3 4", "[4,1] 4 5 6 7"}));
   const auto too_wide = on_ranks(2, [](int64_t r, Communicator& c) {
     return text(c.halo_exchange(iota({2}, 0.0), {0, 1}, 0, 3, 0));
   });

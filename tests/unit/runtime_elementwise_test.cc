@@ -545,12 +545,19 @@ TEST(RuntimeElementwise, EmptyAndScalarTensors) {
               ElementsAre(-1));
 }
 
-TEST(RuntimeElementwise, UnsupportedDtypesAreErrors) {
-  const auto result =
-      NodeRun("Add").input(Tensor(DType::kFloat16, {2})).input(Tensor(DType::kFloat16, {2})).run();
-  ASSERT_FALSE(result.is_ok());
-  EXPECT_EQ(result.status().message(),
-            "node 'n' (Add): dtype f16 is not supported by the CPU kernel");
+// Half types are storage: their ops run the float32 kernel on widened copies and round the
+// result (1 + 2^-11 is not a float16: 1 + 1.0009765625 rounds to 2.0009765625 → 2).
+TEST(RuntimeElementwise, HalfTypesComputeInFloat32AndRound) {
+  Tensor a(DType::kFloat16, {2}), b(DType::kFloat16, {2});
+  a.set_from_double(0, 1.0);
+  a.set_from_double(1, 3.0);
+  b.set_from_double(0, 1.0009765625);
+  b.set_from_double(1, -0.5);
+  const auto result = NodeRun("Add").input(a).input(b).run();
+  ASSERT_TRUE(result.is_ok()) << result.status().message();
+  EXPECT_EQ(result->at(0).dtype(), DType::kFloat16);
+  EXPECT_EQ(result->at(0).float_at(0), 2.0);
+  EXPECT_EQ(result->at(0).float_at(1), 2.5);
   EXPECT_FALSE(NodeRun("Exp").input(i64({1}, {1})).run().is_ok());
 }
 

@@ -28,8 +28,8 @@ struct LoweringPolicy {
   SpmdPolicy spmd;
   // Contributions to the data inputs' layouts (batch over dp, sequence or height over sp).
   std::vector<std::function<Layout(const Value&, Layout)>> input_layouts;
-  int64_t stages = 1;  // pipeline ranks
-  int64_t chunks = 1;  // virtual stages per rank
+  int64_t stages = 1;                                     // pipeline ranks
+  int64_t chunks = 1;                                     // virtual stages per rank
   std::vector<std::pair<int32_t, int32_t>> stage_layers;  // per virtual stage
   PipelineSchedule schedule = PipelineSchedule::kOneForwardOneBackward;
   Recompute recompute = Recompute::kNone;
@@ -38,6 +38,8 @@ struct LoweringPolicy {
   // Write training-mode BatchNormalization as the reductions it is (when dp or sp splits the
   // dims its statistics average over).
   bool batch_norm_as_reductions = false;
+  // The forward's arithmetic type (bf16, fp16: mixed precision with fp32 master weights).
+  DType compute = DType::kFloat32;
 };
 
 // A paradigm: one file in src/parallel/paradigms/, one entry in paradigms().
@@ -60,6 +62,11 @@ StatusOr<Plan> lower_reference(const Graph& model, const Scheme& scheme,
 // projection per part on column slices of its parameters (recorded in `parts`, named
 // "<parameter>.part<i>"); the graph computes the same values.
 StatusOr<Graph> split_fused_projections(const Graph& model, std::vector<ParameterPart>& parts);
+
+// The model computing in `low` (bf16 or fp16): parameters and float inputs stay fp32 and are
+// cast down where they are read, constants are stored in `low`, float outputs are cast back
+// to fp32 under their own names.
+StatusOr<Graph> to_mixed_precision(const Graph& model, DType low);
 
 // Training-mode BatchNormalization nodes as ReduceMean, Sub, Mul, Sqrt, Div and Add over the
 // batch and spatial dims, with the same outputs (values keep their names).

@@ -61,7 +61,7 @@ struct Program {
 struct ScheduleStep {
   ProgramKind kind = ProgramKind::kForward;
   int32_t chunk = 0;
-  int32_t micro = 0;  // microbatch; 0 for the update
+  int32_t micro = 0;              // microbatch; 0 for the update
   std::string to_string() const;  // "F0.3" (chunk 0, microbatch 3), "U"
   bool operator==(const ScheduleStep&) const = default;
 };

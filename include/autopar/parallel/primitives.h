@@ -29,8 +29,8 @@ StatusOr<std::vector<ValueId>> duplicate(Graph& dst, const Graph& src, const Nod
 // scaled into a partial sum. Returns the outputs, each in the strategy's output layout; their
 // shapes are checked against the layouts.
 StatusOr<std::vector<ValueId>> split(Graph& dst, const Graph& src, const Node& node,
-                                     const std::vector<ValueId>& inputs,
-                                     const OpStrategy& strategy, const DeviceMesh& mesh);
+                                     const std::vector<ValueId>& inputs, const OpStrategy& strategy,
+                                     const DeviceMesh& mesh);
 
 // split of a window op (Conv, ConvTranspose) over dim 2 split by sp: input 0 takes a halo of
 // `before` and `after` rows from its neighbours (augment), then the node runs on the block

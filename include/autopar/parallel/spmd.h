@@ -48,8 +48,8 @@ struct SpmdInput {
 };
 
 struct SpmdResult {
-  Graph graph;                  // per-device shapes
-  std::vector<NodeId> origin;   // per node: the source node it was emitted for (-1: none)
+  Graph graph;                 // per-device shapes
+  std::vector<NodeId> origin;  // per node: the source node it was emitted for (-1: none)
   std::vector<StateSpec> state;
   std::vector<DataSpec> data;
   std::string loss;                  // value holding the (replicated) loss

@@ -65,6 +65,10 @@ class Executor {
   std::vector<std::vector<ValueId>> release_;  // per node: values dead after it runs
   std::shared_ptr<const std::vector<FusedGroup>> groups_;
   std::vector<int> group_starting_at_;  // per node: the fused group it starts, or -1
+  // Nodes over float16/bfloat16 values run their float32 kernel on widened copies (the
+  // results rounded back): low-precision storage with float32 arithmetic, per op.
+  std::vector<bool> widened_;
+  std::shared_ptr<const Graph> wide_graph_;  // the graph with half types as float32
   int num_threads_ = 1;
   bool profile_ = false;
   Communicator* communicator_ = nullptr;

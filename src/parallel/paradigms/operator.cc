@@ -17,8 +17,8 @@ Status configure_operator(const Scheme& scheme, const Graph&, int32_t, LoweringP
   const TensorStrategy tensor = scheme.tensor;
   policy.spmd.parameter_split = [tensor](const Graph&, const Node& consumer, std::string_view) {
     if (tensor == TensorStrategy::kAuto) return true;
-    static const char* const kLinear[] = {"MatMul", "Gemm", "Conv", "ConvTranspose", "Gather",
-                                          "Add",    "Mul",  "Sub"};
+    static const char* const kLinear[] = {"MatMul", "Gemm", "Conv", "ConvTranspose",
+                                          "Gather", "Add",  "Mul",  "Sub"};
     for (const char* op : kLinear) {
       if (consumer.op_type == op) return true;
     }

@@ -15,6 +15,8 @@ Status configure_zero(const Scheme& scheme, const Graph& graph, int32_t layers,
                       LoweringPolicy& policy);
 Status configure_pipeline(const Scheme& scheme, const Graph& graph, int32_t layers,
                           LoweringPolicy& policy);
+Status configure_precision(const Scheme& scheme, const Graph& graph, int32_t layers,
+                           LoweringPolicy& policy);
 Status configure_recompute(const Scheme& scheme, const Graph& graph, int32_t layers,
                            LoweringPolicy& policy);
 

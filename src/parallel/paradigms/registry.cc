@@ -11,6 +11,7 @@ const std::vector<Paradigm>& paradigms() {
       {"zero", paradigm_files::configure_zero},
       {"pipeline", paradigm_files::configure_pipeline},
       {"recompute", paradigm_files::configure_recompute},
+      {"precision", paradigm_files::configure_precision},
   };
   return list;
 }

@@ -198,8 +198,10 @@ StatusOr<Tensor> Communicator::halo_exchange(const Tensor& x, const std::vector<
   const int64_t n = static_cast<int64_t>(group.size());
   const bool first = me == 0, last = me == n - 1;
   // The neighbours' rows: my last `before` rows go forward, my first `after` rows back.
-  if (before > 0 && !last) RETURN_IF_ERROR(send(group[me + 1], tag, slice_along(x, axis, length - before, before)));
-  if (after > 0 && !first) RETURN_IF_ERROR(send(group[me - 1], tag, slice_along(x, axis, 0, after)));
+  if (before > 0 && !last)
+    RETURN_IF_ERROR(send(group[me + 1], tag, slice_along(x, axis, length - before, before)));
+  if (after > 0 && !first)
+    RETURN_IF_ERROR(send(group[me - 1], tag, slice_along(x, axis, 0, after)));
   std::vector<Tensor> parts;
   auto zeros = [&](int64_t rows) {
     std::vector<int64_t> dims = x.dims();

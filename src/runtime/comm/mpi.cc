@@ -52,14 +52,14 @@ class MpiCommunicator : public Communicator {
     auto pending = std::make_unique<PendingSend>();
     pending->header = std::move(header);
     pending->tensor = tensor;
-    RETURN_IF_ERROR(check(MPI_Isend(pending->header.data(),
-                                    static_cast<int>(pending->header.size()), MPI_INT64_T,
-                                    static_cast<int>(peer), t, MPI_COMM_WORLD, &pending->requests[0]),
-                          "send"));
-    RETURN_IF_ERROR(check(MPI_Isend(pending->tensor.bytes().data(),
-                                    static_cast<int>(pending->tensor.num_bytes()), MPI_BYTE,
-                                    static_cast<int>(peer), t, MPI_COMM_WORLD, &pending->requests[1]),
-                          "send"));
+    RETURN_IF_ERROR(check(
+        MPI_Isend(pending->header.data(), static_cast<int>(pending->header.size()), MPI_INT64_T,
+                  static_cast<int>(peer), t, MPI_COMM_WORLD, &pending->requests[0]),
+        "send"));
+    RETURN_IF_ERROR(check(
+        MPI_Isend(pending->tensor.bytes().data(), static_cast<int>(pending->tensor.num_bytes()),
+                  MPI_BYTE, static_cast<int>(peer), t, MPI_COMM_WORLD, &pending->requests[1]),
+        "send"));
     pending_.push_back(std::move(pending));
     return Status::ok();
   }

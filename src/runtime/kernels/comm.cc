@@ -23,8 +23,7 @@ StatusOr<std::vector<int64_t>> group_of(const KernelContext& ctx, const Communic
   if (mesh.num_devices() != comm.size())
     return ctx.fail("names mesh axes, but the communicator has no mesh of {} devices", comm.size());
   for (const std::string& axis : axes->strings()) {
-    if (!mesh.has_axis(axis))
-      return ctx.fail("mesh {} has no axis '{}'", mesh.to_string(), axis);
+    if (!mesh.has_axis(axis)) return ctx.fail("mesh {} has no axis '{}'", mesh.to_string(), axis);
   }
   std::vector<int64_t> group = mesh.group(comm.rank(), axes->strings());
   if (static_cast<int64_t>(group.size()) != n.attr_int("group_size", -1)) {
@@ -117,23 +116,24 @@ void register_comm_kernels(KernelRegistry& registry) {
   registry.add(domain, "Broadcast", [](KernelContext& ctx) -> Status {
     ASSIGN_OR_RETURN(Communicator * comm, communicator_of(ctx));
     ASSIGN_OR_RETURN(std::vector<int64_t> group, group_of(ctx, *comm));
-    ASSIGN_OR_RETURN(Tensor t, comm->broadcast(ctx.input(0), group, ctx.node().attr_int("root", 0)));
+    ASSIGN_OR_RETURN(Tensor t,
+                     comm->broadcast(ctx.input(0), group, ctx.node().attr_int("root", 0)));
     return set_checked(ctx, std::move(t));
   });
   registry.add(domain, "HaloExchange", [](KernelContext& ctx) -> Status {
     ASSIGN_OR_RETURN(Communicator * comm, communicator_of(ctx));
     ASSIGN_OR_RETURN(std::vector<int64_t> group, group_of(ctx, *comm));
     const int64_t axis = normalize_axis(ctx.node().attr_int("axis", 0), ctx.input(0).rank());
-    ASSIGN_OR_RETURN(Tensor t, comm->halo_exchange(ctx.input(0), group, axis,
-                                                   ctx.node().attr_int("before", 0),
-                                                   ctx.node().attr_int("after", 0)));
+    ASSIGN_OR_RETURN(
+        Tensor t, comm->halo_exchange(ctx.input(0), group, axis, ctx.node().attr_int("before", 0),
+                                      ctx.node().attr_int("after", 0)));
     return set_checked(ctx, std::move(t));
   });
   registry.add(domain, "Shard", [](KernelContext& ctx) -> Status {
     ASSIGN_OR_RETURN(Communicator * comm, communicator_of(ctx));
     ASSIGN_OR_RETURN(std::vector<int64_t> group, group_of(ctx, *comm));
-    const int64_t me = static_cast<int64_t>(
-        std::find(group.begin(), group.end(), comm->rank()) - group.begin());
+    const int64_t me =
+        static_cast<int64_t>(std::find(group.begin(), group.end(), comm->rank()) - group.begin());
     if (me == static_cast<int64_t>(group.size()))
       return ctx.fail("rank {} is not in group [{}]", comm->rank(), fmt::join(group, ","));
     const int64_t axis = normalize_axis(ctx.node().attr_int("axis", 0), ctx.input(0).rank());

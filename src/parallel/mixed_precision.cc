@@ -1,0 +1,109 @@
+// Mixed precision: the forward (and so the backward) computes in bf16 or fp16 while the
+// parameters stay fp32 master weights. Each parameter and float input is cast down where the
+// model reads it, constants are stored in the low type, and float outputs are cast back up,
+// so the loss, the gradients that reach the parameters (through the casts' gradients) and
+// the optimizer are fp32.
+#include <map>
+
+#include "autopar/ir/precision.h"
+#include "autopar/ir/shape_inference.h"
+#include "autopar/parallel/lowering.h"
+
+namespace autopar {
+
+StatusOr<Graph> to_mixed_precision(const Graph& model, DType low) {
+  Graph narrow = model;
+  change_float_type(narrow, DType::kFloat32, low);
+  // Normalisations keep their statistics in fp32, as mixed-precision training does.
+  for (NodeId id = 0; id < narrow.num_nodes(); ++id) {
+    Node& n = narrow.mutable_node(id);
+    if (n.attr("stash_type")) n.attrs["stash_type"] = int64_t{dtype_to_onnx(DType::kFloat32)};
+  }
+  Graph g;
+  g.name = model.name;
+  g.opsets = model.opsets;
+  std::map<ValueId, ValueId> vmap;  // narrow graph value → new value
+  auto copy_of = [&](const Value& v) {
+    Value c;
+    c.name = v.name;
+    c.dtype = v.dtype;
+    c.shape = v.shape;
+    c.kind = v.kind;
+    c.data = v.data;
+    return c;
+  };
+  // The first forward consumer's layer, so pipeline staging puts a cast with its reader.
+  auto reader_layer = [&](ValueId v) {
+    for (NodeId c : model.value(v).consumers) {
+      if (model.node(c).layer >= 0) return model.node(c).layer;
+    }
+    return int32_t{-1};
+  };
+  auto cast = [&](ValueId from, const std::string& name, DType to, int32_t layer) {
+    Value v;
+    v.name = g.unique_value_name(name);
+    v.dtype = to;
+    v.shape = g.value(from).shape;
+    const ValueId out = g.add_value(std::move(v));
+    Node n;
+    n.name = g.unique_node_name(name + "/Cast");
+    n.op_type = "Cast";
+    n.attrs["to"] = int64_t{dtype_to_onnx(to)};
+    n.inputs = {from};
+    n.outputs = {out};
+    n.layer = layer;
+    g.add_node(std::move(n));
+    return out;
+  };
+  // Float inputs and parameters stay fp32 and are cast down once, before the nodes.
+  for (ValueId v = 0; v < model.num_values(); ++v) {
+    const Value& original = model.value(v);
+    const bool wide = original.dtype == DType::kFloat32 &&
+                      (original.kind == ValueKind::kInput || original.kind == ValueKind::kParameter);
+    if (original.kind == ValueKind::kIntermediate) continue;
+    if (!wide) {
+      vmap[v] = g.add_value(copy_of(narrow.value(v)));
+      continue;
+    }
+    g.add_value(copy_of(original));
+    vmap[v] = kNoId;  // the cast below
+  }
+  for (ValueId in : model.inputs()) g.add_input(*g.find_value(model.value(in).name));
+  for (ValueId v = 0; v < model.num_values(); ++v) {
+    if (vmap.count(v) && vmap[v] == kNoId) {
+      const ValueId master = *g.find_value(model.value(v).name);
+      vmap[v] = cast(master, fmt::format("{}.{}", model.value(v).name, dtype_name(low)), low, reader_layer(v));
+    }
+  }
+  for (NodeId id = 0; id < narrow.num_nodes(); ++id) {
+    Node n = narrow.node(id);
+    for (ValueId& in : n.inputs) {
+      if (in != kNoId) in = vmap.at(in);
+    }
+    for (ValueId& out : n.outputs) {
+      if (out == kNoId) continue;
+      const ValueId created = g.add_value(copy_of(narrow.value(out)));
+      vmap[out] = created;
+      out = created;
+    }
+    g.add_node(std::move(n));
+  }
+  // Float outputs come back to fp32 under their own names.
+  std::vector<ValueId> outputs;
+  for (ValueId o : model.outputs()) {
+    ValueId x = vmap.at(o);
+    if (model.value(o).dtype == DType::kFloat32) {
+      const std::string name = model.value(o).name;
+      g.rename_value(x, g.unique_value_name(fmt::format("{}.{}", name, dtype_name(low))));
+      x = cast(x, name, DType::kFloat32, model.value(o).producer != kNoId
+                                             ? model.node(model.value(o).producer).layer
+                                             : -1);
+    }
+    outputs.push_back(x);
+  }
+  g.set_outputs(std::move(outputs));
+  RETURN_IF_ERROR(infer_shapes(g));
+  return g;
+}
+
+}  // namespace autopar
