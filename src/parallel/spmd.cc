@@ -177,10 +177,22 @@ double Spmd::input_cost(ValueId v, const Layout& want, const Node& consumer) con
       static_cast<double>(value.num_bytes()) / static_cast<double>(split_degree(from, mesh_));
   double cost = 0.0;
   for (const ReshardStep& step : steps.value()) {
-    if (policy_.tp_from_parameters_only && step.axis == "tp" && !constant &&
-        (step.kind == ReshardStep::Kind::kReduceScatter || step.kind == ReshardStep::Kind::kSlice ||
-         step.kind == ReshardStep::Kind::kAllToAll)) {
-      return kInfinite;
+    if (step.axis == "tp" && !constant &&
+        policy_.tp_activations != SpmdPolicy::TpActivations::kAny) {
+      // Megatron-SP enters a sequence-parallel region only by reduce-scattering a row
+      // projection's sum onto the sequence ([batch, seq, hidden]) or the image rows; slicing a
+      // whole activation there would let the matmuls run sequence-split instead of on their
+      // parameter shards.
+      const int64_t rank = value.shape.rank();
+      const int64_t sequence = rank == 3 ? 1 : rank == 4 ? 2 : -1;
+      const bool onto_sequence =
+          step.kind == ReshardStep::Kind::kReduceScatter && step.dim == sequence;
+      if (step.kind != ReshardStep::Kind::kAllGather &&
+          step.kind != ReshardStep::Kind::kAllReduce &&
+          (policy_.tp_activations == SpmdPolicy::TpActivations::kFromParameters ||
+           !onto_sequence)) {
+        return kInfinite;
+      }
     }
     if (step.kind != ReshardStep::Kind::kSlice) cost += kFlopsPerCollective / kFlopsPerByte;
     switch (step.kind) {
@@ -192,8 +204,15 @@ double Spmd::input_cost(ValueId v, const Layout& want, const Node& consumer) con
         break;
       // A reduce-scatter leaves a split the consumers after this one usually gather again:
       // count that gather too, or it always undercuts the all-reduce it stands for.
+      // (Megatron-SP scatters the row projection's sum onto the sequence by design: the norms
+      // and the residual between the projections run on shards, so it pays the real cost.)
       case ReshardStep::Kind::kReduceScatter:
-        cost += 2.0 * bytes + kFlopsPerCollective / kFlopsPerByte;
+        if (step.axis == "tp" &&
+            policy_.tp_activations == SpmdPolicy::TpActivations::kReduceScatter) {
+          cost += bytes;
+        } else {
+          cost += 2.0 * bytes + kFlopsPerCollective / kFlopsPerByte;
+        }
         break;
       case ReshardStep::Kind::kAllToAll:
         cost += bytes;

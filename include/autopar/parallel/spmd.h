@@ -30,10 +30,12 @@ struct SpmdPolicy {
   // optimizer state (stage ≥ 1), accumulated gradients (≥ 2) and parameters (3).
   int zero = 0;
   int64_t microbatches = 1;
-  // Megatron: activations are split over tp only where a split parameter puts them (no
-  // reduce-scatter, slice or all-to-all onto tp); megatron-sp and auto also split sequences
-  // and batches over tp between the column/row pairs.
-  bool tp_from_parameters_only = false;
+  // How activations may come to be split over tp. Megatron: only where a split parameter
+  // puts them (no reduce-scatter, slice or all-to-all onto tp). Megatron-SP: also by
+  // reduce-scattering a row projection's partial sum (onto the sequence, where the norms
+  // then run on shards). Auto: any way that is cheapest.
+  enum class TpActivations : uint8_t { kFromParameters, kReduceScatter, kAny };
+  TpActivations tp_activations = TpActivations::kAny;
   // Per-op overrides (scheme `tensor: {pattern: layout}`): nodes whose name matches the glob
   // take the strategy giving their first output that layout.
   std::vector<OpOverride> overrides;

@@ -24,7 +24,10 @@ Status configure_operator(const Scheme& scheme, const Graph&, int32_t, LoweringP
     }
     return false;
   };
-  policy.spmd.tp_from_parameters_only = tensor == TensorStrategy::kMegatron;
+  policy.spmd.tp_activations =
+      tensor == TensorStrategy::kMegatron     ? SpmdPolicy::TpActivations::kFromParameters
+      : tensor == TensorStrategy::kMegatronSp ? SpmdPolicy::TpActivations::kReduceScatter
+                                              : SpmdPolicy::TpActivations::kAny;
   policy.spmd.overrides = scheme.overrides;
   if (scheme.tp() > 1) {
     policy.spmd.axes.push_back("tp");
