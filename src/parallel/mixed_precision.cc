@@ -1,8 +1,8 @@
 // Mixed precision: the forward (and so the backward) computes in bf16 or fp16 while the
-// parameters stay fp32 master weights. Each parameter and float input is cast down where the
-// model reads it, constants are stored in the low type, and float outputs are cast back up,
-// so the loss, the gradients that reach the parameters (through the casts' gradients) and
-// the optimizer are fp32.
+// parameters stay fp32 master weights; BatchNormalization runs in fp32 on fp32 statistics. Each
+// parameter and float input is cast down where the model reads it, constants are stored in the low
+// type, and float outputs are cast back up, so the loss, the gradients that reach the parameters
+// (through the casts' gradients) and the optimizer are fp32.
 #include <map>
 
 #include "autopar/ir/precision.h"
@@ -55,30 +55,65 @@ StatusOr<Graph> to_mixed_precision(const Graph& model, DType low) {
     g.add_node(std::move(n));
     return out;
   };
-  // Float inputs and parameters stay fp32 and are cast down once, before the nodes.
+  // BatchNormalization runs in fp32, as mixed-precision training keeps it: its scale, bias
+  // and running statistics stay fp32 state, its input is cast up and its output down.
+  auto is_batch_norm = [](const Node& n) {
+    return n.op_type == "BatchNormalization" && n.domain.empty();
+  };
+  std::map<ValueId, bool> batch_norm_state;
+  for (const Node& n : model.nodes()) {
+    if (!is_batch_norm(n)) continue;
+    for (size_t i = 1; i < n.inputs.size(); ++i) batch_norm_state[n.inputs[i]] = true;
+  }
+  // Float inputs, parameters and BatchNorm state stay fp32 (`wide`); the rest of the
+  // initializers are stored in the low type.
+  std::map<ValueId, ValueId> wide;  // model value → its fp32 value in g
   for (ValueId v = 0; v < model.num_values(); ++v) {
     const Value& original = model.value(v);
-    const bool wide = original.dtype == DType::kFloat32 &&
-                      (original.kind == ValueKind::kInput || original.kind == ValueKind::kParameter);
     if (original.kind == ValueKind::kIntermediate) continue;
-    if (!wide) {
+    const bool keep = original.dtype == DType::kFloat32 &&
+                      (original.kind == ValueKind::kInput ||
+                       original.kind == ValueKind::kParameter || batch_norm_state.count(v));
+    if (keep) {
+      wide[v] = g.add_value(copy_of(original));
+    } else {
       vmap[v] = g.add_value(copy_of(narrow.value(v)));
-      continue;
     }
-    g.add_value(copy_of(original));
-    vmap[v] = kNoId;  // the cast below
   }
   for (ValueId in : model.inputs()) g.add_input(*g.find_value(model.value(in).name));
-  for (ValueId v = 0; v < model.num_values(); ++v) {
-    if (vmap.count(v) && vmap[v] == kNoId) {
-      const ValueId master = *g.find_value(model.value(v).name);
-      vmap[v] = cast(master, fmt::format("{}.{}", model.value(v).name, dtype_name(low)), low, reader_layer(v));
-    }
-  }
+  // A wide value is cast down where it is first read in the low type.
+  auto low_of = [&](ValueId v) -> ValueId {
+    auto it = vmap.find(v);
+    if (it != vmap.end()) return it->second;
+    return vmap[v] = cast(wide.at(v), fmt::format("{}.{}", model.value(v).name, dtype_name(low)),
+                          low, reader_layer(v));
+  };
   for (NodeId id = 0; id < narrow.num_nodes(); ++id) {
     Node n = narrow.node(id);
+    if (is_batch_norm(n)) {
+      // x cast up, the statistics and affine parameters fp32, y cast down.
+      const ValueId x =
+          cast(low_of(n.inputs[0]), fmt::format("{}/x.fp32", n.name), DType::kFloat32, n.layer);
+      n.inputs[0] = x;
+      for (size_t i = 1; i < n.inputs.size(); ++i) {
+        if (n.inputs[i] != kNoId)
+          n.inputs[i] = wide.count(n.inputs[i]) ? wide.at(n.inputs[i]) : low_of(n.inputs[i]);
+      }
+      for (ValueId& out : n.outputs) {
+        if (out == kNoId) continue;
+        Value y = copy_of(narrow.value(out));
+        y.name = g.unique_value_name(y.name + ".fp32");
+        y.dtype = DType::kFloat32;
+        out = g.add_value(std::move(y));
+      }
+      const std::vector<ValueId> outs = n.outputs;
+      const ValueId original_y = narrow.node(id).outputs[0];
+      g.add_node(std::move(n));
+      vmap[original_y] = cast(outs[0], narrow.value(original_y).name, low, narrow.node(id).layer);
+      continue;
+    }
     for (ValueId& in : n.inputs) {
-      if (in != kNoId) in = vmap.at(in);
+      if (in != kNoId) in = low_of(in);
     }
     for (ValueId& out : n.outputs) {
       if (out == kNoId) continue;
@@ -95,9 +130,8 @@ StatusOr<Graph> to_mixed_precision(const Graph& model, DType low) {
     if (model.value(o).dtype == DType::kFloat32) {
       const std::string name = model.value(o).name;
       g.rename_value(x, g.unique_value_name(fmt::format("{}.{}", name, dtype_name(low))));
-      x = cast(x, name, DType::kFloat32, model.value(o).producer != kNoId
-                                             ? model.node(model.value(o).producer).layer
-                                             : -1);
+      x = cast(x, name, DType::kFloat32,
+               model.value(o).producer != kNoId ? model.node(model.value(o).producer).layer : -1);
     }
     outputs.push_back(x);
   }

@@ -3,6 +3,7 @@
 // scheme; AUTOPAR_PLAN_SEED=<seed> runs that one case alone.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <random>
@@ -40,6 +41,7 @@ struct Drawn {
   int zero = 0;
   std::string recompute;
   std::string tensor;
+  std::string precision;
 };
 
 // One random scheme; every paradigm appears alone and mixed across seeds (checked below).
@@ -80,6 +82,7 @@ Drawn random_scheme(const Model& model, uint64_t seed) {
   const char* tensor_names[] = {"megatron", "megatron-sp", "auto"};
   const char* tensor = tensor_names[pick(3)];
   const char* recompute = recompute_names[pick(3)];
+  const char* precision = pick(4) == 0 ? "bf16" : "fp32";
   std::string text = "mesh: {";
   bool first = true;
   for (const char* axis : axes) {
@@ -90,12 +93,14 @@ Drawn random_scheme(const Model& model, uint64_t seed) {
   text += "}\n";
   text += fmt::format("batch: {{global: {}, micro: {}}}\n", global, micro);
   text += fmt::format("pipeline: {{schedule: {}, chunks: {}}}\n", schedule, chunks);
-  text += fmt::format("tensor: {}\nzero: {}\nrecompute: {}\n", tensor, zero, recompute);
-  return {text, mesh, schedule, zero, recompute, tensor};
+  text += fmt::format("tensor: {}\nzero: {}\nrecompute: {}\nprecision: {}\n", tensor, zero,
+                      recompute, precision);
+  return {text, mesh, schedule, zero, recompute, tensor, precision};
 }
 
 void verify_one(const Model& model, uint64_t seed) {
-  const std::string scheme = random_scheme(model, seed).yaml;
+  const Drawn drawn = random_scheme(model, seed);
+  const std::string& scheme = drawn.yaml;
   const std::string dir = testing::temp_dir(fmt::format("plan_property_{}_{}", model.name, seed));
   {
     std::ofstream out(dir + "/scheme.yaml");
@@ -114,6 +119,12 @@ void verify_one(const Model& model, uint64_t seed) {
   EXPECT_TRUE(json["ok"].get<bool>()) << v.out << repro;
   EXPECT_LE(json["worst_relative_error"].get<double>(), 1e-6) << v.out << repro;
   EXPECT_GT(json["compared"].get<int>(), 8) << repro;
+  // verify checks the float64 instance; a bf16 plan as stored must run too.
+  if (drawn.precision != "fp32") {
+    auto r = run_autopar({"run", dir + "/plan", "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err << "\n" << repro;
+    EXPECT_TRUE(std::isfinite(nlohmann::json::parse(r.out)["losses"][0].get<double>())) << repro;
+  }
 }
 
 uint64_t seed_of(int model, int i) { return static_cast<uint64_t>(model) * 1000 + i; }
@@ -137,13 +148,29 @@ TEST(PlanPropertyDraws, CoverEveryParadigm) {
       seen.insert(fmt::format("zero {}", d.zero));
       seen.insert("recompute " + d.recompute);
       if (d.mesh.at("tp") > 1) seen.insert("tensor " + d.tensor);
+      seen.insert("precision " + d.precision);
     }
   }
-  for (const char* want :
-       {"dp alone", "tp alone", "pp alone", "sp alone", "2-D or more", "3-D", "sp conv",
-        "sp transformer", "schedule gpipe", "schedule 1f1b", "schedule interleaved", "zero 1",
-        "zero 2", "zero 3", "recompute selective", "recompute full", "tensor megatron",
-        "tensor megatron-sp", "tensor auto"}) {
+  for (const char* want : {"dp alone",
+                           "tp alone",
+                           "pp alone",
+                           "sp alone",
+                           "2-D or more",
+                           "3-D",
+                           "sp conv",
+                           "sp transformer",
+                           "schedule gpipe",
+                           "schedule 1f1b",
+                           "schedule interleaved",
+                           "zero 1",
+                           "zero 2",
+                           "zero 3",
+                           "recompute selective",
+                           "recompute full",
+                           "tensor megatron",
+                           "tensor megatron-sp",
+                           "tensor auto",
+                           "precision bf16"}) {
     EXPECT_TRUE(seen.count(want)) << want;
   }
 }
