@@ -391,7 +391,8 @@ StatusOr<PlanResult> run_plan_device(const Plan& plan, const PlanFeeds& feeds, C
       }
     }
   }
-  // The loss lives on the last pipeline rank: its first device sends it to rank 0.
+  // The loss and the model outputs live on the last pipeline rank: its first device sends them
+  // to rank 0.
   ++tag;
   int64_t loss_device = 0;
   for (int64_t d = 0; d < n; ++d) {
@@ -410,6 +411,29 @@ StatusOr<PlanResult> run_plan_device(const Plan& plan, const PlanFeeds& feeds, C
       ASSIGN_OR_RETURN(Tensor losses, comm.recv(loss_device, tag));
       for (int64_t i = 0; i < losses.num_elements(); ++i)
         all[loss_device].losses.push_back(losses.float_at(i));
+    }
+  }
+  // Inference outputs too: every step and microbatch, each output, in order.
+  if (!plan.outputs.empty() && loss_device != 0) {
+    ++tag;
+    if (comm.rank() == loss_device) {
+      for (const auto& step : mine.outputs) {
+        for (const auto& micro : step) {
+          for (const TensorPtr& t : micro) RETURN_IF_ERROR(comm.send(0, tag, *t));
+        }
+      }
+    } else if (comm.rank() == 0) {
+      auto& outputs = all[loss_device].outputs;
+      outputs.assign(feeds.steps.size(), {});
+      for (size_t s = 0; s < feeds.steps.size(); ++s) {
+        outputs[s].resize(feeds.steps[s].size());
+        for (auto& micro : outputs[s]) {
+          for (size_t o = 0; o < plan.outputs.size(); ++o) {
+            ASSIGN_OR_RETURN(Tensor t, comm.recv(loss_device, tag));
+            micro.push_back(std::make_shared<const Tensor>(std::move(t)));
+          }
+        }
+      }
     }
   }
   if (comm.rank() != 0) {
