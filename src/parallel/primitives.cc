@@ -28,46 +28,58 @@ std::vector<std::string> axes_of_loop(const OpStrategy& s, int loop) {
   return axes;
 }
 
-// Gather over a split dim 0: each device holds rows [offset, offset + rows) of the table.
-// Indices outside the range read row 0 and are zeroed, so the devices' outputs sum to the
-// gather of the whole table.
+// Gather over a split gathered dim: each device holds entries [offset, offset + rows) of it.
+// Indices outside the range read entry 0 and are zeroed, so the devices' outputs sum to the
+// gather of the whole table. Negative indices count from the end, as Gather's do.
 StatusOr<std::vector<ValueId>> masked_gather(Graph& dst, const Graph& src, const Node& node,
                                              const std::vector<ValueId>& inputs,
                                              const std::vector<std::string>& axes,
                                              const DeviceMesh& mesh) {
   const Value& table = src.value(node.inputs[0]);
-  const int64_t vocab = table.shape.dims[0];
+  const int64_t rank = table.shape.rank();
+  int64_t axis = node.attr_int("axis", 0);
+  if (axis < 0) axis += rank;
+  const int64_t extent = table.shape.dims[axis];
   int64_t parts = 1;
   for (const std::string& a : axes) parts *= mesh.size(a);
-  const int64_t rows = vocab / parts;
+  const int64_t rows = extent / parts;
   Emitter e(dst, node.name + "/mask", node.phase, node.layer);
-  std::vector<int64_t> row_ids(vocab);
-  for (int64_t i = 0; i < vocab; ++i) row_ids[i] = i;
-  ValueId ids = e.constant(Tensor::from_int64({vocab}, row_ids));
-  // Shard of the row ids over the same axes, major axis first: the device's range.
+  std::vector<int64_t> row_ids(extent);
+  for (int64_t i = 0; i < extent; ++i) row_ids[i] = i;
+  ValueId ids = e.constant(Tensor::from_int64({extent}, row_ids));
+  // Shard of the entry ids over the same axes, major axis first: the device's range.
   for (const std::string& a : axes) {
     ReshardStep step{ReshardStep::Kind::kSlice, a, 0, -1};
     ASSIGN_OR_RETURN(ids, augment(dst, ids, step, mesh, node.phase, node.layer));
   }
-  ValueId offset = e.op("Gather", {ids, e.ints({0})}, {{"axis", int64_t{0}}});
+  const ValueId offset =
+      e.op("Gather", {ids, e.constant(Tensor::scalar_int64(0))}, {{"axis", int64_t{0}}});
   ValueId indices = inputs[1];
   if (dst.value(indices).dtype != DType::kInt64)
     indices = e.op("Cast", {indices}, {{"to", int64_t{7}}});
-  ValueId shifted = e.op("Sub", {indices, offset});
-  ValueId below = e.op("Less", {shifted, e.scalar(0, DType::kInt64)});
-  ValueId inside = e.op("Less", {shifted, e.scalar(static_cast<double>(rows), DType::kInt64)});
-  ValueId mask_i = e.op("Sub", {e.op("Cast", {inside}, {{"to", int64_t{7}}}),
-                                e.op("Cast", {below}, {{"to", int64_t{7}}})});
-  ValueId clamped = e.op("Mul", {shifted, mask_i});
+  const ValueId zero = e.scalar(0, DType::kInt64);
+  const ValueId negative = e.op("Cast", {e.op("Less", {indices, zero})}, {{"to", int64_t{7}}});
+  indices = e.op(
+      "Add",
+      {indices, e.op("Mul", {negative, e.scalar(static_cast<double>(extent), DType::kInt64)})});
+  const ValueId shifted = e.op("Sub", {indices, offset});
+  const ValueId below = e.op("Less", {shifted, zero});
+  const ValueId inside =
+      e.op("Less", {shifted, e.scalar(static_cast<double>(rows), DType::kInt64)});
+  const ValueId mask_i = e.op("Sub", {e.op("Cast", {inside}, {{"to", int64_t{7}}}),
+                                      e.op("Cast", {below}, {{"to", int64_t{7}}})});
+  const ValueId clamped = e.op("Mul", {shifted, mask_i});
   const Value& out = src.value(node.outputs[0]);
   ValueId mask_f = e.op("Cast", {mask_i}, {{"to", int64_t{dtype_to_onnx(out.dtype)}}});
-  std::vector<int64_t> trailing;
-  for (int64_t d = 1; d < table.shape.rank(); ++d)
-    trailing.push_back(dst.value(mask_f).shape.rank() + d - 1);
-  if (!trailing.empty()) mask_f = e.op("Unsqueeze", {mask_f, e.ints(trailing)});
+  // The output is table[:axis] + indices + table[axis+1:]: the mask broadcasts over the rest.
+  const int64_t index_rank = dst.value(mask_f).shape.rank();
+  std::vector<int64_t> around;
+  for (int64_t d = 0; d < axis; ++d) around.push_back(d);
+  for (int64_t d = axis + index_rank; d < index_rank + rank - 1; ++d) around.push_back(d);
+  if (!around.empty()) mask_f = e.op("Unsqueeze", {mask_f, e.ints(around)});
   ASSIGN_OR_RETURN(std::vector<ValueId> gathered,
                    duplicate(dst, src, node, {inputs[0], clamped}, ""));
-  ValueId masked = e.op("Mul", {gathered[0], mask_f});
+  const ValueId masked = e.op("Mul", {gathered[0], mask_f});
   RETURN_IF_ERROR(e.status());
   return std::vector<ValueId>{masked};
 }
@@ -147,8 +159,6 @@ StatusOr<std::vector<ValueId>> split(Graph& dst, const Graph& src, const Node& n
     const int v = space->find("v");
     std::vector<std::string> axes = v >= 0 ? axes_of_loop(strategy, v) : std::vector<std::string>{};
     if (!axes.empty()) {
-      if (node.attr_int("axis", 0) != 0)
-        return error("node '{}' (Gather): a split gathered axis other than 0", node.name);
       ASSIGN_OR_RETURN(outs, masked_gather(dst, src, node, ins, axes, mesh));
       done = true;
     }

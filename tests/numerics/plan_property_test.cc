@@ -42,6 +42,7 @@ struct Drawn {
   std::string recompute;
   std::string tensor;
   std::string precision;
+  bool inference = false;  // --loss none
 };
 
 // One random scheme; every paradigm appears alone and mixed across seeds (checked below).
@@ -83,6 +84,7 @@ Drawn random_scheme(const Model& model, uint64_t seed) {
   const char* tensor = tensor_names[pick(3)];
   const char* recompute = recompute_names[pick(3)];
   const char* precision = pick(4) == 0 ? "bf16" : "fp32";
+  const bool inference = pick(6) == 0;
   std::string text = "mesh: {";
   bool first = true;
   for (const char* axis : axes) {
@@ -95,7 +97,7 @@ Drawn random_scheme(const Model& model, uint64_t seed) {
   text += fmt::format("pipeline: {{schedule: {}, chunks: {}}}\n", schedule, chunks);
   text += fmt::format("tensor: {}\nzero: {}\nrecompute: {}\nprecision: {}\n", tensor, zero,
                       recompute, precision);
-  return {text, mesh, schedule, zero, recompute, tensor, precision};
+  return {text, mesh, schedule, zero, recompute, tensor, precision, inference};
 }
 
 void verify_one(const Model& model, uint64_t seed) {
@@ -108,19 +110,25 @@ void verify_one(const Model& model, uint64_t seed) {
   }
   const std::string repro = fmt::format(
       "seed {} ({}), reproduce with AUTOPAR_PLAN_SEED={} ctest -R PlanProperty, or\n"
-      "  autopar transform {} --scheme {}/scheme.yaml -o {}/plan && autopar verify {}/plan\n{}",
-      seed, model.name, seed, model.name, dir, dir, dir, dir, scheme);
-  auto t =
-      run_autopar({"transform", model.name, "--scheme", dir + "/scheme.yaml", "-o", dir + "/plan"});
+      "  autopar transform {} --scheme {}/scheme.yaml -o {}/plan{} && autopar verify {}/plan\n{}",
+      seed, model.name, seed, model.name, dir, dir, drawn.inference ? " --loss none" : "", dir,
+      scheme);
+  std::vector<std::string> transform = {"transform",          model.name, "--scheme",
+                                        dir + "/scheme.yaml", "-o",       dir + "/plan"};
+  if (drawn.inference) {
+    transform.push_back("--loss");
+    transform.push_back("none");
+  }
+  auto t = run_autopar(transform);
   ASSERT_EQ(t.exit_code, 0) << t.err << "\n" << repro;
   auto v = run_autopar({"verify", dir + "/plan", "--json"});
   ASSERT_EQ(v.exit_code, 0) << v.out << v.err << "\n" << repro;
   auto json = nlohmann::json::parse(v.out);
   EXPECT_TRUE(json["ok"].get<bool>()) << v.out << repro;
   EXPECT_LE(json["worst_relative_error"].get<double>(), 1e-6) << v.out << repro;
-  EXPECT_GT(json["compared"].get<int>(), 8) << repro;
+  EXPECT_GT(json["compared"].get<int>(), drawn.inference ? 0 : 8) << repro;
   // verify checks the float64 instance; a bf16 plan as stored must run too.
-  if (drawn.precision != "fp32") {
+  if (drawn.precision != "fp32" && !drawn.inference) {
     auto r = run_autopar({"run", dir + "/plan", "--json"});
     ASSERT_EQ(r.exit_code, 0) << r.err << "\n" << repro;
     EXPECT_TRUE(std::isfinite(nlohmann::json::parse(r.out)["losses"][0].get<double>())) << repro;
@@ -149,6 +157,7 @@ TEST(PlanPropertyDraws, CoverEveryParadigm) {
       seen.insert("recompute " + d.recompute);
       if (d.mesh.at("tp") > 1) seen.insert("tensor " + d.tensor);
       seen.insert("precision " + d.precision);
+      if (d.inference) seen.insert("inference");
     }
   }
   for (const char* want : {"dp alone",
@@ -170,7 +179,8 @@ TEST(PlanPropertyDraws, CoverEveryParadigm) {
                            "tensor megatron",
                            "tensor megatron-sp",
                            "tensor auto",
-                           "precision bf16"}) {
+                           "precision bf16",
+                           "inference"}) {
     EXPECT_TRUE(seen.count(want)) << want;
   }
 }
