@@ -102,6 +102,15 @@ StatusOr<Plan> lower(const Graph& model, const Scheme& scheme, const LoweringOpt
   }
   const Graph& graph = *input.graph;
 
+  // Every axis that splits the devices must be one a paradigm uses.
+  for (const MeshAxis& axis : scheme.mesh.axes()) {
+    if (axis.size == 1 || axis.name == "pp") continue;
+    if (std::find(policy.spmd.axes.begin(), policy.spmd.axes.end(), axis.name) ==
+        policy.spmd.axes.end()) {
+      return error("mesh.{}: no paradigm splits over '{}' (the axes are pp, dp, tp and sp)",
+                   axis.name, axis.name);
+    }
+  }
   auto contributions = policy.input_layouts;
   policy.spmd.input_layout = [contributions](const Value& v) {
     Layout layout = Layout::replicated(v.shape.rank());

@@ -101,6 +101,12 @@ TEST_F(PlanErrors, OverrideLayoutTheNodeCannotProduce) {
       "output the layout [_, _, tp] (it can: [_, _], [tp, _], [_, tp], [_, _] partial(tp))");
 }
 
+TEST_F(PlanErrors, UnknownMeshAxis) {
+  expect_transform_error("mlp", "mesh: {foo: 2}\n",
+                         "autopar: error: s.yaml: mesh.foo: no paradigm splits over 'foo' (the "
+                         "axes are pp, dp, tp and sp)");
+}
+
 TEST_F(PlanErrors, NotAPlanDirectory) {
   std::filesystem::create_directory(dir_ + "/empty");
   expect_error({"verify", "empty"},
