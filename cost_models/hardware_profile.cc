@@ -1,0 +1,246 @@
+// Hardware profiles: YAML in, validated values out.
+#include "autopar/cost/hardware_profile.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace autopar {
+namespace {
+
+struct Reader {
+  std::string source;
+
+  template <typename... Args>
+  Status fail(std::string_view field, fmt::format_string<Args...> format, Args&&... args) const {
+    return error("{}: {}: {}", source, field, fmt::format(format, std::forward<Args>(args)...));
+  }
+
+  StatusOr<double> positive(const YAML::Node& node, std::string_view field) const {
+    if (!node) return fail(field, "missing");
+    if (!node.IsScalar()) return fail(field, "expected a number");
+    double v = 0;
+    try {
+      v = node.as<double>();
+    } catch (const YAML::Exception&) {
+      return fail(field, "'{}' is not a number", node.Scalar());
+    }
+    if (!(v > 0) || !std::isfinite(v)) return fail(field, "{} must be positive", node.Scalar());
+    return v;
+  }
+
+  StatusOr<int64_t> count(const YAML::Node& node, std::string_view field) const {
+    ASSIGN_OR_RETURN(double v, positive(node, field));
+    if (v != std::floor(v) || v > 1e9) return fail(field, "{} is not a whole count", node.Scalar());
+    return static_cast<int64_t>(v);
+  }
+
+  StatusOr<double> fraction(const YAML::Node& node, std::string_view field) const {
+    ASSIGN_OR_RETURN(double v, positive(node, field));
+    if (v > 1) return fail(field, "{} is not a fraction in (0, 1]", node.Scalar());
+    return v;
+  }
+};
+
+const std::pair<OpClass, const char*> kOpClasses[] = {{OpClass::kGemm, "gemm"},
+                                                      {OpClass::kConv, "conv"},
+                                                      {OpClass::kElementwise, "elementwise"},
+                                                      {OpClass::kNorm, "norm"},
+                                                      {OpClass::kAttention, "attention"}};
+const std::pair<Collective, const char*> kCollectives[] = {
+    {Collective::kAllReduce, "all_reduce"},
+    {Collective::kAllGather, "all_gather"},
+    {Collective::kReduceScatter, "reduce_scatter"},
+    {Collective::kAllToAll, "all_to_all"},
+    {Collective::kPointToPoint, "p2p"}};
+
+}  // namespace
+
+const char* op_class_name(OpClass op_class) {
+  for (const auto& [c, name] : kOpClasses) {
+    if (c == op_class) return name;
+  }
+  return "";
+}
+
+const char* collective_name(Collective collective) {
+  for (const auto& [c, name] : kCollectives) {
+    if (c == collective) return name;
+  }
+  return "";
+}
+
+StatusOr<EfficiencyCurve> EfficiencyCurve::create(std::vector<std::pair<double, double>> points) {
+  if (points.empty()) return error("an efficiency curve needs at least one point");
+  for (size_t i = 0; i < points.size(); ++i) {
+    const auto [work, eff] = points[i];
+    if (!(work > 0) || !(eff > 0) || eff > 1) {
+      return error("point [{}, {}]: work must be positive and efficiency in (0, 1]", work, eff);
+    }
+    if (i > 0 && !(work > points[i - 1].first)) {
+      return error("point [{}, {}]: work must grow from point to point", work, eff);
+    }
+  }
+  EfficiencyCurve curve;
+  curve.points_ = std::move(points);
+  return curve;
+}
+
+double EfficiencyCurve::at(double work) const {
+  if (points_.empty()) return 1.0;
+  if (work <= points_.front().first) return points_.front().second;
+  if (work >= points_.back().first) return points_.back().second;
+  const double x = std::log10(work);
+  for (size_t i = 1; i < points_.size(); ++i) {
+    if (work <= points_[i].first) {
+      const double x0 = std::log10(points_[i - 1].first), x1 = std::log10(points_[i].first);
+      const double t = (x - x0) / (x1 - x0);
+      return points_[i - 1].second + t * (points_[i].second - points_[i - 1].second);
+    }
+  }
+  return points_.back().second;
+}
+
+double DeviceSpec::peak(std::string_view dtype) const {
+  auto it = peak_flops.find(std::string(dtype));
+  if (it != peak_flops.end()) return it->second;
+  it = peak_flops.find("fp32");
+  return it != peak_flops.end() ? it->second : 0.0;
+}
+
+const Tier& HardwareProfile::tier_for(const std::vector<int64_t>& group) const {
+  if (group.empty()) return tiers.front();
+  const int64_t node = group.front() / devices_per_node;
+  const bool one_node = std::all_of(group.begin(), group.end(),
+                                    [&](int64_t d) { return d / devices_per_node == node; });
+  return one_node ? tiers.front() : tiers.back();
+}
+
+StatusOr<HardwareProfile> parse_hardware_profile(std::string_view yaml, std::string_view source) {
+  Reader r{std::string(source)};
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml));
+  } catch (const YAML::Exception& e) {
+    return error("{}: line {}: {}", source, e.mark.line + 1, e.msg);
+  }
+  if (!root.IsMap()) return error("{}: a hardware profile is a YAML mapping", source);
+  HardwareProfile p;
+  p.source = std::string(source);
+  p.name = root["name"] && root["name"].IsScalar() ? root["name"].Scalar() : std::string();
+  if (p.name.empty()) return r.fail("name", "missing");
+
+  const YAML::Node device = root["device"];
+  if (!device || !device.IsMap()) return r.fail("device", "missing");
+  p.device.name = device["name"] && device["name"].IsScalar() ? device["name"].Scalar() : p.name;
+  const YAML::Node peaks = device["peak_flops"];
+  if (!peaks || !peaks.IsMap())
+    return r.fail("device.peak_flops", "expected {{fp32: ..., bf16: ...}}");
+  for (const auto& kv : peaks) {
+    const std::string dtype = kv.first.Scalar();
+    if (dtype != "fp32" && dtype != "tf32" && dtype != "bf16" && dtype != "fp16" &&
+        dtype != "fp64") {
+      return r.fail("device.peak_flops", "'{}' is not fp64, fp32, tf32, bf16 or fp16", dtype);
+    }
+    ASSIGN_OR_RETURN(p.device.peak_flops[dtype],
+                     r.positive(kv.second, "device.peak_flops." + dtype));
+  }
+  if (!p.device.peak_flops.count("fp32")) return r.fail("device.peak_flops", "needs fp32");
+  ASSIGN_OR_RETURN(p.device.memory_bytes,
+                   r.positive(device["memory_bytes"], "device.memory_bytes"));
+  ASSIGN_OR_RETURN(p.device.memory_bandwidth,
+                   r.positive(device["memory_bandwidth"], "device.memory_bandwidth"));
+  ASSIGN_OR_RETURN(p.device.launch_overhead_s,
+                   r.positive(device["launch_overhead_s"], "device.launch_overhead_s"));
+  ASSIGN_OR_RETURN(p.device.reserved_bytes,
+                   r.positive(device["reserved_bytes"], "device.reserved_bytes"));
+  if (p.device.reserved_bytes >= p.device.memory_bytes)
+    return r.fail("device.reserved_bytes", "leaves no memory for a plan");
+  const YAML::Node curves = device["efficiency"];
+  if (!curves || !curves.IsMap()) return r.fail("device.efficiency", "missing");
+  for (const auto& [op_class, name] : kOpClasses) {
+    const std::string field = fmt::format("device.efficiency.{}", name);
+    const YAML::Node points = curves[name];
+    if (!points || !points.IsSequence()) return r.fail(field, "expected [[work, efficiency], ...]");
+    std::vector<std::pair<double, double>> xy;
+    for (size_t i = 0; i < points.size(); ++i) {
+      const YAML::Node pt = points[i];
+      if (!pt.IsSequence() || pt.size() != 2)
+        return r.fail(field, "point {} is not [work, efficiency]", i);
+      ASSIGN_OR_RETURN(double work, r.positive(pt[0], field));
+      ASSIGN_OR_RETURN(double eff, r.fraction(pt[1], field));
+      xy.emplace_back(work, eff);
+    }
+    auto curve = EfficiencyCurve::create(std::move(xy));
+    if (!curve.is_ok()) return r.fail(field, "{}", curve.status().message());
+    p.device.efficiency[op_class] = std::move(curve).value();
+  }
+
+  const YAML::Node topology = root["topology"];
+  if (!topology || !topology.IsMap()) return r.fail("topology", "missing");
+  ASSIGN_OR_RETURN(p.devices_per_node,
+                   r.count(topology["devices_per_node"], "topology.devices_per_node"));
+  const YAML::Node tiers = topology["tiers"];
+  if (!tiers || !tiers.IsSequence() || tiers.size() == 0)
+    return r.fail("topology.tiers", "expected a list, innermost first");
+  for (size_t i = 0; i < tiers.size(); ++i) {
+    const YAML::Node t = tiers[i];
+    const std::string field = fmt::format("topology.tiers[{}]", i);
+    if (!t.IsMap()) return r.fail(field, "expected a mapping");
+    Tier tier;
+    tier.name = t["name"] && t["name"].IsScalar() ? t["name"].Scalar() : std::string();
+    if (tier.name.empty()) return r.fail(field + ".name", "missing");
+    ASSIGN_OR_RETURN(tier.devices_per_group,
+                     r.count(t["devices_per_group"], field + ".devices_per_group"));
+    ASSIGN_OR_RETURN(tier.alpha_s, r.positive(t["alpha_s"], field + ".alpha_s"));
+    ASSIGN_OR_RETURN(tier.bandwidth, r.positive(t["bandwidth"], field + ".bandwidth"));
+    if (t["nics_per_node"]) {
+      ASSIGN_OR_RETURN(tier.nics_per_node, r.count(t["nics_per_node"], field + ".nics_per_node"));
+    }
+    const YAML::Node eff = t["efficiency"];
+    if (!eff || !eff.IsMap()) return r.fail(field + ".efficiency", "missing");
+    for (const auto& [collective, name] : kCollectives) {
+      ASSIGN_OR_RETURN(tier.efficiency[collective],
+                       r.fraction(eff[name], fmt::format("{}.efficiency.{}", field, name)));
+    }
+    p.tiers.push_back(std::move(tier));
+  }
+  if (p.tiers.front().devices_per_group != p.devices_per_node) {
+    return r.fail("topology.tiers[0].devices_per_group",
+                  "{} is not devices_per_node ({}): the first tier joins one node's devices",
+                  p.tiers.front().devices_per_group, p.devices_per_node);
+  }
+  if (p.tiers.size() > 1 && p.tiers.back().nics_per_node < 1)
+    return r.fail(fmt::format("topology.tiers[{}].nics_per_node", p.tiers.size() - 1), "missing");
+  return p;
+}
+
+StatusOr<HardwareProfile> read_hardware_profile(const std::string& path_or_name,
+                                                const std::string& config_dir) {
+  std::string path = path_or_name;
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    const std::string named = config_dir + "/" + path_or_name + ".yaml";
+    if (!std::filesystem::exists(named, ec)) {
+      std::vector<std::string> known;
+      for (const auto& entry : std::filesystem::directory_iterator(config_dir, ec)) {
+        if (entry.path().extension() == ".yaml") known.push_back(entry.path().stem().string());
+      }
+      std::sort(known.begin(), known.end());
+      return error("--hw {}: no such file or profile (profiles: {})", path_or_name,
+                   fmt::join(known, ", "));
+    }
+    path = named;
+  }
+  std::ifstream in(path);
+  if (!in) return error("{}: cannot read", path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_hardware_profile(text.str(), path);
+}
+
+}  // namespace autopar

@@ -1,0 +1,87 @@
+// HardwareProfile: one kind of node (its devices and their links) and how nodes connect, read
+// from configs/hw/*.yaml. Every number in a shipped profile carries its public source.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "autopar/ir/dtype.h"
+#include "autopar/support/status.h"
+
+namespace autopar {
+
+// Achieved fraction of a peak as a function of the work of one kernel (FLOPs for compute
+// classes, bytes for memory-bound ones): piecewise linear in log10(work), flat beyond the ends.
+class EfficiencyCurve {
+ public:
+  EfficiencyCurve() = default;
+  // Points sorted by work, each efficiency in (0, 1].
+  static StatusOr<EfficiencyCurve> create(std::vector<std::pair<double, double>> points);
+  double at(double work) const;
+  const std::vector<std::pair<double, double>>& points() const { return points_; }
+
+ private:
+  std::vector<std::pair<double, double>> points_;
+};
+
+enum class OpClass : uint8_t { kGemm, kConv, kElementwise, kNorm, kAttention };
+const char* op_class_name(OpClass op_class);
+
+enum class Collective : uint8_t {
+  kAllReduce,
+  kAllGather,
+  kReduceScatter,
+  kAllToAll,
+  kPointToPoint
+};
+const char* collective_name(Collective collective);
+
+struct DeviceSpec {
+  std::string name;
+  std::map<std::string, double> peak_flops;  // per dtype: fp32, tf32, bf16, fp16 (FLOP/s)
+  double memory_bytes = 0;
+  double memory_bandwidth = 0;  // bytes/s
+  double launch_overhead_s = 0;
+  double reserved_bytes = 0;  // held by the runtime and framework, not available to a plan
+  std::map<OpClass, EfficiencyCurve> efficiency;
+
+  // Peak FLOP/s for arithmetic in `dtype` (fp32 matmuls may run as tf32 where the profile
+  // says `fp32_matmul: tf32`).
+  double peak(std::string_view dtype) const;
+};
+
+// One level of the interconnect: within a node (NVLink/NVSwitch) or between nodes (InfiniBand).
+struct Tier {
+  std::string name;
+  int64_t devices_per_group = 1;            // devices that reach each other through this tier alone
+  double alpha_s = 0;                       // latency per message step
+  double bandwidth = 0;                     // bytes/s per direction, per device (intra) or per NIC
+  int64_t nics_per_node = 0;                // between-node tiers: NICs shared by the node's devices
+  std::map<Collective, double> efficiency;  // achieved bus bandwidth / bandwidth
+};
+
+struct HardwareProfile {
+  std::string name;
+  std::string source;  // the file it was read from
+  DeviceSpec device;
+  int64_t devices_per_node = 1;
+  std::vector<Tier> tiers;  // innermost first
+  int64_t nodes = 1;        // a cluster of this many nodes (--nodes)
+
+  int64_t num_devices() const { return devices_per_node * nodes; }
+  // The innermost tier whose groups hold every device of `group` (device ids, nodes of
+  // devices_per_node consecutive ids); the last tier otherwise.
+  const Tier& tier_for(const std::vector<int64_t>& group) const;
+};
+
+// Parses a profile; errors are one line "<source>: <field>: <what>".
+StatusOr<HardwareProfile> parse_hardware_profile(std::string_view yaml, std::string_view source);
+// A profile by path, or by name from configs/hw/ (`dgx-a100-80g`).
+StatusOr<HardwareProfile> read_hardware_profile(const std::string& path_or_name,
+                                                const std::string& config_dir);
+
+}  // namespace autopar

@@ -1,0 +1,143 @@
+// Hardware profiles (parsing, validation, efficiency curves) and the α–β communication model
+// against closed forms. The profile here is a fixture with round numbers, not a real machine.
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "autopar/cost/communication.h"
+#include "autopar/cost/hardware_profile.h"
+
+namespace autopar {
+namespace {
+
+const char* const kFixture = R"(
+name: fixture
+device:
+  name: test-gpu
+  peak_flops: {fp32: 20e12, tf32: 160e12, bf16: 320e12}
+  memory_bytes: 80e9
+  memory_bandwidth: 2e12
+  launch_overhead_s: 5e-6
+  reserved_bytes: 2e9
+  efficiency:
+    gemm: [[1e6, 0.1], [1e10, 0.5], [1e12, 0.9]]
+    conv: [[1e6, 0.1], [1e12, 0.8]]
+    elementwise: [[1e3, 0.05], [1e8, 0.9]]
+    norm: [[1e3, 0.05], [1e8, 0.8]]
+    attention: [[1e6, 0.1], [1e12, 0.7]]
+topology:
+  devices_per_node: 8
+  tiers:
+    - name: nvlink
+      devices_per_group: 8
+      alpha_s: 1e-6
+      bandwidth: 300e9
+      efficiency: {all_reduce: 0.8, all_gather: 0.8, reduce_scatter: 0.8, all_to_all: 0.5, p2p: 0.9}
+    - name: infiniband
+      devices_per_group: 1024
+      alpha_s: 5e-6
+      bandwidth: 25e9
+      nics_per_node: 8
+      efficiency: {all_reduce: 0.9, all_gather: 0.9, reduce_scatter: 0.9, all_to_all: 0.6, p2p: 0.9}
+)";
+
+HardwareProfile fixture(int64_t nodes = 1) {
+  auto p = parse_hardware_profile(kFixture, "fixture.yaml");
+  EXPECT_TRUE(p.is_ok()) << p.status().message();
+  HardwareProfile profile = std::move(p).value();
+  profile.nodes = nodes;
+  return profile;
+}
+
+std::vector<int64_t> devices(int64_t first, int64_t count, int64_t stride = 1) {
+  std::vector<int64_t> ids;
+  for (int64_t i = 0; i < count; ++i) ids.push_back(first + i * stride);
+  return ids;
+}
+
+TEST(HardwareProfile, ParsesTheFixture) {
+  const HardwareProfile p = fixture(4);
+  EXPECT_EQ(p.name, "fixture");
+  EXPECT_EQ(p.num_devices(), 32);
+  EXPECT_EQ(p.device.peak("bf16"), 320e12);
+  EXPECT_EQ(p.device.peak("fp16"), 20e12);  // not listed: the fp32 peak
+  EXPECT_EQ(p.tiers.size(), 2u);
+  EXPECT_EQ(p.tier_for(devices(0, 8)).name, "nvlink");
+  EXPECT_EQ(p.tier_for(devices(0, 4, 8)).name, "infiniband");
+}
+
+TEST(HardwareProfile, CurvesInterpolateInLogWork) {
+  const HardwareProfile p = fixture();
+  const EfficiencyCurve& gemm = p.device.efficiency.at(OpClass::kGemm);
+  EXPECT_DOUBLE_EQ(gemm.at(1e3), 0.1);   // flat before the first point
+  EXPECT_DOUBLE_EQ(gemm.at(1e8), 0.3);   // half-way in log10 between 1e6 and 1e10
+  EXPECT_DOUBLE_EQ(gemm.at(1e11), 0.7);  // half-way between 1e10 and 1e12
+  EXPECT_DOUBLE_EQ(gemm.at(1e15), 0.9);  // flat after the last point
+}
+
+TEST(HardwareProfile, ErrorsNameTheField) {
+  auto with = [](const std::string& from, const std::string& to) {
+    std::string text = kFixture;
+    text.replace(text.find(from), from.size(), to);
+    auto p = parse_hardware_profile(text, "p.yaml");
+    return p.is_ok() ? std::string("ok") : p.status().message();
+  };
+  EXPECT_EQ(with("memory_bandwidth: 2e12", "memory_bandwidth: -1"),
+            "p.yaml: device.memory_bandwidth: -1 must be positive");
+  EXPECT_EQ(with("reserved_bytes: 2e9", "reserved_bytes: 90e9"),
+            "p.yaml: device.reserved_bytes: leaves no memory for a plan");
+  EXPECT_EQ(with("[[1e6, 0.1], [1e10, 0.5]", "[[1e6, 0.1], [1e5, 0.5]"),
+            "p.yaml: device.efficiency.gemm: point [100000, 0.5]: work must grow from point to "
+            "point");
+  EXPECT_EQ(with("all_to_all: 0.5", "all_to_all: 1.5"),
+            "p.yaml: topology.tiers[0].efficiency.all_to_all: 1.5 is not a fraction in (0, 1]");
+  EXPECT_EQ(with("devices_per_group: 8", "devices_per_group: 4"),
+            "p.yaml: topology.tiers[0].devices_per_group: 4 is not devices_per_node (8): the "
+            "first tier joins one node's devices");
+  EXPECT_EQ(with("bf16: 320e12", "int8: 320e12"),
+            "p.yaml: device.peak_flops: 'int8' is not fp64, fp32, tf32, bf16 or fp16");
+  EXPECT_EQ(with("      nics_per_node: 8\n", ""),
+            "p.yaml: topology.tiers[1].nics_per_node: missing");
+}
+
+TEST(Communication, RingFormulasInsideANode) {
+  const HardwareProfile p = fixture();
+  const double bytes = 1e9;
+  // Ring all-reduce over 8: 14 α + 2·7/8·S/(300e9·0.8).
+  const CollectiveCost ar = collective_cost(p, Collective::kAllReduce, bytes, devices(0, 8));
+  EXPECT_EQ(ar.algorithm, "ring");
+  EXPECT_NEAR(ar.seconds, 14e-6 + 2 * 7.0 / 8.0 * bytes / 240e9, 1e-12);
+  // All-gather: 7 α + 7/8 · S / 240e9.
+  EXPECT_NEAR(collective_cost(p, Collective::kAllGather, bytes, devices(0, 8)).seconds,
+              7e-6 + 7.0 / 8.0 * bytes / 240e9, 1e-12);
+  // Point to point at 0.9 of 300e9.
+  EXPECT_NEAR(collective_cost(p, Collective::kPointToPoint, bytes, devices(0, 2)).seconds,
+              1e-6 + bytes / 270e9, 1e-12);
+  // A tiny all-reduce is latency-bound: the tree's 2·log2(8) = 6 steps beat the ring's 14.
+  const CollectiveCost small = collective_cost(p, Collective::kAllReduce, 1e3, devices(0, 8));
+  EXPECT_EQ(small.algorithm, "tree");
+  EXPECT_NEAR(small.seconds, 6e-6 + 2 * 1e3 / 240e9, 1e-15);
+  EXPECT_EQ(collective_cost(p, Collective::kAllReduce, bytes, {3}).seconds, 0.0);
+}
+
+TEST(Communication, GroupsAcrossNodesAreHierarchicalAndShareNics) {
+  const HardwareProfile p = fixture(4);
+  const double bytes = 1e9;
+  // One device per node on 4 nodes: each gets all 8 NICs (8·25e9 at 0.9).
+  const double nic = 8 * 25e9 * 0.9;
+  EXPECT_NEAR(collective_cost(p, Collective::kAllReduce, bytes, devices(0, 4, 8)).seconds,
+              6 * 5e-6 + 2 * 3.0 / 4.0 * bytes / nic, 1e-12);
+  // Eight such groups at once (dp across nodes, tp = 8 inside): an eighth of the NICs each.
+  EXPECT_NEAR(collective_cost(p, Collective::kAllReduce, bytes, devices(0, 4, 8), 8).seconds,
+              6 * 5e-6 + 2 * 3.0 / 4.0 * bytes / (nic / 8), 1e-12);
+  // All 32 devices: reduce-scatter in the node, all-reduce of S/8 across nodes with a NIC each,
+  // all-gather in the node.
+  const CollectiveCost all = collective_cost(p, Collective::kAllReduce, bytes, devices(0, 32));
+  EXPECT_EQ(all.algorithm, "hierarchical");
+  const double intra = 7e-6 + 7.0 / 8.0 * bytes / 240e9;
+  const double inter = 6 * 5e-6 + 2 * 3.0 / 4.0 * (bytes / 8) / (25e9 * 0.9);
+  EXPECT_NEAR(all.seconds, 2 * intra + inter, 1e-12);
+}
+
+}  // namespace
+}  // namespace autopar
