@@ -5,7 +5,10 @@
 #include <gtest/gtest.h>
 
 #include "autopar/cost/communication.h"
+#include "autopar/cost/compute.h"
 #include "autopar/cost/hardware_profile.h"
+#include "autopar/ir/builder.h"
+#include "autopar/zoo/zoo.h"
 
 namespace autopar {
 namespace {
@@ -137,6 +140,36 @@ TEST(Communication, GroupsAcrossNodesAreHierarchicalAndShareNics) {
   const double intra = 7e-6 + 7.0 / 8.0 * bytes / 240e9;
   const double inter = 6 * 5e-6 + 2 * 3.0 / 4.0 * (bytes / 8) / (25e9 * 0.9);
   EXPECT_NEAR(all.seconds, 2 * intra + inter, 1e-12);
+}
+
+// Rooflines on the fixture (bf16 peak 320 TF, fp32 20 TF, 2 TB/s, 5 µs launches).
+TEST(Compute, NodesAreRooflinesWithTheirClassCurves) {
+  const HardwareProfile p = fixture();
+  ZooOptions zoo;
+  zoo.batch = 8;
+  auto model = build_zoo_model("gpt-tiny", zoo);
+  ASSERT_TRUE(model.is_ok());
+  const Graph& g = *model;
+  const Node& fc = g.node(*g.find_node("h.0/mlp/c_fc/MatMul"));
+  const Node& scores = g.node(*g.find_node("h.0/attn/MatMul"));
+  const Node& gelu = g.node(*g.find_node("h.0/mlp/act/Mul"));
+  EXPECT_EQ(op_class_of(g, fc), OpClass::kGemm);
+  EXPECT_EQ(op_class_of(g, scores), OpClass::kAttention);  // activations × activations
+  EXPECT_EQ(op_class_of(g, gelu), OpClass::kElementwise);
+  // c_fc: [8,16,64] × [64,256] = 2·8·16·64·256 FLOPs in fp32, gemm efficiency at that size.
+  const double flops = 2.0 * 8 * 16 * 64 * 256;
+  const double gemm_eff = p.device.efficiency.at(OpClass::kGemm).at(flops);
+  const double bytes = 4.0 * (8 * 16 * 64 + 64 * 256 + 8 * 16 * 256);
+  const NodeCost c = node_cost(p, g, fc);
+  EXPECT_NEAR(c.seconds, std::max(flops / (20e12 * gemm_eff), bytes / 2e12) + 5e-6, 1e-15);
+  // An elementwise Mul is bound by memory at the elementwise curve's fraction of 2 TB/s.
+  const double mul_bytes = 4.0 * 3 * 8 * 16 * 256;
+  const NodeCost m = node_cost(p, g, gelu);
+  EXPECT_TRUE(m.memory_bound);
+  EXPECT_NEAR(
+      m.seconds,
+      mul_bytes / (2e12 * p.device.efficiency.at(OpClass::kElementwise).at(mul_bytes)) + 5e-6,
+      1e-15);
 }
 
 }  // namespace

@@ -1,0 +1,89 @@
+// Roofline per node with efficiency curves by op class.
+#include "autopar/cost/compute.h"
+
+#include <algorithm>
+
+#include "autopar/ops/op_def.h"
+
+namespace autopar {
+namespace {
+
+bool reads_weight(const Graph& g, const Node& n) {
+  for (ValueId in : n.inputs) {
+    if (in == kNoId) continue;
+    const Value& v = g.value(in);
+    if (v.kind == ValueKind::kParameter) return true;
+    // A weight cast to the compute type, or gathered from shards, is still a weight.
+    if (v.producer != kNoId) {
+      const Node& p = g.node(v.producer);
+      if ((p.op_type == "Cast" || p.domain == kAutoparDomain) && !p.inputs.empty() &&
+          p.inputs[0] != kNoId && g.value(p.inputs[0]).kind == ValueKind::kParameter)
+        return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+std::optional<OpClass> op_class_of(const Graph& g, const Node& n) {
+  if (n.domain == kAutoparDomain) return std::nullopt;
+  const std::string& op = n.op_type;
+  if (op == "MatMul" || op == "Gemm") {
+    return reads_weight(g, n) || op == "Gemm" ? OpClass::kGemm : OpClass::kAttention;
+  }
+  if (op == "Conv" || op == "ConvTranspose") return OpClass::kConv;
+  static const char* const kNorm[] = {
+      "Softmax",           "LogSoftmax", "LayerNormalization", "BatchNormalization",
+      "ReduceSum",         "ReduceMean", "ReduceMax",          "SoftmaxCrossEntropyLoss",
+      "GlobalAveragePool", "MaxPool",    "AveragePool"};
+  for (const char* name : kNorm) {
+    if (op == name) return OpClass::kNorm;
+  }
+  return OpClass::kElementwise;
+}
+
+const char* peak_key(DType dtype) {
+  switch (dtype) {
+    case DType::kBFloat16:
+      return "bf16";
+    case DType::kFloat16:
+      return "fp16";
+    case DType::kFloat64:
+      return "fp64";
+    default:
+      return "fp32";
+  }
+}
+
+NodeCost node_cost(const HardwareProfile& profile, const Graph& g, const Node& n) {
+  const std::optional<OpClass> op_class = op_class_of(g, n);
+  if (!op_class) return {};
+  const double flops = node_flops(g, n);
+  const double bytes = node_bytes(g, n);
+  if (flops <= 0 && bytes <= 0) return {};
+  DType dtype = DType::kFloat32;
+  for (ValueId out : n.outputs) {
+    if (out != kNoId && is_floating(g.value(out).dtype)) {
+      dtype = g.value(out).dtype;
+      break;
+    }
+  }
+  const DeviceSpec& device = profile.device;
+  const bool arithmetic = *op_class == OpClass::kGemm || *op_class == OpClass::kConv ||
+                          *op_class == OpClass::kAttention;
+  // Compute classes: the curve is the fraction of peak FLOP/s at the kernel's FLOPs; memory
+  // classes: the fraction of memory bandwidth at the kernel's bytes.
+  const EfficiencyCurve& curve = device.efficiency.at(*op_class);
+  const double compute =
+      flops > 0 ? flops / (device.peak(peak_key(dtype)) * (arithmetic ? curve.at(flops) : 1.0))
+                : 0.0;
+  const double memory =
+      bytes > 0 ? bytes / (device.memory_bandwidth * (arithmetic ? 1.0 : curve.at(bytes))) : 0.0;
+  NodeCost cost;
+  cost.memory_bound = memory > compute;
+  cost.seconds = std::max(compute, memory) + device.launch_overhead_s;
+  return cost;
+}
+
+}  // namespace autopar
