@@ -1,0 +1,31 @@
+// The memory model of a plan, per role (devices of a role hold the same amounts): the state
+// it keeps between steps (parameters, gradient accumulators, optimizer state, by their shard
+// shapes) and the activations alive at the worst point of its schedule: the values its
+// forward programs stash for their backward, times the microbatches in flight, plus the
+// transient peak of the program running then.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "autopar/parallel/plan.h"
+
+namespace autopar {
+
+struct RoleMemory {
+  double parameter_bytes = 0;
+  double gradient_bytes = 0;    // accumulators kept across microbatches
+  double optimizer_bytes = 0;   // optimizer slots and other state (BatchNorm statistics)
+  double stash_bytes = 0;       // per microbatch: forward values the backward reads
+  int64_t in_flight = 0;        // most microbatches stashed at once under the schedule
+  double transient_bytes = 0;   // the largest program's own peak, beyond its stash
+  double activation_bytes = 0;  // peak of stash · in flight + transient over the schedule
+  double total_bytes() const {
+    return parameter_bytes + gradient_bytes + optimizer_bytes + activation_bytes;
+  }
+};
+
+// Per role, in role order.
+std::vector<RoleMemory> plan_memory(const Plan& plan);
+
+}  // namespace autopar
