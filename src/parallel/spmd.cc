@@ -1,6 +1,7 @@
 // The SPMD pass: strategies by greedy cost over the graph in order, reshards as collectives.
 #include "autopar/parallel/spmd.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -52,7 +53,9 @@ class Spmd {
     for (const auto& [s, next] : in_.updates) state_[s] = true;
     for (ValueId p : src_.parameters()) state_[p] = true;
     for (const auto& [p, g] : in_.gradients) {
-      if (g != kNoId) gradient_of_.emplace(p, g);
+      if (g == kNoId) continue;
+      gradient_of_.emplace(p, g);
+      parameter_of_.emplace(g, p);
     }
     // Optimizer slots are named after their parameter ("w.adam_m", "w.momentum").
     for (const auto& [s, next] : in_.updates) {
@@ -133,6 +136,7 @@ class Spmd {
   std::vector<Candidate> windowed(const Node& node, const std::vector<OpStrategy>& bases) const;
   Status lower_node(NodeId id);
   Status accumulate_gradients();
+  Status accumulate(ValueId parameter, ValueId gradient);
 
   const SpmdInput& in_;
   const Graph& src_;
@@ -147,6 +151,8 @@ class Spmd {
   // Casts of a parameter not yet placed (mixed precision): they take the layout their first
   // reader wants, and the parameter with them. Cast output → the Cast node.
   std::map<ValueId, NodeId> deferred_cast_;
+  std::set<ValueId> accumulated_;             // gradients already in their update layout
+  std::map<ValueId, ValueId> parameter_of_;   // gradient → its parameter
   std::map<ValueId, Layout> compute_layout_;  // parameters: the layout their consumers read
   std::map<std::pair<ValueId, std::string>, ValueId> resharded_;
   std::vector<bool> override_used_ = std::vector<bool>(policy_.overrides.size(), false);
@@ -430,6 +436,28 @@ Status Spmd::lower_node(NodeId id) {
   std::vector<Candidate> candidates;
   for (OpStrategy& s : enumerate_strategies(src_, node, mesh_, axes))
     candidates.push_back({std::move(s), std::nullopt});
+  // Linear data movement (and negation) commutes with the sum: a partial input may stay
+  // partial through it, and the reduction happens where a consumer needs the whole value.
+  static const char* const kLinear[] = {"Reshape",   "Transpose", "Identity", "Squeeze",
+                                        "Unsqueeze", "Flatten",   "Neg"};
+  const bool linear = node.domain.empty() && !node.inputs.empty() && node.inputs[0] != kNoId &&
+                      layout_[node.inputs[0]] && layout_[node.inputs[0]]->is_partial() &&
+                      std::any_of(std::begin(kLinear), std::end(kLinear),
+                                  [&](const char* op) { return node.op_type == op; });
+  if (linear) {
+    const std::vector<std::string> partial = layout_[node.inputs[0]]->partial_axes();
+    const size_t bases = candidates.size();
+    for (size_t k = 0; k < bases; ++k) {
+      Candidate c = candidates[k];
+      if (c.strategy.inputs.empty() || c.strategy.outputs.size() != 1) continue;
+      for (const std::string& a : partial) {
+        if (c.strategy.inputs[0].uses(a) || c.strategy.outputs[0].uses(a)) continue;
+        c.strategy.inputs[0] = c.strategy.inputs[0].with_partial(a);
+        c.strategy.outputs[0] = c.strategy.outputs[0].with_partial(a);
+      }
+      candidates.push_back(std::move(c));
+    }
+  }
   if (without_sp.size() < axes.size()) {
     std::vector<Candidate> extra =
         windowed(node, enumerate_strategies(src_, node, mesh_, without_sp));
@@ -498,18 +526,41 @@ Status Spmd::lower_node(NodeId id) {
     local_[node.outputs[i]] = outs.value()[i];
     layout_[node.outputs[i]] = strategy.outputs.at(i);
   }
+  for (ValueId out : node.outputs) {
+    auto gradient = parameter_of_.find(out);
+    if (out != kNoId && gradient != parameter_of_.end())
+      RETURN_IF_ERROR(accumulate(gradient->second, out));
+  }
   return Status::ok();
 }
 
 // Gradients accumulate over microbatches into state, each microbatch's share scaled by 1/m;
 // under ZeRO 2 and 3 the accumulator is a dp shard (a reduce-scatter per microbatch).
 Status Spmd::accumulate_gradients() {
+  for (const auto& [p, g] : gradient_of_) RETURN_IF_ERROR(accumulate(p, g));
+  return Status::ok();
+}
+
+// A gradient as the update reads it, emitted right after the node that computes it so its
+// reduction overlaps the rest of the backward. With one microbatch the data-parallel sum
+// happens here (an all-reduce, or a reduce-scatter onto the update's shards under ZeRO); with
+// several, partial sums accumulate and are reduced once, by the update.
+Status Spmd::accumulate(ValueId p, ValueId g) {
   Graph& dst = result_.graph;
-  for (const auto& [p, g] : gradient_of_) {
-    if (local_[g] == kNoId) continue;
+  if (local_[g] == kNoId || accumulated_.count(g)) return Status::ok();
+  accumulated_.insert(g);
+  {
     const Value& grad = src_.value(g);
     Layout acc = *layout_[g];
-    if (policy_.zero >= 2 && has_axis("dp")) {
+    const bool partial_dp =
+        has_axis("dp") &&
+        std::count(acc.partial_axes().begin(), acc.partial_axes().end(), std::string("dp")) > 0;
+    if (policy_.microbatches == 1 && partial_dp) {
+      const Layout base = acc.without("dp");
+      acc = policy_.zero >= 1 && zero_dim(grad.shape.dims, base) >= 0
+                ? with_zero(grad.shape.dims, base)
+                : base;
+    } else if (policy_.zero >= 2 && has_axis("dp")) {
       const Layout base = acc.without("dp");
       if (zero_dim(grad.shape.dims, base) >= 0) acc = with_zero(grad.shape.dims, base);
     }

@@ -1,0 +1,268 @@
+// The event-driven simulation of one step of a plan.
+#include "autopar/cost/simulator.h"
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <tuple>
+
+#include "autopar/cost/communication.h"
+#include "autopar/cost/compute.h"
+
+namespace autopar {
+namespace {
+
+bool on_comm_stream(const Node& n) {
+  return n.domain == kAutoparDomain && n.op_type != "Recv" && n.op_type != "Shard";
+}
+
+int64_t representative(const Plan& plan, int32_t role) {
+  for (size_t d = 0; d < plan.device_role.size(); ++d) {
+    if (plan.device_role[d] == role) return static_cast<int64_t>(d);
+  }
+  return 0;
+}
+
+}  // namespace
+
+NodeSeconds profile_costs(const Plan& plan, const HardwareProfile& profile) {
+  const DeviceMesh mesh = plan.scheme.mesh;
+  return [mesh, &profile](const Role& role, const Node& node, int64_t device) -> double {
+    const Graph& g = role.graph;
+    if (node.domain != kAutoparDomain) return node_cost(profile, g, node).seconds;
+    auto bytes_of = [&](ValueId v) {
+      return v == kNoId ? 0.0 : static_cast<double>(g.value(v).num_bytes());
+    };
+    std::vector<int64_t> group;
+    if (const Attribute* axes = node.attr("axes")) {
+      group = mesh.group(device, axes->strings());
+    } else {
+      group = node.attr_ints("group");
+    }
+    const std::string& op = node.op_type;
+    if (op == "Recv" || op == "Shard") return 0.0;
+    if (op == "Send") {
+      std::vector<int64_t> coords = mesh.coords(device);
+      const int64_t axis = mesh.axis_index(node.attr_string("peer_axis", "pp"));
+      if (axis >= 0) coords[axis] = node.attr_int("peer_coord", 0);
+      const int64_t peer = axis >= 0 ? mesh.device(coords) : node.attr_int("peer", 0);
+      return collective_cost(profile, Collective::kPointToPoint, bytes_of(node.inputs[0]),
+                             {device, peer})
+          .seconds;
+    }
+    if (op == "HaloExchange") {
+      // Rows from each neighbour: the halo's share of the block, point to point.
+      const Value& x = g.value(node.inputs[0]);
+      const int64_t axis = node.attr_int("axis", 0);
+      const double rows = static_cast<double>(x.shape.dims.at(axis));
+      const double halo = static_cast<double>(std::max<int64_t>(node.attr_int("before", 0), 0) +
+                                              std::max<int64_t>(node.attr_int("after", 0), 0));
+      if (halo == 0 || group.size() < 2) return 0.0;
+      return collective_cost(profile, Collective::kPointToPoint,
+                             bytes_of(node.inputs[0]) * halo / rows, {group[0], group[1]})
+          .seconds;
+    }
+    Collective c = Collective::kAllReduce;
+    double bytes = bytes_of(node.inputs[0]);
+    if (op == "AllGather") {
+      c = Collective::kAllGather;
+      bytes = bytes_of(node.outputs[0]);
+    } else if (op == "ReduceScatter") {
+      c = Collective::kReduceScatter;
+    } else if (op == "AllToAll") {
+      c = Collective::kAllToAll;
+    } else if (op == "Broadcast") {
+      c = Collective::kAllGather;
+    }
+    return collective_cost(profile, c, bytes, group).seconds;
+  };
+}
+
+StatusOr<Simulation> simulate(const Plan& plan, const NodeSeconds& costs, bool record_events) {
+  const size_t roles = plan.roles.size();
+  Simulation sim;
+  sim.roles.assign(roles, {});
+  std::vector<size_t> next(roles, 0);
+  std::vector<double> compute_free(roles, 0.0), comm_free(roles, 0.0);
+  // Ready times of values that cross programs, by (value, microbatch), per role.
+  std::vector<std::map<std::pair<ValueId, int32_t>, double>> kept(roles);
+  std::map<std::tuple<int64_t, int64_t, int64_t>, std::deque<double>> in_flight;
+  const int32_t last_micro = static_cast<int32_t>(plan.microbatches - 1);
+  size_t remaining = 0;
+  for (const Role& role : plan.roles) remaining += role.schedule.size();
+
+  auto program_index = [](const Role& role, const ScheduleStep& s) {
+    for (size_t p = 0; p < role.programs.size(); ++p) {
+      if (role.programs[p].kind == s.kind && role.programs[p].chunk == s.chunk)
+        return static_cast<int>(p);
+    }
+    return -1;
+  };
+
+  while (remaining > 0) {
+    bool progress = false;
+    for (size_t r = 0; r < roles; ++r) {
+      const Role& role = plan.roles[r];
+      const int64_t device = representative(plan, role.id);
+      while (next[r] < role.schedule.size()) {
+        const ScheduleStep& step = role.schedule[next[r]];
+        const int p = program_index(role, step);
+        if (p < 0) return error("role {}: no program for step {}", role.id, step.to_string());
+        const Program& prog = role.programs[p];
+        const Graph& g = role.graph;
+        // Every receive of the program must have its message sent already.
+        std::map<std::tuple<int64_t, int64_t, int64_t>, size_t> needed;
+        for (int32_t n = prog.begin; n < prog.end; ++n) {
+          const Node& node = g.node(n);
+          if (node.domain == kAutoparDomain && node.op_type == "Recv")
+            ++needed[{node.attr_int("peer_coord", 0), role.id, node.attr_int("tag", 0)}];
+        }
+        bool ready = true;
+        for (const auto& [channel, count] : needed) ready &= in_flight[channel].size() >= count;
+        if (!ready) break;
+
+        const int32_t micro = step.kind == ProgramKind::kUpdate ? last_micro : step.micro;
+        std::map<ValueId, double> local;  // ready times of this run's values
+        auto ready_at = [&](ValueId v, bool* from_comm) -> double {
+          if (v == kNoId) return 0.0;
+          auto it = local.find(v);
+          if (it != local.end()) return it->second;
+          auto k = kept[r].find({v, micro});
+          if (k != kept[r].end()) return k->second;
+          (void)from_comm;
+          return 0.0;  // graph inputs and initializers: ready from the start
+        };
+        std::vector<bool> comm_output(g.num_values(), false);
+        auto run_node = [&](NodeId n) {
+          const Node& node = g.node(n);
+          double inputs_ready = 0;
+          bool waited_on_comm = false;
+          for (ValueId in : node.inputs) {
+            const double t = ready_at(in, nullptr);
+            if (t > inputs_ready) {
+              inputs_ready = t;
+              waited_on_comm = in != kNoId && comm_output[in];
+            }
+          }
+          double start = 0, end = 0;
+          const bool comm = on_comm_stream(node);
+          if (node.domain == kAutoparDomain && node.op_type == "Recv") {
+            auto& queue =
+                in_flight[{node.attr_int("peer_coord", 0), role.id, node.attr_int("tag", 0)}];
+            start = end = std::max(inputs_ready, queue.front());
+            queue.pop_front();
+          } else if (comm) {
+            start = std::max(comm_free[r], inputs_ready);
+            end = start + costs(role, node, device);
+            comm_free[r] = end;
+            sim.roles[r].comm_busy += end - start;
+            if (node.op_type == "Send") {
+              in_flight[{role.id, node.attr_int("peer_coord", 0), node.attr_int("tag", 0)}]
+                  .push_back(end);
+            }
+          } else {
+            start = std::max(compute_free[r], inputs_ready);
+            if (waited_on_comm && inputs_ready > compute_free[r])
+              sim.roles[r].exposed_comm += inputs_ready - compute_free[r];
+            end = start + costs(role, node, device);
+            compute_free[r] = end;
+            sim.roles[r].compute_busy += end - start;
+          }
+          for (ValueId out : node.outputs) {
+            if (out == kNoId) continue;
+            local[out] = end;
+            comm_output[out] = comm || node.op_type == "Recv";
+          }
+          if (record_events && end > start) {
+            sim.events.push_back(
+                {role.id, comm, fmt::format("{} {}", step.to_string(), node.name), start, end});
+          }
+        };
+        // Collectives whose inputs come from earlier programs go first, in the order their
+        // inputs become ready (gradient reductions overlap the backward that produced them).
+        std::vector<std::pair<double, NodeId>> early;
+        std::vector<bool> done(prog.end - prog.begin, false);
+        for (int32_t n = prog.begin; n < prog.end; ++n) {
+          const Node& node = g.node(n);
+          if (!on_comm_stream(node)) continue;
+          bool outside = true;
+          double t = 0;
+          for (ValueId in : node.inputs) {
+            if (in == kNoId) continue;
+            const NodeId producer = g.value(in).producer;
+            if (producer >= prog.begin && producer < prog.end) outside = false;
+            t = std::max(t, ready_at(in, nullptr));
+          }
+          if (outside) early.emplace_back(t, n);
+        }
+        std::stable_sort(early.begin(), early.end());
+        for (const auto& [t, n] : early) {
+          run_node(n);
+          done[n - prog.begin] = true;
+        }
+        for (int32_t n = prog.begin; n < prog.end; ++n) {
+          if (!done[n - prog.begin]) run_node(n);
+        }
+        // Values later programs read.
+        for (const auto& [v, t] : local) {
+          for (NodeId c : g.value(v).consumers) {
+            if (c < prog.begin || c >= prog.end) {
+              kept[r][{v, step.micro}] = t;
+              break;
+            }
+          }
+        }
+        sim.roles[r].finish = std::max(compute_free[r], comm_free[r]);
+        ++next[r];
+        --remaining;
+        progress = true;
+      }
+    }
+    if (!progress) return error("the simulation cannot advance: the schedules deadlock");
+  }
+  double busiest = 0;
+  for (const RoleTimeline& t : sim.roles) {
+    sim.step_seconds = std::max(sim.step_seconds, t.finish);
+    busiest = std::max(busiest, t.compute_busy);
+  }
+  sim.bubble_seconds = sim.step_seconds - busiest;
+  return sim;
+}
+
+std::string chrome_trace(const Plan& plan, const Simulation& sim) {
+  std::string out = "{\"traceEvents\": [\n";
+  bool first = true;
+  auto add = [&](const std::string& event) {
+    out += (first ? "  " : ",\n  ") + event;
+    first = false;
+  };
+  auto quoted = [](const std::string& text) {
+    std::string q = "\"";
+    for (char c : text) {
+      if (c == '"' || c == '\\') q += '\\';
+      q += c;
+    }
+    return q + "\"";
+  };
+  for (const Role& role : plan.roles) {
+    add(fmt::format(
+        "{{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": {}, \"args\": {{\"name\": {}}}}}",
+        role.id, quoted(fmt::format("role {} (pipeline rank {})", role.id, role.stage))));
+    for (int tid = 0; tid < 2; ++tid) {
+      add(
+          fmt::format("{{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": {}, \"tid\": {}, "
+                      "\"args\": {{\"name\": {}}}}}",
+                      role.id, tid, quoted(tid == 0 ? "compute" : "communication")));
+    }
+  }
+  for (const SimEvent& e : sim.events) {
+    add(fmt::format(
+        "{{\"name\": {}, \"ph\": \"X\", \"pid\": {}, \"tid\": {}, \"ts\": {:.3f}, \"dur\": "
+        "{:.3f}}}",
+        quoted(e.name), e.role, e.communication ? 1 : 0, e.start * 1e6, (e.end - e.start) * 1e6));
+  }
+  out += "\n]}\n";
+  return out;
+}
+
+}  // namespace autopar

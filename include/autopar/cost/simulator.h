@@ -1,0 +1,53 @@
+// The simulator: an event-driven run of a plan's step. Every device (one per role stands for
+// the role: its devices run the same program at the same times) has a compute stream and a
+// communication stream; nodes start when their inputs are ready and their stream is free;
+// Recv waits for the matching Send's arrival on another role. Bubbles, overlap of collectives
+// with computation and exposed communication come out of the timeline.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "autopar/cost/hardware_profile.h"
+#include "autopar/parallel/plan.h"
+#include "autopar/support/status.h"
+
+namespace autopar {
+
+struct SimEvent {
+  int32_t role = 0;
+  bool communication = false;  // which stream
+  std::string name;            // node name, with the schedule step ("F0.3 h.0/attn/MatMul")
+  double start = 0, end = 0;
+};
+
+struct RoleTimeline {
+  double compute_busy = 0;  // seconds the compute stream works
+  double comm_busy = 0;     // seconds the communication stream works
+  double exposed_comm = 0;  // compute-stream idle time spent waiting on communication
+  double finish = 0;        // when its last program ends
+};
+
+struct Simulation {
+  double step_seconds = 0;
+  std::vector<RoleTimeline> roles;
+  std::vector<SimEvent> events;  // when asked for
+  double bubble_seconds = 0;     // the step minus the busiest role's compute
+};
+
+// Seconds one node takes on its stream; `device` is the global id of the role's device.
+using NodeSeconds = std::function<double(const Role& role, const Node& node, int64_t device)>;
+
+// Node costs from the profile: the compute roofline, the communication model for collectives
+// and transfers (groups resolved from the device's mesh coordinates).
+NodeSeconds profile_costs(const Plan& plan, const HardwareProfile& profile);
+
+StatusOr<Simulation> simulate(const Plan& plan, const NodeSeconds& costs,
+                              bool record_events = false);
+
+// A Chrome/Perfetto trace: one process per role, a thread per stream, events named by node
+// and microbatch.
+std::string chrome_trace(const Plan& plan, const Simulation& simulation);
+
+}  // namespace autopar
