@@ -231,6 +231,8 @@ StatusOr<HardwareProfile> read_hardware_profile(const std::string& path_or_name,
         if (entry.path().extension() == ".yaml") known.push_back(entry.path().stem().string());
       }
       std::sort(known.begin(), known.end());
+      if (known.empty())
+        return error("--hw {}: no such file, and {} holds no profiles", path_or_name, config_dir);
       return error("--hw {}: no such file or profile (profiles: {})", path_or_name,
                    fmt::join(known, ", "));
     }

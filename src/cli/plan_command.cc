@@ -134,7 +134,7 @@ StatusOr<BuiltPlan> build_plan(const std::string& model, Scheme scheme, const Pl
   return built;
 }
 
-StatusOr<BuiltPlan> load_plan(const std::string& dir) {
+StatusOr<BuiltPlan> load_plan(const std::string& dir, bool weights) {
   ASSIGN_OR_RETURN(PlanManifest manifest, read_plan_manifest(dir));
   if (!manifest.source.sha256.empty()) {
     auto sha = sha256_of(manifest.source.model);
@@ -148,7 +148,7 @@ StatusOr<BuiltPlan> load_plan(const std::string& dir) {
     }
   }
   ASSIGN_OR_RETURN(BuiltPlan built, build_plan(manifest.source.model, manifest.scheme,
-                                               manifest.source, dir + "/manifest.yaml", true));
+                                               manifest.source, dir + "/manifest.yaml", weights));
   RETURN_IF_ERROR(check_plan_files(built.plan, dir));
   return built;
 }
@@ -304,7 +304,7 @@ struct VerifyFlags {
 
 Status run_verify(const VerifyFlags& f, int* exit_code) {
   ASSIGN_OR_RETURN(std::unique_ptr<runtime::Communicator> mpi, open_communicator(f.comm));
-  ASSIGN_OR_RETURN(BuiltPlan built, load_plan(f.plan));
+  ASSIGN_OR_RETURN(BuiltPlan built, load_plan(f.plan, true));
   if (!f.fp32) {
     // The same lowering of the model in float64: rounding differences between summation
     // orders stay near 1e-16, so Adam's first step (which normalises every gradient, noise
@@ -399,7 +399,7 @@ Status run_verify(const VerifyFlags& f, int* exit_code) {
 Status run_plan_directory(const std::string& dir, const std::string& comm, int steps, bool json,
                           uint64_t seed) {
   ASSIGN_OR_RETURN(std::unique_ptr<runtime::Communicator> mpi, open_communicator(comm));
-  ASSIGN_OR_RETURN(BuiltPlan built, load_plan(dir));
+  ASSIGN_OR_RETURN(BuiltPlan built, load_plan(dir, true));
   ASSIGN_OR_RETURN(runtime::PlanFeeds feeds, plan_feeds(built, steps, seed));
   ASSIGN_OR_RETURN(std::optional<runtime::PlanResult> ran, run_built(built, feeds, mpi.get()));
   if (!ran) return Status::ok();  // an MPI rank other than 0: rank 0 reports

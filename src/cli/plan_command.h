@@ -22,8 +22,9 @@ struct BuiltPlan {
 // models when only lowering) and lowers it.
 StatusOr<BuiltPlan> build_plan(const std::string& model, Scheme scheme, const PlanSource& given,
                                const std::string& scheme_source, bool weights);
-// Rebuilds the plan a directory records and checks its role files are that plan.
-StatusOr<BuiltPlan> load_plan(const std::string& dir);
+// Rebuilds the plan a directory records and checks its role files are that plan (with the
+// model's weights to run it, shape-only to cost it).
+StatusOr<BuiltPlan> load_plan(const std::string& dir, bool weights);
 // Initial state from the model and `steps` steps of synthetic microbatches.
 StatusOr<runtime::PlanFeeds> plan_feeds(const BuiltPlan& built, int steps, uint64_t seed);
 
@@ -31,5 +32,6 @@ Status run_plan_directory(const std::string& dir, const std::string& comm, int s
                           uint64_t seed);
 void add_transform_command(CLI::App& app, Command& command);
 void add_verify_command(CLI::App& app, Command& command, int* exit_code);
+void add_simulate_command(CLI::App& app, Command& command);
 
 }  // namespace autopar::cli

@@ -1,0 +1,102 @@
+// autopar simulate PLAN --hw PROFILE [--nodes N] [--trace FILE] [--json]: the event-driven
+// simulation of one training step of a plan on a hardware profile.
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "autopar/cost/compute.h"
+#include "autopar/cost/simulator.h"
+#include "autopar/ops/op_def.h"
+#include "commands.h"
+#include "plan_command.h"
+
+namespace autopar::cli {
+namespace {
+
+struct SimulateFlags {
+  std::string plan;
+  std::string hw;
+  int64_t nodes = 0;
+  std::string trace;
+  bool json = false;
+};
+
+Status run_simulate(const SimulateFlags& f) {
+  ASSIGN_OR_RETURN(BuiltPlan built, load_plan(f.plan, false));
+  ASSIGN_OR_RETURN(HardwareProfile profile,
+                   read_hardware_profile(f.hw, std::string(AUTOPAR_CONFIG_DIR) + "/hw"));
+  const int64_t devices = static_cast<int64_t>(built.plan.device_role.size());
+  profile.nodes =
+      f.nodes > 0 ? f.nodes : (devices + profile.devices_per_node - 1) / profile.devices_per_node;
+  if (profile.num_devices() < devices) {
+    return error("--nodes {}: {} nodes of {} devices hold {}, the plan needs {}", profile.nodes,
+                 profile.nodes, profile.devices_per_node, profile.num_devices(), devices);
+  }
+  ASSIGN_OR_RETURN(Simulation sim,
+                   simulate(built.plan, profile_costs(built.plan, profile), !f.trace.empty()));
+  if (!f.trace.empty()) {
+    std::ofstream out(f.trace);
+    out << chrome_trace(built.plan, sim);
+    if (!out) return error("--trace {}: cannot write", f.trace);
+  }
+  // Model FLOPs: the forward of every microbatch and a backward of twice that (the standard
+  // count, whatever a plan recomputes), over the devices' peak for the plan's arithmetic.
+  double forward = 0;
+  for (const Node& n : built.model.nodes()) forward += node_flops(built.model, n);
+  const double model_flops = 3.0 * forward * static_cast<double>(built.plan.microbatches);
+  const char* dtype = built.plan.scheme.precision == Precision::kBf16   ? "bf16"
+                      : built.plan.scheme.precision == Precision::kFp16 ? "fp16"
+                                                                        : "fp32";
+  const double peak = profile.device.peak(dtype) * static_cast<double>(devices);
+  const double mfu = sim.step_seconds > 0 ? model_flops / (peak * sim.step_seconds) : 0.0;
+  double exposed = 0;
+  for (const RoleTimeline& t : sim.roles) exposed = std::max(exposed, t.exposed_comm);
+  if (f.json) {
+    nlohmann::json roles = nlohmann::json::array();
+    for (size_t r = 0; r < sim.roles.size(); ++r) {
+      const RoleTimeline& t = sim.roles[r];
+      roles.push_back({{"role", r},
+                       {"compute_busy_s", t.compute_busy},
+                       {"communication_busy_s", t.comm_busy},
+                       {"exposed_communication_s", t.exposed_comm},
+                       {"finish_s", t.finish}});
+    }
+    nlohmann::json out = {{"step_time_s", sim.step_seconds},
+                          {"bubble_s", sim.bubble_seconds},
+                          {"exposed_communication_s", exposed},
+                          {"mfu", mfu},
+                          {"devices", devices},
+                          {"profile", profile.name},
+                          {"roles", roles}};
+    fmt::print("{}\n", out.dump(2));
+    return Status::ok();
+  }
+  fmt::print("{} on {} ({} devices): step {:.3f} ms, MFU {:.1f}%, bubble {:.3f} ms\n", f.plan,
+             profile.name, devices, sim.step_seconds * 1e3, mfu * 100, sim.bubble_seconds * 1e3);
+  fmt::print("{:>5} {:>12} {:>12} {:>12} {:>12}\n", "role", "compute ms", "comm ms", "exposed ms",
+             "finish ms");
+  for (size_t r = 0; r < sim.roles.size(); ++r) {
+    const RoleTimeline& t = sim.roles[r];
+    fmt::print("{:>5} {:>12.3f} {:>12.3f} {:>12.3f} {:>12.3f}\n", r, t.compute_busy * 1e3,
+               t.comm_busy * 1e3, t.exposed_comm * 1e3, t.finish * 1e3);
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+void add_simulate_command(CLI::App& app, Command& command) {
+  auto flags = std::make_shared<SimulateFlags>();
+  CLI::App* s =
+      app.add_subcommand("simulate", "simulate one training step of a plan on a hardware profile");
+  s->add_option("plan", flags->plan, "plan directory")->required();
+  s->add_option("--hw", flags->hw, "hardware profile: a YAML file or a name in configs/hw/")
+      ->required();
+  s->add_option("--nodes", flags->nodes,
+                "nodes of the profile (default: as many as the plan needs)");
+  s->add_option("--trace", flags->trace, "write a Chrome/Perfetto trace (traceEvents) here");
+  s->add_flag("--json", flags->json, "print one JSON object");
+  s->callback([flags, &command] { command = [flags] { return run_simulate(*flags); }; });
+}
+
+}  // namespace autopar::cli
