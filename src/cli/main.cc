@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   autopar::cli::add_transform_command(app, command);
   autopar::cli::add_verify_command(app, command, &exit_code);
   autopar::cli::add_simulate_command(app, command);
+  autopar::cli::add_calibrate_command(app, command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "autopar/cost/hardware_profile.h"
 #include "testing/testing.h"
 
 namespace autopar {
@@ -38,6 +39,35 @@ TEST(SimulateCli, JsonAndTrace) {
   EXPECT_NE(missing.err.find("--hw nowhere: no such file"), std::string::npos) << missing.err;
   auto small = testing::run_autopar({"simulate", dir + "/plan", "--hw", profile, "--nodes", "0"});
   EXPECT_EQ(small.exit_code, 0) << small.err;  // 0: as many nodes as the plan needs
+}
+
+// calibrate --quick writes a profile of this machine that reads back and prices a plan.
+TEST(CalibrateCli, WritesAProfileThatSimulates) {
+  const std::string dir = testing::temp_dir("calibrate_cli");
+  auto c = testing::run_autopar({"calibrate", "--quick", "-o", dir + "/cpu-local.yaml"});
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_NE(c.out.find("gemm: peak"), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("inproc: alpha"), std::string::npos) << c.out;
+  std::ifstream in(dir + "/cpu-local.yaml");
+  std::stringstream text;
+  text << in.rdbuf();
+  auto profile = parse_hardware_profile(text.str(), "cpu-local.yaml");
+  ASSERT_TRUE(profile.is_ok()) << profile.status().message();
+  EXPECT_EQ(profile->name, "cpu-local");
+  EXPECT_GT(profile->device.peak("fp32"), 1e8);
+  EXPECT_EQ(profile->tiers.size(), 1u);
+  std::ofstream(dir + "/s.yaml") << "mesh: {dp: 2}\nbatch: {global: 4}\n";
+  ASSERT_EQ(
+      testing::run_autopar({"transform", "mlp", "--scheme", dir + "/s.yaml", "-o", dir + "/plan"})
+          .exit_code,
+      0);
+  auto s =
+      testing::run_autopar({"simulate", dir + "/plan", "--hw", dir + "/cpu-local.yaml", "--json"});
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  EXPECT_GT(nlohmann::json::parse(s.out)["step_time_s"].get<double>(), 0.0);
+  auto bad = testing::run_autopar({"calibrate", "--backend", "gpu", "-o", dir + "/x.yaml"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_EQ(bad.err, "autopar: error: --backend gpu: only cpu can be calibrated here\n");
 }
 
 }  // namespace
