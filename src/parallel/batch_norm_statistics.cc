@@ -6,6 +6,7 @@
 #include <map>
 
 #include "autopar/autodiff/emitter.h"
+#include "autopar/ir/graph_copy.h"
 #include "autopar/parallel/lowering.h"
 
 namespace autopar {
@@ -23,35 +24,12 @@ StatusOr<Graph> batch_norm_statistics_as_reductions(const Graph& training) {
   for (const Node& n : training.nodes()) any = any || is_training_batch_norm(n);
   if (!any) return training;
   Graph g;
-  g.name = training.name;
-  g.opsets = training.opsets;
-  std::map<ValueId, ValueId> vmap;
-  auto get = [&](ValueId v) -> ValueId {
-    auto it = vmap.find(v);
-    if (it != vmap.end()) return it->second;
-    const Value& value = training.value(v);
-    Value copy;
-    copy.name = value.name;
-    copy.dtype = value.dtype;
-    copy.shape = value.shape;
-    copy.kind = value.kind;
-    copy.data = value.data;
-    return vmap[v] = g.add_value(std::move(copy));
-  };
-  for (ValueId in : training.inputs()) g.add_input(get(in));
-  for (ValueId v = 0; v < training.num_values(); ++v) {
-    if (training.value(v).is_initializer()) get(v);
-  }
+  GraphCopy copy(training, g);
+  copy.inputs_and_initializers();
+  auto get = [&](ValueId v) { return copy.value(v); };
   for (const Node& node : training.nodes()) {
     if (!is_training_batch_norm(node)) {
-      Node copy = node;
-      for (ValueId& in : copy.inputs) {
-        if (in != kNoId) in = get(in);
-      }
-      for (ValueId& out : copy.outputs) {
-        if (out != kNoId) out = get(out);
-      }
-      g.add_node(std::move(copy));
+      copy.node(node);
       continue;
     }
     const Value& x = training.value(node.inputs[0]);
@@ -94,12 +72,10 @@ StatusOr<Graph> batch_norm_statistics_as_reductions(const Graph& training) {
     for (size_t k = 0; k < results.size() && k < node.outputs.size(); ++k) {
       if (node.outputs[k] == kNoId || results[k] == kNoId) continue;
       g.rename_value(results[k], training.value(node.outputs[k]).name);
-      vmap[node.outputs[k]] = results[k];
+      copy.map(node.outputs[k], results[k]);
     }
   }
-  std::vector<ValueId> outputs;
-  for (ValueId o : training.outputs()) outputs.push_back(get(o));
-  g.set_outputs(std::move(outputs));
+  copy.outputs();
   return g;
 }
 

@@ -5,6 +5,7 @@
 // (through the casts' gradients) and the optimizer are fp32.
 #include <map>
 
+#include "autopar/ir/graph_copy.h"
 #include "autopar/ir/precision.h"
 #include "autopar/ir/shape_inference.h"
 #include "autopar/parallel/lowering.h"
@@ -23,15 +24,7 @@ StatusOr<Graph> to_mixed_precision(const Graph& model, DType low) {
   g.name = model.name;
   g.opsets = model.opsets;
   std::map<ValueId, ValueId> vmap;  // narrow graph value → new value
-  auto copy_of = [&](const Value& v) {
-    Value c;
-    c.name = v.name;
-    c.dtype = v.dtype;
-    c.shape = v.shape;
-    c.kind = v.kind;
-    c.data = v.data;
-    return c;
-  };
+
   // The first forward consumer's layer, so pipeline staging puts a cast with its reader.
   auto reader_layer = [&](ValueId v) {
     for (NodeId c : model.value(v).consumers) {
@@ -75,9 +68,9 @@ StatusOr<Graph> to_mixed_precision(const Graph& model, DType low) {
                       (original.kind == ValueKind::kInput ||
                        original.kind == ValueKind::kParameter || batch_norm_state.count(v));
     if (keep) {
-      wide[v] = g.add_value(copy_of(original));
+      wide[v] = g.add_value(detached(original));
     } else {
-      vmap[v] = g.add_value(copy_of(narrow.value(v)));
+      vmap[v] = g.add_value(detached(narrow.value(v)));
     }
   }
   for (ValueId in : model.inputs()) g.add_input(*g.find_value(model.value(in).name));
@@ -101,7 +94,7 @@ StatusOr<Graph> to_mixed_precision(const Graph& model, DType low) {
       }
       for (ValueId& out : n.outputs) {
         if (out == kNoId) continue;
-        Value y = copy_of(narrow.value(out));
+        Value y = detached(narrow.value(out));
         y.name = g.unique_value_name(y.name + ".fp32");
         y.dtype = DType::kFloat32;
         out = g.add_value(std::move(y));
@@ -117,7 +110,7 @@ StatusOr<Graph> to_mixed_precision(const Graph& model, DType low) {
     }
     for (ValueId& out : n.outputs) {
       if (out == kNoId) continue;
-      const ValueId created = g.add_value(copy_of(narrow.value(out)));
+      const ValueId created = g.add_value(detached(narrow.value(out)));
       vmap[out] = created;
       out = created;
     }

@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "autopar/ir/graph_copy.h"
 #include "autopar/parallel/lowering.h"
 #include "autopar/parallel/primitives.h"
 
@@ -203,12 +204,7 @@ StatusOr<std::vector<Role>> build_roles(const SpmdResult& spmd,
       auto it = vmap.find(x);
       if (it != vmap.end()) return it->second;
       const Value& val = g.value(x);
-      Value copy;
-      copy.name = val.name;
-      copy.dtype = val.dtype;
-      copy.shape = val.shape;
-      copy.kind = val.kind;
-      copy.data = val.data;
+      Value copy = detached(val);
       if (val.kind == ValueKind::kInput) {
         const ValueId id = rg.add_value(std::move(copy));
         rg.add_input(id);

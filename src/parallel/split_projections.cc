@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "autopar/ir/graph_copy.h"
 #include "autopar/ir/shape_inference.h"
 #include "autopar/parallel/lowering.h"
 #include "autopar/runtime/communicator.h"
@@ -77,19 +78,9 @@ std::optional<Fused> match(const Graph& g, const Node& split) {
   return f;
 }
 
-Value copy_of(const Value& v) {
-  Value c;
-  c.name = v.name;
-  c.dtype = v.dtype;
-  c.shape = v.shape;
-  c.kind = v.kind == ValueKind::kIntermediate ? ValueKind::kIntermediate : v.kind;
-  c.data = v.data;
-  return c;
-}
-
 // Column slice `part` of `parts` of a parameter (its last dim).
 Value slice_of(const Value& whole, int64_t part, int64_t parts, std::string name) {
-  Value v = copy_of(whole);
+  Value v = detached(whole);
   v.name = std::move(name);
   const int64_t last = whole.shape.rank() - 1;
   v.shape = Shape(whole.shape.dims);
@@ -114,42 +105,24 @@ StatusOr<Graph> split_fused_projections(const Graph& model, std::vector<Paramete
   }
   if (at_split.empty()) return model;
   Graph g;
-  g.name = model.name;
-  g.opsets = model.opsets;
-  std::map<ValueId, ValueId> vmap;
+  GraphCopy copy(model, g);
+  auto get = [&](ValueId v) { return copy.value(v); };
+  for (ValueId in : model.inputs()) g.add_input(get(in));
+  // Initializers keep their order, but for the fused parameters, which are replaced.
   std::set<ValueId> replaced;
   for (const auto& [n, f] : at_split) {
     replaced.insert(f.weight);
     if (f.bias != kNoId) replaced.insert(f.bias);
   }
-  auto get = [&](ValueId v) -> ValueId {
-    auto it = vmap.find(v);
-    if (it != vmap.end()) return it->second;
-    return vmap[v] = g.add_value(copy_of(model.value(v)));
-  };
-  for (ValueId in : model.inputs()) g.add_input(get(in));
-  // Initializers keep their order (parameters first met where the model lists them).
   for (ValueId v = 0; v < model.num_values(); ++v) {
-    const Value& value = model.value(v);
-    if (!value.is_initializer()) continue;
-    if (!replaced.count(v)) {
-      get(v);
-      continue;
-    }
+    if (model.value(v).is_initializer() && !replaced.count(v)) get(v);
   }
   for (NodeId n = 0; n < model.num_nodes(); ++n) {
     if (skipped.count(n)) continue;
     const Node& node = model.node(n);
     auto fused = at_split.find(n);
     if (fused == at_split.end()) {
-      Node copy = node;
-      for (ValueId& in : copy.inputs) {
-        if (in != kNoId) in = get(in);
-      }
-      for (ValueId& out : copy.outputs) {
-        if (out != kNoId) out = get(out);
-      }
-      g.add_node(std::move(copy));
+      copy.node(node);
       continue;
     }
     const Fused& f = fused->second;
@@ -172,7 +145,7 @@ StatusOr<Graph> split_fused_projections(const Graph& model, std::vector<Paramete
         g.add_node(std::move(m));
         continue;
       }
-      Value y = copy_of(model.value(mm.outputs[0]));
+      Value y = detached(model.value(mm.outputs[0]));
       y.name = y.name + suffix;
       y.shape = g.value(out).shape;
       m.outputs = {g.add_value(std::move(y))};
@@ -193,9 +166,7 @@ StatusOr<Graph> split_fused_projections(const Graph& model, std::vector<Paramete
       g.add_node(std::move(a));
     }
   }
-  std::vector<ValueId> outputs;
-  for (ValueId o : model.outputs()) outputs.push_back(get(o));
-  g.set_outputs(std::move(outputs));
+  copy.outputs();
   RETURN_IF_ERROR(infer_shapes(g));
   return g;
 }

@@ -5,6 +5,7 @@
 #include <set>
 #include <thread>
 
+#include "autopar/ir/graph_copy.h"
 #include "autopar/ir/shape_inference.h"
 #include "autopar/runtime/executor.h"
 
@@ -85,16 +86,10 @@ StatusOr<ProgramGraph> extract(const Graph& rg, const Program& prog) {
     auto it = vmap.find(x);
     if (it != vmap.end()) return it->second;
     const Value& v = rg.value(x);
-    Value copy;
-    copy.name = v.name;
-    copy.dtype = v.dtype;
-    copy.shape = v.shape;
-    if (v.is_initializer() && v.data) {
-      copy.kind = v.kind;
-      copy.data = v.data;
-      return vmap[x] = g.add_value(std::move(copy));
-    }
+    Value copy = detached(v);
+    if (v.is_initializer() && v.data) return vmap[x] = g.add_value(std::move(copy));
     copy.kind = ValueKind::kInput;
+    copy.data = nullptr;
     const ValueId id = g.add_value(std::move(copy));
     g.add_input(id);
     pg.inputs.push_back(v.name);
