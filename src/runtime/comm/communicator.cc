@@ -21,7 +21,32 @@ T combine(T a, T b, ReduceOp op) {
   return op == ReduceOp::kSum ? a + b : op == ReduceOp::kMax ? std::max(a, b) : std::min(a, b);
 }
 
+template <typename T>
+void reduce_typed(Tensor& acc, const Tensor& x, ReduceOp op) {
+  std::span<T> a = acc.mutable_data<T>();
+  std::span<const T> b = x.data<T>();
+  switch (op) {
+    case ReduceOp::kSum:
+      for (size_t i = 0; i < a.size(); ++i) a[i] += b[i];
+      break;
+    case ReduceOp::kMax:
+      for (size_t i = 0; i < a.size(); ++i) a[i] = std::max(a[i], b[i]);
+      break;
+    case ReduceOp::kMin:
+      for (size_t i = 0; i < a.size(); ++i) a[i] = std::min(a[i], b[i]);
+      break;
+  }
+}
+
 void reduce_into(Tensor& acc, const Tensor& x, ReduceOp op) {
+  // The common types in their own arithmetic; the rest through double or int64.
+  switch (acc.dtype()) {
+    case DType::kFloat32: return reduce_typed<float>(acc, x, op);
+    case DType::kFloat64: return reduce_typed<double>(acc, x, op);
+    case DType::kInt64: return reduce_typed<int64_t>(acc, x, op);
+    case DType::kInt32: return reduce_typed<int32_t>(acc, x, op);
+    default: break;
+  }
   for (int64_t i = 0; i < acc.num_elements(); ++i) {
     if (is_floating(acc.dtype())) {
       acc.set_from_double(i, combine(acc.float_at(i), x.float_at(i), op));
