@@ -95,10 +95,14 @@ std::string readme(const Plan& plan) {
 std::string role_onnx_bytes(const Plan& plan, const Role& role) {
   ExportOptions options;
   options.metadata["autopar.role"] = std::to_string(role.id);
+  options.metadata["autopar.mesh"] = plan.scheme.mesh.to_string();
+  std::vector<std::string> programs;
+  for (const Program& p : role.programs)
+    programs.push_back(fmt::format("{}:{}-{}", p.name(), p.begin, p.end));
+  options.metadata["autopar.programs"] = fmt::format("{}", fmt::join(programs, " "));
   onnx::ModelProto model = export_onnx(role.graph, options);
   std::string bytes;
   model.SerializeToString(&bytes);
-  (void)plan;
   return bytes;
 }
 

@@ -119,7 +119,8 @@ StatusOr<PlanManifest> read_plan_manifest(const std::string& dir);
 // run from its lowering, which must be the one on disk).
 Status check_plan_files(const Plan& plan, const std::string& dir);
 
-// The ONNX model of one role graph, with the ai.autopar domain and node phases as metadata.
+// The ONNX model of one role graph, with the ai.autopar domain; model metadata carries the
+// node phases and layers, the role, the mesh and the programs' node ranges.
 std::string role_onnx_bytes(const Plan& plan, const Role& role);
 
 }  // namespace autopar
