@@ -358,8 +358,8 @@ StatusOr<PlanResult> run_plan_device(const Plan& plan, const PlanFeeds& feeds, C
                                      const PlanRunOptions& options) {
   const int64_t n = plan.scheme.mesh.num_devices();
   if (comm.size() != n) {
-    return error("the plan has {} devices but {} ranks were started (mpirun -np {})", n,
-                 comm.size(), n);
+    return error("the plan has {} devices but {} {} started (mpirun -np {})", n, comm.size(),
+                 comm.size() == 1 ? "rank was" : "ranks were", n);
   }
   comm.set_mesh(plan.scheme.mesh);
   const auto start = std::chrono::steady_clock::now();
