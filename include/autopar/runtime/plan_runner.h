@@ -28,7 +28,7 @@ struct PlanResult {
   std::map<std::string, Tensor> state;
   // Inference plans: per step and microbatch, the model outputs, whole.
   std::vector<std::vector<std::vector<Tensor>>> outputs;
-  double seconds = 0;
+  double seconds = 0;  // the steps alone (the slowest device), without setting up programs
 };
 
 struct PlanRunOptions {
