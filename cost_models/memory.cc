@@ -43,10 +43,10 @@ std::vector<RoleMemory> plan_memory(const Plan& plan) {
       }
     }
     // Program of each node; stashed values: produced by a forward program, read by another.
-    std::vector<int> program_of(g.num_nodes(), -1);
+    std::vector<int> program_at(g.num_nodes(), -1);
     for (size_t p = 0; p < role.programs.size(); ++p) {
       for (int32_t n = role.programs[p].begin; n < role.programs[p].end; ++n)
-        program_of[n] = static_cast<int>(p);
+        program_at[n] = static_cast<int>(p);
     }
     std::vector<double> stash(role.programs.size(), 0.0), transient(role.programs.size(), 0.0);
     for (size_t p = 0; p < role.programs.size(); ++p) {
@@ -61,7 +61,7 @@ std::vector<RoleMemory> plan_memory(const Plan& plan) {
           bool escapes = g.is_output(out) || state_outputs.count(v.name);
           int32_t last = n;
           for (NodeId c : v.consumers) {
-            if (program_of[c] != static_cast<int>(p))
+            if (program_at[c] != static_cast<int>(p))
               escapes = true;
             else
               last = std::max(last, c);
@@ -85,18 +85,12 @@ std::vector<RoleMemory> plan_memory(const Plan& plan) {
       transient[p] = peak;
     }
     // Walk the schedule: a forward adds its stash, the matching backward frees it.
-    auto index_of = [&](const ScheduleStep& s) {
-      for (size_t p = 0; p < role.programs.size(); ++p) {
-        if (role.programs[p].kind == s.kind && role.programs[p].chunk == s.chunk)
-          return static_cast<int>(p);
-      }
-      return -1;
-    };
+
     double held = 0, worst = 0;
     int64_t flights = 0;
     std::map<int32_t, int64_t> open;  // chunk → forwards not yet backed
     for (const ScheduleStep& s : role.schedule) {
-      const int p = index_of(s);
+      const int p = role.program_of(s);
       if (p < 0) continue;
       if (s.kind == ProgramKind::kForward) {
         worst = std::max(worst, held + transient[p]);

@@ -91,14 +91,6 @@ StatusOr<Simulation> simulate(const Plan& plan, const NodeSeconds& costs, bool r
   size_t remaining = 0;
   for (const Role& role : plan.roles) remaining += role.schedule.size();
 
-  auto program_index = [](const Role& role, const ScheduleStep& s) {
-    for (size_t p = 0; p < role.programs.size(); ++p) {
-      if (role.programs[p].kind == s.kind && role.programs[p].chunk == s.chunk)
-        return static_cast<int>(p);
-    }
-    return -1;
-  };
-
   while (remaining > 0) {
     bool progress = false;
     for (size_t r = 0; r < roles; ++r) {
@@ -106,7 +98,7 @@ StatusOr<Simulation> simulate(const Plan& plan, const NodeSeconds& costs, bool r
       const int64_t device = representative(plan, role.id);
       while (next[r] < role.schedule.size()) {
         const ScheduleStep& step = role.schedule[next[r]];
-        const int p = program_index(role, step);
+        const int p = role.program_of(step);
         if (p < 0) return error("role {}: no program for step {}", role.id, step.to_string());
         const Program& prog = role.programs[p];
         const Graph& g = role.graph;

@@ -31,6 +31,14 @@ std::string Program::name() const {
   return "";
 }
 
+int Role::program_of(const ScheduleStep& step) const {
+  for (size_t p = 0; p < programs.size(); ++p) {
+    if (programs[p].kind == step.kind && programs[p].chunk == step.chunk)
+      return static_cast<int>(p);
+  }
+  return -1;
+}
+
 std::string ScheduleStep::to_string() const {
   switch (kind) {
     case ProgramKind::kForward:

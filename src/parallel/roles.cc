@@ -167,6 +167,9 @@ StatusOr<std::vector<Role>> build_roles(const SpmdResult& spmd,
       cuts[i].sender = program_index(ProgramKind::kUpdate, 0);
   }
 
+  std::multimap<ValueId, size_t> cuts_of;  // value → its cuts
+  for (size_t i = 0; i < cuts.size(); ++i) cuts_of.emplace(cuts[i].value, i);
+
   // Whether the backward program recomputes forward node `f` instead of reading its output.
   auto recomputable = [&](NodeId f) {
     if (policy.recompute == Recompute::kNone) return false;
@@ -235,8 +238,10 @@ StatusOr<std::vector<Role>> build_roles(const SpmdResult& spmd,
       return ins;
     };
     auto emit_sends = [&](ValueId out, int32_t program) {
-      for (const Cut& c : cuts) {
-        if (c.value == out && c.from == r && c.sender == program)
+      const auto [first, end] = cuts_of.equal_range(out);
+      for (auto it = first; it != end; ++it) {
+        const Cut& c = cuts[it->second];
+        if (c.from == r && c.sender == program)
           augment_send(rg, vmap.at(out), "pp", c.to, c.tag, g.node(g.value(out).producer).phase,
                        g.node(g.value(out).producer).layer);
       }
@@ -298,7 +303,8 @@ StatusOr<std::vector<Role>> build_roles(const SpmdResult& spmd,
           if (copy.count(pr) || !recomputable(pr)) continue;
           // A value received from another rank is kept (it cannot be received twice).
           bool received = false;
-          for (const Cut& c : cuts) received |= c.value == x && c.to == r;
+          const auto [first, end] = cuts_of.equal_range(x);
+          for (auto it = first; it != end; ++it) received |= cuts[it->second].to == r;
           if (received) continue;
           copy.insert(pr);
           for (ValueId in : g.node(pr).inputs) {

@@ -189,10 +189,8 @@ double Spmd::input_cost(ValueId v, const Layout& want, const Node& consumer) con
       // projection's sum onto the sequence ([batch, seq, hidden]) or the image rows; slicing a
       // whole activation there would let the matmuls run sequence-split instead of on their
       // parameter shards.
-      const int64_t rank = value.shape.rank();
-      const int64_t sequence = rank == 3 ? 1 : rank == 4 ? 2 : -1;
       const bool onto_sequence =
-          step.kind == ReshardStep::Kind::kReduceScatter && step.dim == sequence;
+          step.kind == ReshardStep::Kind::kReduceScatter && step.dim == attribute_dim(value);
       if (step.kind != ReshardStep::Kind::kAllGather &&
           step.kind != ReshardStep::Kind::kAllReduce &&
           (policy_.tp_activations == SpmdPolicy::TpActivations::kFromParameters ||
@@ -680,6 +678,19 @@ StatusOr<SpmdResult> Spmd::run() {
 }
 
 }  // namespace
+
+int64_t attribute_dim(const Value& value) {
+  switch (value.shape.rank()) {
+    case 2:
+      return is_floating(value.dtype) ? -1 : 1;
+    case 3:
+      return 1;
+    case 4:
+      return 2;
+    default:
+      return -1;
+  }
+}
 
 StatusOr<SpmdResult> lower_spmd(const SpmdInput& input, const DeviceMesh& mesh,
                                 const SpmdPolicy& policy) {

@@ -174,13 +174,6 @@ StatusOr<DeviceOutcome> DeviceRun::run() {
     executors.push_back(std::move(ex).value());
     programs.push_back(std::move(pg));
   }
-  auto program_of = [&](const ScheduleStep& s) -> int {
-    for (size_t i = 0; i < role.programs.size(); ++i) {
-      if (role.programs[i].kind == s.kind && role.programs[i].chunk == s.chunk)
-        return static_cast<int>(i);
-    }
-    return -1;
-  };
 
   // This device's state: every state a program of its role reads.
   std::map<std::string, TensorPtr> state;
@@ -208,7 +201,7 @@ StatusOr<DeviceOutcome> DeviceRun::run() {
     std::vector<bool> has_loss(m, false);
     std::vector<std::vector<TensorPtr>> outputs(m);
     for (const ScheduleStep& s : role.schedule) {
-      const int k = program_of(s);
+      const int k = role.program_of(s);
       if (k < 0) return error("role {}: no program for step {}", role.id, s.to_string());
       const ProgramGraph& pg = programs[k];
       const int32_t micro = s.kind == ProgramKind::kUpdate ? m - 1 : s.micro;

@@ -72,6 +72,9 @@ struct Role {
   Graph graph;
   std::vector<Program> programs;
   std::vector<ScheduleStep> schedule;
+
+  // The index of the program a schedule step runs, or -1.
+  int program_of(const ScheduleStep& step) const;
 };
 
 struct PlanSource {

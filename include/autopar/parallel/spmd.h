@@ -58,6 +58,11 @@ struct SpmdResult {
   std::vector<std::string> outputs;  // replicated model outputs (inference)
 };
 
+// The attribute dim of a value, the one attribute parallelism and Megatron-SP split: the
+// sequence of token ids [batch, seq] and of activations [batch, seq, hidden], the rows of
+// images [N, C, H, W]; -1 for anything else (a float [batch, features] has none).
+int64_t attribute_dim(const Value& value);
+
 StatusOr<SpmdResult> lower_spmd(const SpmdInput& input, const DeviceMesh& mesh,
                                 const SpmdPolicy& policy);
 

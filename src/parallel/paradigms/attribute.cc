@@ -13,10 +13,7 @@ Status configure_attribute(const Scheme& scheme, const Graph&, int32_t, Lowering
   policy.batch_norm_as_reductions = true;
   const int64_t sp = scheme.sp();
   policy.input_layouts.push_back([sp](const Value& v, Layout layout) {
-    const int64_t rank = v.shape.rank();
-    int64_t dim = -1;
-    if ((rank == 2 && !is_floating(v.dtype)) || rank == 3) dim = 1;
-    if (rank == 4) dim = 2;
+    const int64_t dim = attribute_dim(v);
     if (dim < 0 || v.shape.dims[dim] % sp != 0) return layout;
     return layout.with_split(dim, "sp");
   });
