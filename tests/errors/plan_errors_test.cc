@@ -107,6 +107,27 @@ TEST_F(PlanErrors, UnknownMeshAxis) {
                          "axes are pp, dp, tp and sp)");
 }
 
+TEST_F(PlanErrors, SimulateWithAMissingOrBrokenProfile) {
+  const testing::CommandResult t = run_autopar(
+      {"transform", "mlp", "--scheme", scheme("mesh: {dp: 2}\nbatch: {global: 4}\n"), "-o", "plan"},
+      dir_);
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  const testing::CommandResult missing = run_autopar({"simulate", "plan", "--hw", "nowhere"}, dir_);
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_EQ(missing.err.rfind("autopar: error: --hw nowhere: no such file", 0), 0u) << missing.err;
+  std::ofstream(dir_ + "/broken.yaml") << "name: broken\ndevice: {peak_flops: {fp32: -1}}\n";
+  expect_error({"simulate", "plan", "--hw", "broken.yaml"},
+               "autopar: error: broken.yaml: device.peak_flops.fp32: -1 must be positive");
+}
+
+TEST_F(PlanErrors, CalibrateOtherBackends) {
+  expect_error({"calibrate", "--backend", "gpu", "-o", "p.yaml"},
+               "autopar: error: --backend gpu: only cpu can be calibrated here");
+  expect_error(
+      {"calibrate", "--comm", "mpi", "-o", "p.yaml"},
+      "autopar: error: --comm mpi: calibration measures the inproc communicator (threads)");
+}
+
 TEST_F(PlanErrors, NotAPlanDirectory) {
   std::filesystem::create_directory(dir_ + "/empty");
   expect_error({"verify", "empty"},
