@@ -172,5 +172,132 @@ TEST(Compute, NodesAreRooflinesWithTheirClassCurves) {
       1e-15);
 }
 
+// The shipped profiles in configs/hw/, read by name as `--hw` does. Their numbers come from
+// datasheets and public measurements (named in each YAML); these cases pin the main ones.
+HardwareProfile shipped(const std::string& name, int64_t nodes = 1) {
+  auto p = read_hardware_profile(name, std::string(AUTOPAR_SOURCE_DIR) + "/configs/hw");
+  EXPECT_TRUE(p.is_ok()) << p.status().message();
+  if (!p.is_ok()) return fixture(nodes);
+  HardwareProfile profile = std::move(p).value();
+  profile.nodes = nodes;
+  return profile;
+}
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+TEST(ShippedProfiles, DgxA100MatchesTheDatasheet) {
+  const HardwareProfile p = shipped("dgx-a100-80g");
+  EXPECT_EQ(p.name, "dgx-a100-80g");
+  EXPECT_EQ(p.device.peak("bf16"), 312e12);
+  EXPECT_EQ(p.device.peak("fp16"), 312e12);
+  EXPECT_EQ(p.device.peak("tf32"), 156e12);
+  EXPECT_EQ(p.device.peak("fp32"), 19.5e12);
+  EXPECT_EQ(p.device.memory_bytes, 80 * kGiB);  // 81920 MiB
+  EXPECT_EQ(p.device.memory_bandwidth, 2.039e12);
+  EXPECT_EQ(p.devices_per_node, 8);
+  ASSERT_EQ(p.tiers.size(), 2u);
+  EXPECT_EQ(p.tiers[0].bandwidth, 300e9);  // NVLink 3: 600 GB/s both ways
+  EXPECT_EQ(p.tiers[1].bandwidth, 25e9);   // HDR 200 Gb/s
+  EXPECT_EQ(p.tiers[1].nics_per_node, 8);
+}
+
+TEST(ShippedProfiles, DgxH100MatchesTheDatasheet) {
+  const HardwareProfile p = shipped("dgx-h100");
+  EXPECT_EQ(p.device.peak("bf16"), 989e12);  // dense, not the 1,979 TF with sparsity
+  EXPECT_EQ(p.device.peak("tf32"), 494.5e12);
+  EXPECT_EQ(p.device.peak("fp32"), 67e12);
+  EXPECT_NEAR(p.device.memory_bytes / kGiB, 79.65, 0.01);  // 81559 MiB
+  EXPECT_EQ(p.device.memory_bandwidth, 3.35e12);
+  EXPECT_EQ(p.devices_per_node, 8);
+  ASSERT_EQ(p.tiers.size(), 2u);
+  EXPECT_EQ(p.tiers[0].bandwidth, 450e9);  // NVLink 4: 900 GB/s both ways
+  EXPECT_EQ(p.tiers[1].bandwidth, 50e9);   // NDR 400 Gb/s
+  EXPECT_EQ(p.tiers[1].nics_per_node, 8);
+}
+
+TEST(ShippedProfiles, HgxH200HasTheH100ComputeAndMoreMemory) {
+  const HardwareProfile h200 = shipped("hgx-h200");
+  const HardwareProfile h100 = shipped("dgx-h100");
+  EXPECT_EQ(h200.device.peak_flops, h100.device.peak_flops);
+  EXPECT_NEAR(h200.device.memory_bytes / kGiB, 140.4, 0.1);  // 143771 MiB, the "141 GB"
+  EXPECT_EQ(h200.device.memory_bandwidth, 4.8e12);
+  EXPECT_EQ(h200.devices_per_node, 8);
+  EXPECT_EQ(h200.tiers[0].bandwidth, 450e9);
+  EXPECT_EQ(h200.tiers[1].bandwidth, 50e9);
+}
+
+TEST(ShippedProfiles, EveryProfileLeavesMostMemoryToThePlan) {
+  for (const char* name : {"dgx-a100-80g", "dgx-h100", "hgx-h200"}) {
+    const HardwareProfile p = shipped(name);
+    EXPECT_GT(p.device.reserved_bytes, 0.5 * kGiB) << name;
+    EXPECT_LT(p.device.reserved_bytes, 0.1 * p.device.memory_bytes) << name;
+  }
+}
+
+TEST(ShippedProfiles, GroupsSpanningTwoNodesUseInfiniband) {
+  for (const char* name : {"dgx-a100-80g", "dgx-h100", "hgx-h200"}) {
+    const HardwareProfile p = shipped(name, /*nodes=*/2);
+    EXPECT_EQ(p.num_devices(), 16) << name;
+    EXPECT_EQ(p.tier_for(devices(0, 8)).name, "nvlink") << name;
+    EXPECT_EQ(p.tier_for(devices(8, 8)).name, "nvlink") << name;
+    EXPECT_EQ(p.tier_for(devices(0, 16)).name, "infiniband") << name;
+    EXPECT_EQ(p.tier_for({7, 8}).name, "infiniband") << name;
+    // Across nodes an all-reduce costs more than the same one inside a node.
+    EXPECT_GT(collective_cost(p, Collective::kAllReduce, kGiB, devices(0, 16)).seconds,
+              collective_cost(p, Collective::kAllReduce, kGiB, devices(0, 8)).seconds)
+        << name;
+  }
+}
+
+// An 8-GPU all-reduce of 1 GiB is a ring over NVLink: 2(n−1)·α + 2(n−1)/n · S / (bw · eff).
+TEST(ShippedProfiles, EightGpuAllReduceIsTheRingFormula) {
+  for (const char* name : {"dgx-a100-80g", "dgx-h100", "hgx-h200"}) {
+    const HardwareProfile p = shipped(name);
+    const Tier& nvlink = p.tiers.front();
+    const double bytes = kGiB;
+    const double bus = nvlink.bandwidth * nvlink.efficiency.at(Collective::kAllReduce);
+    const double expected = 14 * nvlink.alpha_s + 2 * 7.0 / 8.0 * bytes / bus;
+    const CollectiveCost c = collective_cost(p, Collective::kAllReduce, bytes, devices(0, 8));
+    EXPECT_EQ(c.algorithm, "ring") << name;
+    EXPECT_NEAR(c.seconds, expected, 1e-9 * expected) << name;
+    // Between the link rate (the fastest a ring can be) and half of it.
+    const double at_link_rate = 2 * 7.0 / 8.0 * bytes / nvlink.bandwidth;
+    EXPECT_GE(c.seconds, at_link_rate) << name;
+    EXPECT_LE(c.seconds, 2 * at_link_rate) << name;
+  }
+  // Against published nccl-tests bus bandwidths: ~200 GB/s on 8 A100 (nccl-tests #149),
+  // 476 GB/s on 8 H100 with NVLink SHARP (nccl-tests #290); within 10%.
+  const double a100 =
+      collective_cost(shipped("dgx-a100-80g"), Collective::kAllReduce, kGiB, devices(0, 8)).seconds;
+  EXPECT_NEAR(a100, 2 * 7.0 / 8.0 * kGiB / 200e9, 0.1 * a100);
+  const double h100 =
+      collective_cost(shipped("dgx-h100"), Collective::kAllReduce, kGiB, devices(0, 8)).seconds;
+  EXPECT_NEAR(h100, 2 * 7.0 / 8.0 * kGiB / 476e9, 0.1 * h100);
+}
+
+// Large bf16 GEMMs reach the measured maximum achievable matmul FLOP/s (stas00/ml-engineering:
+// 271.2 TF on A100 SXM, 794.5 TF on H100 SXM, "H200 is the same"); small ones are far below.
+TEST(ShippedProfiles, LargeGemmsReachTheMeasuredMatmulPeak) {
+  const struct {
+    const char* name;
+    double measured_flops;
+  } cases[] = {{"dgx-a100-80g", 271.2e12}, {"dgx-h100", 794.5e12}, {"hgx-h200", 794.5e12}};
+  for (const auto& c : cases) {
+    const HardwareProfile p = shipped(c.name);
+    const EfficiencyCurve& gemm = p.device.efficiency.at(OpClass::kGemm);
+    const double large = 2.0 * 8192 * 8192 * 8192;
+    EXPECT_NEAR(gemm.at(large) * p.device.peak("bf16"), c.measured_flops, 0.02 * c.measured_flops)
+        << c.name;
+    EXPECT_LT(gemm.at(2.0 * 256 * 256 * 256), 0.05) << c.name;
+    // Efficiency never falls as kernels grow.
+    for (const OpClass op : {OpClass::kGemm, OpClass::kConv, OpClass::kAttention,
+                             OpClass::kElementwise, OpClass::kNorm}) {
+      const auto& points = p.device.efficiency.at(op).points();
+      for (size_t i = 1; i < points.size(); ++i)
+        EXPECT_GE(points[i].second, points[i - 1].second) << c.name << " " << op_class_name(op);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace autopar
