@@ -25,56 +25,60 @@ int64_t representative(const Plan& plan, int32_t role) {
 
 }  // namespace
 
+double device_node_seconds(const HardwareProfile& profile, const DeviceMesh& mesh, const Graph& g,
+                           const Node& node, int64_t device) {
+  if (node.domain != kAutoparDomain) return node_cost(profile, g, node).seconds;
+  auto bytes_of = [&](ValueId v) {
+    return v == kNoId ? 0.0 : static_cast<double>(g.value(v).num_bytes());
+  };
+  std::vector<int64_t> group;
+  if (const Attribute* axes = node.attr("axes")) {
+    group = mesh.group(device, axes->strings());
+  } else {
+    group = node.attr_ints("group");
+  }
+  const std::string& op = node.op_type;
+  if (op == "Recv" || op == "Shard") return 0.0;
+  if (op == "Send") {
+    std::vector<int64_t> coords = mesh.coords(device);
+    const int64_t axis = mesh.axis_index(node.attr_string("peer_axis", "pp"));
+    if (axis >= 0) coords[axis] = node.attr_int("peer_coord", 0);
+    const int64_t peer = axis >= 0 ? mesh.device(coords) : node.attr_int("peer", 0);
+    return collective_cost(profile, Collective::kPointToPoint, bytes_of(node.inputs[0]),
+                           {device, peer})
+        .seconds;
+  }
+  if (op == "HaloExchange") {
+    // Rows from each neighbour: the halo's share of the block, point to point.
+    const Value& x = g.value(node.inputs[0]);
+    const int64_t axis = node.attr_int("axis", 0);
+    const double rows = static_cast<double>(x.shape.dims.at(axis));
+    const double halo = static_cast<double>(std::max<int64_t>(node.attr_int("before", 0), 0) +
+                                            std::max<int64_t>(node.attr_int("after", 0), 0));
+    if (halo == 0 || group.size() < 2) return 0.0;
+    return collective_cost(profile, Collective::kPointToPoint,
+                           bytes_of(node.inputs[0]) * halo / rows, {group[0], group[1]})
+        .seconds;
+  }
+  Collective c = Collective::kAllReduce;
+  double bytes = bytes_of(node.inputs[0]);
+  if (op == "AllGather") {
+    c = Collective::kAllGather;
+    bytes = bytes_of(node.outputs[0]);
+  } else if (op == "ReduceScatter") {
+    c = Collective::kReduceScatter;
+  } else if (op == "AllToAll") {
+    c = Collective::kAllToAll;
+  } else if (op == "Broadcast") {
+    c = Collective::kAllGather;
+  }
+  return collective_cost(profile, c, bytes, group).seconds;
+}
+
 NodeSeconds profile_costs(const Plan& plan, const HardwareProfile& profile) {
   const DeviceMesh mesh = plan.scheme.mesh;
   return [mesh, &profile](const Role& role, const Node& node, int64_t device) -> double {
-    const Graph& g = role.graph;
-    if (node.domain != kAutoparDomain) return node_cost(profile, g, node).seconds;
-    auto bytes_of = [&](ValueId v) {
-      return v == kNoId ? 0.0 : static_cast<double>(g.value(v).num_bytes());
-    };
-    std::vector<int64_t> group;
-    if (const Attribute* axes = node.attr("axes")) {
-      group = mesh.group(device, axes->strings());
-    } else {
-      group = node.attr_ints("group");
-    }
-    const std::string& op = node.op_type;
-    if (op == "Recv" || op == "Shard") return 0.0;
-    if (op == "Send") {
-      std::vector<int64_t> coords = mesh.coords(device);
-      const int64_t axis = mesh.axis_index(node.attr_string("peer_axis", "pp"));
-      if (axis >= 0) coords[axis] = node.attr_int("peer_coord", 0);
-      const int64_t peer = axis >= 0 ? mesh.device(coords) : node.attr_int("peer", 0);
-      return collective_cost(profile, Collective::kPointToPoint, bytes_of(node.inputs[0]),
-                             {device, peer})
-          .seconds;
-    }
-    if (op == "HaloExchange") {
-      // Rows from each neighbour: the halo's share of the block, point to point.
-      const Value& x = g.value(node.inputs[0]);
-      const int64_t axis = node.attr_int("axis", 0);
-      const double rows = static_cast<double>(x.shape.dims.at(axis));
-      const double halo = static_cast<double>(std::max<int64_t>(node.attr_int("before", 0), 0) +
-                                              std::max<int64_t>(node.attr_int("after", 0), 0));
-      if (halo == 0 || group.size() < 2) return 0.0;
-      return collective_cost(profile, Collective::kPointToPoint,
-                             bytes_of(node.inputs[0]) * halo / rows, {group[0], group[1]})
-          .seconds;
-    }
-    Collective c = Collective::kAllReduce;
-    double bytes = bytes_of(node.inputs[0]);
-    if (op == "AllGather") {
-      c = Collective::kAllGather;
-      bytes = bytes_of(node.outputs[0]);
-    } else if (op == "ReduceScatter") {
-      c = Collective::kReduceScatter;
-    } else if (op == "AllToAll") {
-      c = Collective::kAllToAll;
-    } else if (op == "Broadcast") {
-      c = Collective::kAllGather;
-    }
-    return collective_cost(profile, c, bytes, group).seconds;
+    return device_node_seconds(profile, mesh, role.graph, node, device);
   };
 }
 

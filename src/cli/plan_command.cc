@@ -64,8 +64,32 @@ int64_t batch_of(const Graph& g) {
 
 }  // namespace
 
-StatusOr<BuiltPlan> build_plan(const std::string& model, Scheme scheme, const PlanSource& given,
-                               const std::string& scheme_source, bool weights) {
+StatusOr<PlanSource> plan_source(const std::string& loss, const std::string& optimizer,
+                                 const DimFlags& dims) {
+  PlanSource given;
+  given.loss = loss;
+  given.optimizer = optimizer;
+  if (dims.batch && dims.given()) given.dims.emplace_back("batch", *dims.batch);
+  for (const std::string& text : dims.dims) {
+    const size_t eq = text.find('=');
+    if (eq == std::string::npos) return error("--dim {}: expected NAME=N", text);
+    try {
+      given.dims.emplace_back(text.substr(0, eq), std::stoll(text.substr(eq + 1)));
+    } catch (const std::exception&) {
+      return error("--dim {}: {} is not a number", text, text.substr(eq + 1));
+    }
+  }
+  return given;
+}
+
+StatusOr<Graph> load_model_at(const std::string& model, int64_t batch,
+                              const std::vector<std::pair<std::string, int64_t>>& dims) {
+  return load_at(model, batch, dims, false);
+}
+
+StatusOr<BuiltPlan> resolve_model(const std::string& model, Scheme scheme,
+                                  const PlanSource& given, const std::string& scheme_source,
+                                  bool weights) {
   BuiltPlan built;
   // The global batch: the scheme's, else the model's (at --batch when given).
   std::optional<int64_t> user_batch;
@@ -127,7 +151,15 @@ StatusOr<BuiltPlan> build_plan(const std::string& model, Scheme scheme, const Pl
     built.source.loss = "none";
     built.source.optimizer = "none";
   }
-  auto plan = lower(built.model, scheme, built.options);
+  built.plan.scheme = scheme;
+  return built;
+}
+
+StatusOr<BuiltPlan> build_plan(const std::string& model, Scheme scheme, const PlanSource& given,
+                               const std::string& scheme_source, bool weights) {
+  ASSIGN_OR_RETURN(BuiltPlan built, resolve_model(model, std::move(scheme), given, scheme_source,
+                                                  weights));
+  auto plan = lower(built.model, built.plan.scheme, built.options);
   if (!plan.is_ok()) return error("{}: {}", scheme_source, plan.status().message());
   built.plan = std::move(plan).value();
   built.plan.source = built.source;
@@ -250,19 +282,7 @@ struct TransformFlags {
 
 Status run_transform(const TransformFlags& f) {
   ASSIGN_OR_RETURN(Scheme scheme, read_scheme_file(f.scheme));
-  PlanSource given;
-  given.loss = f.loss;
-  given.optimizer = f.optimizer;
-  if (f.dims.batch && f.dims.given()) given.dims.emplace_back("batch", *f.dims.batch);
-  for (const std::string& text : f.dims.dims) {
-    const size_t eq = text.find('=');
-    if (eq == std::string::npos) return error("--dim {}: expected NAME=N", text);
-    try {
-      given.dims.emplace_back(text.substr(0, eq), std::stoll(text.substr(eq + 1)));
-    } catch (const std::exception&) {
-      return error("--dim {}: {} is not a number", text, text.substr(eq + 1));
-    }
-  }
+  ASSIGN_OR_RETURN(PlanSource given, plan_source(f.loss, f.optimizer, f.dims));
   const auto start = std::chrono::steady_clock::now();
   ASSIGN_OR_RETURN(BuiltPlan built, build_plan(f.model, scheme, given, f.scheme, false));
   RETURN_IF_ERROR(write_plan(built.plan, f.out));

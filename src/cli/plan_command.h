@@ -22,6 +22,17 @@ struct BuiltPlan {
 // models when only lowering) and lowers it.
 StatusOr<BuiltPlan> build_plan(const std::string& model, Scheme scheme, const PlanSource& given,
                                const std::string& scheme_source, bool weights);
+// The scheme with its batch resolved (in `plan.scheme`), the model at one microbatch over dp
+// and the lowering options: everything build_plan does before lowering.
+StatusOr<BuiltPlan> resolve_model(const std::string& model, Scheme scheme,
+                                  const PlanSource& given, const std::string& scheme_source,
+                                  bool weights);
+// --loss, --optimizer, --batch and --dim as a plan's source.
+StatusOr<PlanSource> plan_source(const std::string& loss, const std::string& optimizer,
+                                 const DimFlags& dims);
+// The model shape-only at `batch` samples, other dims as given.
+StatusOr<Graph> load_model_at(const std::string& model, int64_t batch,
+                              const std::vector<std::pair<std::string, int64_t>>& dims);
 // Rebuilds the plan a directory records and checks its role files are that plan (with the
 // model's weights to run it, shape-only to cost it).
 StatusOr<BuiltPlan> load_plan(const std::string& dir, bool weights);
@@ -33,5 +44,6 @@ Status run_plan_directory(const std::string& dir, const std::string& comm, int s
 void add_transform_command(CLI::App& app, Command& command);
 void add_verify_command(CLI::App& app, Command& command, int* exit_code);
 void add_simulate_command(CLI::App& app, Command& command);
+void add_estimate_command(CLI::App& app, Command& command);
 
 }  // namespace autopar::cli

@@ -51,7 +51,9 @@ std::string ScheduleStep::to_string() const {
   return "";
 }
 
-StatusOr<Plan> lower(const Graph& model, const Scheme& scheme, const LoweringOptions& options) {
+StatusOr<SpmdLowering> lower_to_spmd(const Graph& model, const Scheme& scheme,
+                                      const LoweringOptions& options) {
+  SpmdLowering out;
   int32_t layers = 0;
   for (const Node& n : model.nodes()) layers = std::max(layers, n.layer + 1);
 
@@ -63,14 +65,14 @@ StatusOr<Plan> lower(const Graph& model, const Scheme& scheme, const LoweringOpt
         "pipeline.schedule: interleaved needs the microbatches ({}) to be a multiple of pp ({})",
         microbatches, scheme.pp());
   }
-  LoweringPolicy policy;
+  LoweringPolicy& policy = out.policy;
   policy.spmd.microbatches = microbatches;
   policy.spmd.parameter_split = [](const Graph&, const Node&, std::string_view) { return true; };
   for (const Paradigm& paradigm : paradigms()) {
     RETURN_IF_ERROR(paradigm.configure(scheme, model, layers, policy));
   }
 
-  std::vector<ParameterPart> parts;
+  std::vector<ParameterPart>& parts = out.parts;
   Graph rewritten;
   const Graph* source = &model;
   if (policy.split_fused_projections) {
@@ -126,7 +128,8 @@ StatusOr<Plan> lower(const Graph& model, const Scheme& scheme, const LoweringOpt
     return layout;
   };
 
-  ASSIGN_OR_RETURN(SpmdResult spmd, lower_spmd(input, scheme.mesh, policy.spmd));
+  ASSIGN_OR_RETURN(out.spmd, lower_spmd(input, scheme.mesh, policy.spmd));
+  const SpmdResult& spmd = out.spmd;
   // An axis that splits nothing would only replicate the work: say why instead.
   auto splits_any = [](const auto& specs, std::string_view axis) {
     for (const auto& spec : specs) {
@@ -168,8 +171,25 @@ StatusOr<Plan> lower(const Graph& model, const Scheme& scheme, const LoweringOpt
          ++l)
       layer_stage[l] = s;
   }
-  const std::vector<int32_t> stage =
-      assign(graph, layer_stage, static_cast<int32_t>(virtual_stages));
+  out.source_stage = assign(graph, layer_stage, static_cast<int32_t>(virtual_stages));
+  // The layer each node goes with: assign over one stage per layer. Stages are contiguous layer
+  // ranges, so a node's stage is always the stage of its layer.
+  std::vector<int32_t> identity(std::max(layers, 1));
+  for (int32_t l = 0; l < static_cast<int32_t>(identity.size()); ++l) identity[l] = l;
+  out.source_layer = assign(graph, identity, static_cast<int32_t>(identity.size()));
+  out.microbatches = microbatches;
+  out.layers = layers;
+  out.training = train;
+  return out;
+}
+
+StatusOr<Plan> lower(const Graph& model, const Scheme& scheme, const LoweringOptions& options) {
+  ASSIGN_OR_RETURN(SpmdLowering lowered, lower_to_spmd(model, scheme, options));
+  const LoweringPolicy& policy = lowered.policy;
+  SpmdResult& spmd = lowered.spmd;
+  const std::vector<int32_t>& stage = lowered.source_stage;
+  const int64_t microbatches = lowered.microbatches;
+  const bool train = lowered.training;
   ASSIGN_OR_RETURN(std::vector<Role> roles, build_roles(spmd, stage, policy, train));
   for (Role& role : roles) {
     role.schedule = make_schedule(policy.schedule, role.stage, policy.stages, policy.chunks,
@@ -182,7 +202,7 @@ StatusOr<Plan> lower(const Graph& model, const Scheme& scheme, const LoweringOpt
   plan.microbatches = microbatches;
   plan.stage_layers = policy.stage_layers;
   plan.state = std::move(spmd.state);
-  plan.parts = std::move(parts);
+  plan.parts = std::move(lowered.parts);
   plan.data = std::move(spmd.data);
   plan.loss = spmd.loss;
   plan.outputs = spmd.outputs;

@@ -39,6 +39,11 @@ struct Simulation {
 // Seconds one node takes on its stream; `device` is the global id of the role's device.
 using NodeSeconds = std::function<double(const Role& role, const Node& node, int64_t device)>;
 
+// Seconds of one node of a per-device graph on `device` of the profile: the compute roofline,
+// or the communication model for collectives and transfers (groups from the mesh).
+double device_node_seconds(const HardwareProfile& profile, const DeviceMesh& mesh,
+                           const Graph& graph, const Node& node, int64_t device);
+
 // Node costs from the profile: the compute roofline, the communication model for collectives
 // and transfers (groups resolved from the device's mesh coordinates).
 NodeSeconds profile_costs(const Plan& plan, const HardwareProfile& profile);

@@ -51,6 +51,30 @@ struct Paradigm {
 };
 const std::vector<Paradigm>& paradigms();
 
+// Contiguous ranges of `costs` (per layer) in `parts` groups that minimise the largest group's
+// sum: the linear partition, by dynamic programming over prefix sums.
+std::vector<std::pair<int32_t, int32_t>> balance_stages(const std::vector<double>& costs,
+                                                        int64_t parts);
+// What balanced pipeline stages weigh per layer: its forward FLOPs (plus one per node).
+std::vector<double> layer_forward_costs(const Graph& graph, int32_t layers);
+
+// The first half of lower(): the paradigms' policy and the SPMD graph, before it is cut into
+// pipeline ranks. The cost model's analytic estimate starts here.
+struct SpmdLowering {
+  LoweringPolicy policy;
+  SpmdResult spmd;  // its `origin` indexes the graph below
+  // Per node of the graph the SPMD pass read (the training graph, or the forward graph for
+  // inference): its virtual stage, and the layer it goes with (a node's stage is its layer's).
+  std::vector<int32_t> source_stage;
+  std::vector<int32_t> source_layer;
+  std::vector<ParameterPart> parts;
+  int64_t microbatches = 1;
+  int32_t layers = 0;
+  bool training = true;
+};
+StatusOr<SpmdLowering> lower_to_spmd(const Graph& model, const Scheme& scheme,
+                                     const LoweringOptions& options);
+
 // `model` is bound at one microbatch over all data-parallel replicas (dp · micro samples).
 StatusOr<Plan> lower(const Graph& model, const Scheme& scheme, const LoweringOptions& options);
 

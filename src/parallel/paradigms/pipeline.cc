@@ -6,13 +6,10 @@
 #include "autopar/ops/op_def.h"
 #include "paradigms.h"
 
-namespace autopar::paradigm_files {
+namespace autopar {
 
-namespace {
-
-// Contiguous ranges of `costs` into `parts` groups minimising the largest group's sum (the
-// classic linear partition, by dynamic programming over prefix sums).
-std::vector<std::pair<int32_t, int32_t>> balance(const std::vector<double>& costs, int64_t parts) {
+std::vector<std::pair<int32_t, int32_t>> balance_stages(const std::vector<double>& costs,
+                                                        int64_t parts) {
   const int64_t n = static_cast<int64_t>(costs.size());
   std::vector<double> prefix(n + 1, 0.0);
   for (int64_t i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + costs[i];
@@ -42,7 +39,19 @@ std::vector<std::pair<int32_t, int32_t>> balance(const std::vector<double>& cost
   return ranges;
 }
 
-}  // namespace
+
+std::vector<double> layer_forward_costs(const Graph& graph, int32_t layers) {
+  std::vector<double> costs(std::max(layers, 0), 0.0);
+  for (const Node& n : graph.nodes()) {
+    if (n.phase == Phase::kForward && n.layer >= 0 && n.layer < layers)
+      costs[n.layer] += node_flops(graph, n) + 1.0;
+  }
+  return costs;
+}
+
+}  // namespace autopar
+
+namespace autopar::paradigm_files {
 
 Status configure_pipeline(const Scheme& scheme, const Graph& graph, int32_t layers,
                           LoweringPolicy& policy) {
@@ -66,12 +75,7 @@ Status configure_pipeline(const Scheme& scheme, const Graph& graph, int32_t laye
     return error("mesh.pp: {} pipeline stages ({} ranks × {} chunks) but the model has {} layers",
                  virtual_stages, policy.stages, policy.chunks, layers);
   }
-  std::vector<double> costs(layers, 0.0);
-  for (const Node& n : graph.nodes()) {
-    if (n.phase == Phase::kForward && n.layer >= 0 && n.layer < layers)
-      costs[n.layer] += node_flops(graph, n) + 1.0;
-  }
-  policy.stage_layers = balance(costs, virtual_stages);
+  policy.stage_layers = balance_stages(layer_forward_costs(graph, layers), virtual_stages);
   return Status::ok();
 }
 

@@ -1,0 +1,639 @@
+// The analytic estimate: layer costs from the SPMD graph, closed forms for the rest.
+#include "autopar/cost/estimate.h"
+
+#include <algorithm>
+#include <climits>
+#include <set>
+
+#include "autopar/cost/communication.h"
+#include "autopar/cost/compute.h"
+#include "autopar/cost/simulator.h"
+#include "autopar/ops/op_def.h"
+
+namespace autopar {
+namespace {
+
+bool is_comm(const Node& n) {
+  return n.domain == kAutoparDomain && n.op_type != "Recv" && n.op_type != "Shard";
+}
+
+double shard_bytes(const StateSpec& s, const DeviceMesh& mesh) {
+  double elements = 1;
+  for (int64_t d : s.layout.shard_shape(s.shape, mesh)) elements *= static_cast<double>(d);
+  return elements * static_cast<double>(dtype_size(s.dtype));
+}
+
+double bytes_of(const Value& v) { return static_cast<double>(v.num_bytes()); }
+
+// The ops whose outputs recompute selective keeps (as roles.cc decides): projections,
+// convolutions, norms and collectives; everything else is re-run.
+bool kept_by_selective(const Graph& g, const Node& node,
+                       const std::map<std::string, const StateSpec*>& state) {
+  if (node.domain == kAutoparDomain) return true;
+  static const char* const kKept[] = {"Gemm", "Conv", "ConvTranspose", "LayerNormalization",
+                                      "BatchNormalization"};
+  for (const char* op : kKept) {
+    if (node.op_type == op) return true;
+  }
+  if (node.op_type == "MatMul") {
+    for (ValueId in : node.inputs) {
+      ValueId x = in;
+      while (x != kNoId && g.value(x).producer != kNoId &&
+             g.node(g.value(x).producer).domain == kAutoparDomain)
+        x = g.node(g.value(x).producer).inputs[0];
+      if (x != kNoId && g.value(x).kind == ValueKind::kInput && state.count(g.value(x).name))
+        return true;
+    }
+  }
+  return false;
+}
+
+const char* arithmetic(Precision precision) {
+  switch (precision) {
+    case Precision::kBf16:
+      return "bf16";
+    case Precision::kFp16:
+      return "fp16";
+    case Precision::kFp32:
+      return "fp32";
+  }
+  return "fp32";
+}
+
+// Microbatches a rank holds stashed at once under the schedule (make_schedule's orders).
+int64_t in_flight(PipelineSchedule schedule, int64_t rank, int64_t ranks, int64_t chunks,
+                  int64_t microbatches) {
+  if (chunks > 1) {
+    const int64_t total = microbatches * chunks;
+    const int64_t warmup =
+        microbatches == ranks ? total : (ranks - rank - 1) * 2 + (chunks - 1) * ranks;
+    return std::min(total, warmup + 1);
+  }
+  if (schedule == PipelineSchedule::kGpipe) return microbatches;
+  return std::min(microbatches, ranks - rank);
+}
+
+}  // namespace
+
+std::string spmd_configuration_key(const Scheme& scheme) {
+  std::string key = scheme.mesh.to_string();
+  key += fmt::format("|micro {}|acc {}|{}|zero {}|{}", scheme.micro_batch,
+                     scheme.microbatches() > 1 ? 1 : 0, tensor_strategy_name(scheme.tensor),
+                     scheme.zero, precision_name(scheme.precision));
+  for (const OpOverride& o : scheme.overrides) key += fmt::format("|{}={}", o.pattern, o.strategy);
+  return key;
+}
+
+LayerCosts layer_costs_of(const SpmdLowering& lowered, const Graph& model, const Scheme& scheme,
+                          const HardwareProfile& profile) {
+  const Graph& g = lowered.spmd.graph;
+  const DeviceMesh& mesh = scheme.mesh;
+  const int32_t num_layers = std::max(lowered.layers, 1);
+  LayerCosts costs;
+  costs.layers.assign(num_layers, {});
+  costs.training = lowered.training;
+  costs.accumulates = lowered.microbatches > 1;
+  costs.stage_costs = layer_forward_costs(model, lowered.layers);
+  if (costs.stage_costs.empty()) costs.stage_costs = {1.0};
+  for (const Node& n : model.nodes()) costs.model_flops += node_flops(model, n);
+
+  std::map<std::string, const StateSpec*> state;
+  for (const StateSpec& s : lowered.spmd.state) state[s.name] = &s;
+  auto state_of = [&](ValueId v) -> const StateSpec* {
+    const Value& value = g.value(v);
+    if (value.kind != ValueKind::kInput) return nullptr;
+    auto it = state.find(value.name);
+    return it == state.end() ? nullptr : it->second;
+  };
+
+  // The layer of every node: the forward and backward take their source node's (as
+  // build_roles places them); state goes with its first non-update reader, an update with the
+  // state and gradients it reads.
+  const int32_t nodes = g.num_nodes();
+  std::vector<int32_t> layer(nodes, 0);
+  for (NodeId n = 0; n < nodes; ++n) {
+    const Node& node = g.node(n);
+    if (node.phase == Phase::kOptimizer) continue;
+    const NodeId origin = lowered.spmd.origin[n];
+    int32_t l = origin >= 0 ? lowered.source_layer[origin] : -1;
+    if (l < 0) l = node.phase == Phase::kForward ? num_layers - 1 : 0;
+    layer[n] = std::clamp(l, 0, num_layers - 1);
+  }
+  std::map<std::string, int32_t> state_layer;
+  for (NodeId n = 0; n < nodes; ++n) {
+    const Node& node = g.node(n);
+    if (node.phase == Phase::kOptimizer) continue;
+    for (ValueId in : node.inputs) {
+      if (in == kNoId || !state_of(in)) continue;
+      auto [it, added] = state_layer.emplace(g.value(in).name, layer[n]);
+      if (!added) it->second = std::min(it->second, layer[n]);
+    }
+  }
+  // State only updates read (optimizer slots, a shared step count) does not place an update;
+  // it goes with the first update that reads it.
+  const std::map<std::string, int32_t> anchored = state_layer;
+  for (NodeId n = 0; n < nodes; ++n) {
+    const Node& node = g.node(n);
+    if (node.phase != Phase::kOptimizer) continue;
+    int32_t l = INT_MAX;
+    for (ValueId in : node.inputs) {
+      if (in == kNoId) continue;
+      if (state_of(in)) {
+        auto it = anchored.find(g.value(in).name);
+        if (it != anchored.end()) l = std::min(l, it->second);
+      } else if (g.value(in).producer != kNoId) {
+        l = std::min(l, layer[g.value(in).producer]);
+      }
+    }
+    layer[n] = l;  // INT_MAX: shared by every layer's update (a step count, bias corrections)
+  }
+  for (NodeId n = nodes - 1; n >= 0; --n) {
+    const Node& node = g.node(n);
+    if (node.phase != Phase::kOptimizer || layer[n] != INT_MAX) continue;
+    int32_t l = INT_MAX;
+    for (ValueId out : node.outputs) {
+      if (out == kNoId) continue;
+      for (NodeId r : g.value(out).consumers) l = std::min(l, layer[r]);
+    }
+    layer[n] = l == INT_MAX ? 0 : l;
+  }
+  for (NodeId n = 0; n < nodes; ++n) {
+    const Node& node = g.node(n);
+    if (node.phase != Phase::kOptimizer) continue;
+    for (ValueId in : node.inputs) {
+      if (in != kNoId && state_of(in)) state_layer.emplace(g.value(in).name, layer[n]);
+    }
+  }
+
+  // State bytes per layer; state read in several layers is also held where the others run.
+  // An update runs on every rank holding state it writes (build_roles duplicates it): the
+  // layers of an update are those of the parameters and gradients it reaches.
+  std::map<std::string, std::set<int32_t>> readers;
+  for (NodeId n = 0; n < nodes; ++n) {
+    if (g.node(n).phase == Phase::kOptimizer) continue;
+    for (ValueId in : g.node(n).inputs) {
+      if (in != kNoId && state_of(in)) readers[g.value(in).name].insert(layer[n]);
+    }
+  }
+  std::vector<std::set<int32_t>> update_layers(nodes);
+  for (NodeId n = 0; n < nodes; ++n) {
+    const Node& node = g.node(n);
+    if (node.phase != Phase::kOptimizer) continue;
+    for (ValueId in : node.inputs) {
+      if (in == kNoId) continue;
+      if (state_of(in)) {
+        auto it = readers.find(g.value(in).name);
+        if (it != readers.end()) update_layers[n].insert(it->second.begin(), it->second.end());
+      } else if (const NodeId p = g.value(in).producer; p != kNoId) {
+        if (g.node(p).phase == Phase::kOptimizer)
+          update_layers[n].insert(update_layers[p].begin(), update_layers[p].end());
+        else
+          update_layers[n].insert(layer[p]);
+      }
+    }
+  }
+  // And backwards: what computes a new value of held state runs where the state is held.
+  std::map<std::string, std::string> state_by_output;
+  for (const StateSpec& s : lowered.spmd.state) {
+    if (!s.output.empty()) state_by_output[s.output] = s.name;
+  }
+  for (NodeId n = nodes - 1; n >= 0; --n) {
+    if (g.node(n).phase != Phase::kOptimizer) continue;
+    for (ValueId out : g.node(n).outputs) {
+      if (out == kNoId) continue;
+      auto written = state_by_output.find(g.value(out).name);
+      if (written != state_by_output.end()) {
+        auto it = readers.find(written->second);
+        if (it != readers.end()) update_layers[n].insert(it->second.begin(), it->second.end());
+      }
+      for (NodeId r : g.value(out).consumers) {
+        if (g.node(r).phase == Phase::kOptimizer)
+          update_layers[n].insert(update_layers[r].begin(), update_layers[r].end());
+      }
+    }
+  }
+  for (NodeId n = 0; n < nodes; ++n) {
+    if (g.node(n).phase != Phase::kOptimizer) continue;
+    for (ValueId in : g.node(n).inputs) {
+      if (in != kNoId && state_of(in))
+        readers[g.value(in).name].insert(update_layers[n].begin(), update_layers[n].end());
+    }
+  }
+  std::set<std::string> state_outputs;
+  for (const StateSpec& s : lowered.spmd.state) {
+    if (!s.output.empty()) state_outputs.insert(s.output);
+    auto it = state_layer.find(s.name);
+    const int32_t home = it == state_layer.end() ? 0 : it->second;
+    LayerCost& c = costs.layers[home];
+    const double bytes = shard_bytes(s, mesh);
+    SharedState shared;
+    shared.bytes = bytes;
+    if (s.is_parameter) {
+      c.parameter_bytes += bytes;
+    } else if (s.init == StateSpec::Init::kZeros) {
+      c.gradient_bytes += bytes;
+      shared.kind = SharedState::Kind::kGradient;
+    } else {
+      c.optimizer_bytes += bytes;
+      shared.kind = SharedState::Kind::kOptimizer;
+    }
+    const std::set<int32_t>& at = readers[s.name];
+    if (at.size() > 1) {
+      shared.layers.push_back(home);
+      for (int32_t l : at) {
+        if (l != home) shared.layers.push_back(l);
+      }
+      costs.shared.push_back(std::move(shared));
+    }
+  }
+
+  // Seconds per layer, stream and phase.
+  for (NodeId n = 0; n < nodes; ++n) {
+    const Node& node = g.node(n);
+    LayerCost& c = costs.layers[layer[n]];
+    const double seconds = device_node_seconds(profile, mesh, g, node, 0);
+    const bool comm = is_comm(node);
+    switch (node.phase) {
+      case Phase::kForward:
+        (comm ? c.forward_comm : c.forward_compute) += seconds;
+        break;
+      case Phase::kBackward: {
+        if (!comm) {
+          c.backward_compute += seconds;
+          break;
+        }
+        // A reduction no forward or backward node reads overlaps the rest of the backward.
+        bool waited = false;
+        for (ValueId out : node.outputs) {
+          if (out == kNoId) continue;
+          for (NodeId r : g.value(out).consumers) waited |= g.node(r).phase != Phase::kOptimizer;
+        }
+        (waited ? c.backward_comm : c.gradient_comm) += seconds;
+        break;
+      }
+      case Phase::kOptimizer:
+        (comm ? c.update_comm : c.update_compute) += seconds;
+        break;
+    }
+  }
+
+  // Values: stashes, cuts between layers, and each layer's own peak per phase.
+  std::vector<double> forward_cut(num_layers, 0.0), backward_cut(num_layers, 0.0);
+  std::vector<bool> recompute_full(nodes, false), recompute_selective(nodes, false);
+  std::vector<ValueId> full_work, selective_work;
+  for (ValueId v = 0; v < g.num_values(); ++v) {
+    const Value& value = g.value(v);
+    if (value.producer == kNoId) continue;
+    const Node& producer = g.node(value.producer);
+    const int32_t from = layer[value.producer];
+    const double bytes = bytes_of(value);
+    int32_t last_forward = from, last_backward = from, first_backward = INT_MAX;
+    bool read_by_backward = false, read_by_update = false;
+    for (NodeId r : value.consumers) {
+      const Node& reader = g.node(r);
+      if (reader.phase == Phase::kForward) last_forward = std::max(last_forward, layer[r]);
+      if (reader.phase == Phase::kBackward) {
+        read_by_backward = true;
+        last_backward = std::max(last_backward, layer[r]);
+        first_backward = std::min(first_backward, layer[r]);
+      }
+      if (reader.phase == Phase::kOptimizer) read_by_update = true;
+    }
+    LayerCost& c = costs.layers[from];
+    if (producer.phase == Phase::kForward) {
+      for (int32_t l = from; l < last_forward; ++l) forward_cut[l] += bytes;
+      if (read_by_backward && !state_outputs.count(value.name)) {
+        (last_backward > from ? c.stash_later_bytes : c.stash_bytes) += bytes;
+        full_work.push_back(v);
+        selective_work.push_back(v);
+      }
+    } else if (producer.phase == Phase::kBackward) {
+      // A gradient flows towards layer 0: a cut before layer l carries what layers ≥ l
+      // produce and layers < l read.
+      for (int32_t l = std::min(first_backward, from); l < from; ++l) backward_cut[l] += bytes;
+      if (read_by_update || g.is_output(v)) c.backward_out_bytes += bytes;
+    } else if (state_outputs.count(value.name)) {
+      c.update_out_bytes += bytes;
+    }
+  }
+  for (int32_t l = 0; l < num_layers; ++l) {
+    costs.layers[l].cut_forward_bytes = forward_cut[l];
+    costs.layers[l].cut_backward_bytes = backward_cut[l];
+  }
+
+  // Recompute: the forward nodes the backward's reads reach back through, the whole way
+  // (full) or up to the outputs of kept ops (selective).
+  if (lowered.training) {
+    while (!full_work.empty()) {
+      const ValueId v = full_work.back();
+      full_work.pop_back();
+      const NodeId p = g.value(v).producer;
+      if (p == kNoId || g.node(p).phase != Phase::kForward || recompute_full[p]) continue;
+      recompute_full[p] = true;
+      for (ValueId in : g.node(p).inputs) {
+        if (in != kNoId) full_work.push_back(in);
+      }
+    }
+    std::vector<bool> kept(g.num_values(), false);
+    while (!selective_work.empty()) {
+      const ValueId v = selective_work.back();
+      selective_work.pop_back();
+      const NodeId p = g.value(v).producer;
+      if (p == kNoId || g.node(p).phase != Phase::kForward) continue;
+      if (kept_by_selective(g, g.node(p), state)) {
+        if (!kept[v] && !state_outputs.count(g.value(v).name)) {
+          kept[v] = true;
+          costs.layers[layer[p]].selective_stash_bytes += bytes_of(g.value(v));
+        }
+        continue;
+      }
+      if (recompute_selective[p]) continue;
+      recompute_selective[p] = true;
+      for (ValueId in : g.node(p).inputs) {
+        if (in != kNoId) selective_work.push_back(in);
+      }
+    }
+    for (NodeId n = 0; n < nodes; ++n) {
+      if (!recompute_full[n] && !recompute_selective[n]) continue;
+      const Node& node = g.node(n);
+      LayerCost& c = costs.layers[layer[n]];
+      const double seconds = device_node_seconds(profile, mesh, g, node, 0);
+      if (recompute_full[n]) (is_comm(node) ? c.full_comm : c.full_compute) += seconds;
+      if (recompute_selective[n]) c.selective_compute += seconds;
+    }
+  }
+
+  // Each layer's own peak per phase: values produced and last read within the layer and phase.
+  for (const Phase phase : {Phase::kForward, Phase::kBackward}) {
+    std::vector<double> live(num_layers, 0.0);
+    std::vector<std::vector<ValueId>> dies(nodes);
+    for (NodeId n = 0; n < nodes; ++n) {
+      const Node& node = g.node(n);
+      if (node.phase != phase) continue;
+      for (ValueId out : node.outputs) {
+        if (out == kNoId) continue;
+        NodeId last = n;
+        bool local = !g.is_output(out) && !state_outputs.count(g.value(out).name);
+        for (NodeId r : g.value(out).consumers) {
+          if (g.node(r).phase != phase || layer[r] != layer[n]) local = false;
+          last = std::max(last, r);
+        }
+        if (local) dies[last].push_back(out);
+      }
+    }
+    for (NodeId n = 0; n < nodes; ++n) {
+      const Node& node = g.node(n);
+      if (node.phase != phase) continue;
+      LayerCost& c = costs.layers[layer[n]];
+      for (ValueId out : node.outputs) {
+        if (out != kNoId) live[layer[n]] += bytes_of(g.value(out));
+      }
+      double& peak = phase == Phase::kForward ? c.forward_peak_bytes : c.backward_peak_bytes;
+      peak = std::max(peak, live[layer[n]]);
+      for (ValueId d : dies[n]) live[layer[g.value(d).producer]] -= bytes_of(g.value(d));
+    }
+  }
+  return costs;
+}
+
+Estimator::Estimator(ModelAt model_at, LoweringOptions options, HardwareProfile profile)
+    : model_at_(std::move(model_at)), options_(std::move(options)), profile_(std::move(profile)) {}
+
+StatusOr<const LayerCosts*> Estimator::layer_costs(const Scheme& scheme) {
+  const std::string key = spmd_configuration_key(scheme);
+  auto it = cache_.find(key);
+  if (it != cache_.end()) return it->second.get();
+  ASSIGN_OR_RETURN(Graph model, model_at_(scheme.dp() * scheme.micro_batch));
+  ASSIGN_OR_RETURN(SpmdLowering lowered, lower_to_spmd(model, scheme, options_));
+  auto costs = std::make_unique<LayerCosts>(layer_costs_of(lowered, model, scheme, profile_));
+  const LayerCosts* result = costs.get();
+  cache_.emplace(key, std::move(costs));
+  return result;
+}
+
+StatusOr<Estimate> Estimator::estimate(const Scheme& scheme) {
+  if (scheme.global_batch <= 0 || scheme.micro_batch <= 0)
+    return error("batch: the global and micro batch must be set");
+  ASSIGN_OR_RETURN(const LayerCosts* costs, layer_costs(scheme));
+  return combine(*costs, scheme);
+}
+
+StatusOr<Estimate> Estimator::combine(const LayerCosts& costs, const Scheme& scheme) const {
+  const int32_t num_layers = static_cast<int32_t>(costs.layers.size());
+  const int64_t p = scheme.pp();
+  const int64_t v = scheme.schedule == PipelineSchedule::kInterleaved ? scheme.chunks : 1;
+  const int64_t stages = p * v;
+  const int64_t m = scheme.microbatches();
+  const DeviceMesh& mesh = scheme.mesh;
+  std::vector<std::pair<int32_t, int32_t>> ranges = scheme.stages;
+  if (ranges.empty()) {
+    if (stages > num_layers)
+      return error("mesh.pp: {} pipeline stages but the model has {} layers", stages, num_layers);
+    ranges = stages == 1 ? std::vector<std::pair<int32_t, int32_t>>{{0, num_layers - 1}}
+                         : balance_stages(costs.stage_costs, stages);
+  }
+  if (static_cast<int64_t>(ranges.size()) != stages)
+    return error("pipeline.stages: {} layer ranges for {} stages", ranges.size(), stages);
+  // Pre- and post-layer nodes join the first and last stage.
+  ranges.front().first = 0;
+  ranges.back().second = num_layers - 1;
+
+  // The device of pipeline rank r (every other coordinate 0) and its neighbour's.
+  auto device_of = [&](int64_t rank) {
+    std::vector<int64_t> coords(mesh.axes().size(), 0);
+    const int64_t axis = mesh.axis_index("pp");
+    if (axis >= 0) coords[axis] = rank % p;
+    return mesh.device(coords);
+  };
+  auto p2p = [&](double bytes, int64_t from, int64_t to) {
+    if (bytes <= 0 || from == to) return 0.0;
+    return collective_cost(profile_, Collective::kPointToPoint, bytes,
+                           {device_of(from), device_of(to)})
+        .seconds;
+  };
+
+  struct Stage {
+    double forward = 0, backward = 0;  // per microbatch, with blocking communication
+    double forward_compute = 0, backward_compute = 0;
+    double gradient_tail = 0;  // reductions still running when the backward ends
+    double update = 0;
+    double send_forward = 0, send_backward = 0;  // to the next stage / from it
+    double stash = 0, forward_peak = 0, backward_out = 0, backward_peak = 0, update_out = 0;
+    double parameters = 0, gradients = 0, optimizer = 0;
+  };
+  std::vector<Stage> stage(stages);
+  const bool full = scheme.recompute == Recompute::kFull;
+  const bool selective = scheme.recompute == Recompute::kSelective;
+  for (int64_t s = 0; s < stages; ++s) {
+    Stage& st = stage[s];
+    const auto [first, last] = ranges[s];
+    if (first > last || first < 0 || last >= num_layers)
+      return error("pipeline.stages: stage {} has no layers", s);
+    double t = 0, comm_free = 0;
+    for (int32_t l = first; l <= last; ++l) {
+      const LayerCost& c = costs.layers[l];
+      st.forward_compute += c.forward_compute;
+      st.forward += c.forward_compute + c.forward_comm;
+      st.parameters += c.parameter_bytes;
+      st.gradients += c.gradient_bytes;
+      st.optimizer += c.optimizer_bytes;
+      st.forward_peak = std::max(st.forward_peak, c.forward_peak_bytes);
+      st.backward_peak = std::max(st.backward_peak, c.backward_peak_bytes);
+      st.backward_out += c.backward_out_bytes;
+      st.update_out += c.update_out_bytes;
+      st.update += c.update_compute + c.update_comm;
+      if (!full) {
+        st.stash += selective ? c.selective_stash_bytes : c.stash_bytes;
+        if (!selective && l < last) st.stash += c.stash_later_bytes;
+      }
+    }
+    // The backward walks the layers in reverse; reductions queue on the communication
+    // stream behind each other and in front of the blocking collectives.
+    for (int32_t l = last; l >= first; --l) {
+      const LayerCost& c = costs.layers[l];
+      const double compute = c.backward_compute + (full       ? c.full_compute
+                                                   : selective ? c.selective_compute
+                                                               : 0.0);
+      const double blocking = c.backward_comm + (full ? c.full_comm : 0.0);
+      st.backward_compute += compute;
+      t += compute;
+      if (blocking > 0) t = comm_free = std::max(t, comm_free) + blocking;
+      if (c.gradient_comm > 0) comm_free = std::max(t, comm_free) + c.gradient_comm;
+    }
+    st.backward = t;
+    st.gradient_tail = std::max(0.0, comm_free - t);
+    const int64_t rank = s % p;
+    if (s + 1 < stages) {
+      st.send_forward = p2p(costs.layers[last].cut_forward_bytes, rank, (s + 1) % p);
+      st.send_backward = p2p(costs.layers[last].cut_backward_bytes, (s + 1) % p, rank);
+      st.stash += costs.layers[last].cut_forward_bytes;  // sent values are kept for backward
+    }
+    if (s > 0) st.stash += costs.layers[ranges[s - 1].second].cut_forward_bytes;  // received
+  }
+
+  // Per rank: its chunks' sums.
+  struct Rank {
+    double forward = 0, backward = 0, compute = 0, tail = 0, update = 0;
+    RoleMemory memory;
+  };
+  std::vector<Rank> rank(p);
+  for (int64_t s = 0; s < stages; ++s) {
+    Rank& r = rank[s % p];
+    const Stage& st = stage[s];
+    r.forward += st.forward;
+    r.backward += st.backward;
+    r.compute += st.forward_compute + st.backward_compute;
+    r.tail = std::max(r.tail, st.gradient_tail);
+    r.update += st.update;
+    r.memory.parameter_bytes += st.parameters;
+    r.memory.gradient_bytes += st.gradients;
+    r.memory.optimizer_bytes += st.optimizer;
+    r.memory.stash_bytes += st.stash;
+    r.memory.transient_bytes = std::max(
+        {r.memory.transient_bytes, st.forward_peak, st.backward_out + st.backward_peak});
+  }
+
+  // Shared state on the ranks other than its first layer's.
+  std::vector<int64_t> rank_of_layer(num_layers, 0);
+  for (int64_t s = 0; s < stages; ++s) {
+    for (int32_t l = ranges[s].first; l <= ranges[s].second; ++l) rank_of_layer[l] = s % p;
+  }
+  for (const SharedState& shared : costs.shared) {
+    std::vector<bool> held(p, false);
+    held[rank_of_layer[shared.layers.front()]] = true;
+    for (int32_t l : shared.layers) {
+      const int64_t r = rank_of_layer[l];
+      if (held[r]) continue;
+      held[r] = true;
+      RoleMemory& m = rank[r].memory;
+      (shared.kind == SharedState::Kind::kParameter  ? m.parameter_bytes
+       : shared.kind == SharedState::Kind::kGradient ? m.gradient_bytes
+                                                     : m.optimizer_bytes) += shared.bytes;
+    }
+  }
+
+  // The pipeline: fill, steady state at the slowest rank, drain; the send latencies of one
+  // microbatch's trip through every stage and back.
+  double hops = 0;
+  for (int64_t s = 0; s + 1 < stages; ++s) hops += stage[s].send_forward + stage[s].send_backward;
+  double pipeline = 0, busiest = 0, sum = 0, max_forward = 0, max_backward = 0;
+  double sum_forward = 0, sum_backward = 0;
+  for (const Rank& r : rank) {
+    busiest = std::max(busiest, r.forward + r.backward);
+    sum += r.forward + r.backward;
+    max_forward = std::max(max_forward, r.forward);
+    max_backward = std::max(max_backward, r.backward);
+    sum_forward += r.forward;
+    sum_backward += r.backward;
+  }
+  const double dm = static_cast<double>(m);
+  if (!costs.training) {
+    pipeline = sum_forward + (dm - 1) * max_forward + hops;
+  } else if (v > 1) {
+    pipeline = dm * busiest + static_cast<double>(p - 1) / static_cast<double>(p * v) * sum + hops;
+  } else if (scheme.schedule == PipelineSchedule::kGpipe) {
+    pipeline = sum_forward + (dm - 1) * max_forward + sum_backward + (dm - 1) * max_backward + hops;
+  } else {
+    pipeline = sum + (dm - 1) * busiest + hops;
+  }
+  // Each rank's update starts when its last backward ends (rank 0's last, the others'
+  // earlier by the backwards and sends below them) and waits for its gradients' reductions.
+  double step = pipeline, finish = pipeline, critical_update = 0;
+  for (int64_t r = 0; r < p; ++r) {
+    if (r > 0)
+      finish -= rank[r - 1].backward / static_cast<double>(v) + stage[r - 1].send_backward;
+    const double update = costs.training ? rank[r].tail + rank[r].update : 0.0;
+    if (r == 0 || finish + update > step) {
+      step = std::max(step, finish + update);
+      critical_update = update;
+    }
+  }
+
+  Estimate e;
+  e.step_time_s = step;
+  for (const Rank& r : rank) {
+    e.ranks.push_back({r.forward, r.backward, costs.training ? r.tail + r.update : 0.0});
+  }
+  e.breakdown.compute_s = 0;
+  for (const Rank& r : rank) e.breakdown.compute_s = std::max(e.breakdown.compute_s, dm * r.compute);
+  e.breakdown.optimizer_s = critical_update;
+  e.breakdown.bubble_s = std::max(0.0, pipeline - dm * busiest);
+  e.breakdown.exposed_comm_s = std::max(0.0, step - e.breakdown.compute_s - e.breakdown.bubble_s -
+                                                 e.breakdown.optimizer_s);
+
+  const double reserve = profile_.device.reserved_bytes;
+  for (int64_t r = 0; r < p; ++r) {
+    RoleMemory memory = rank[r].memory;
+    if (costs.training) {
+      memory.in_flight = in_flight(scheme.schedule, r, p, v, m);
+      const double stash = v > 1 ? memory.stash_bytes / static_cast<double>(v) : memory.stash_bytes;
+      double update_out = 0;
+      for (int64_t s = r; s < stages; s += p) update_out += stage[s].update_out;
+      memory.activation_bytes = std::max(
+          static_cast<double>(memory.in_flight) * stash + memory.transient_bytes, update_out);
+    } else {
+      memory.activation_bytes = memory.transient_bytes;
+    }
+    const double total = memory.total_bytes() + reserve;
+    e.memory_bytes_per_device.push_back(total);
+    if (total > e.peak_memory_bytes) e.peak_memory_bytes = total;
+    if (e.feasible && total > profile_.device.memory_bytes) {
+      e.feasible = false;
+      constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+      e.reason = fmt::format(
+          "pipeline rank {} needs {:.2f} GiB of the device's {:.2f} GiB (parameters {:.2f}, "
+          "gradients {:.2f}, optimizer {:.2f}, activations {:.2f}, reserved {:.2f})",
+          r, total / kGiB, profile_.device.memory_bytes / kGiB, memory.parameter_bytes / kGiB,
+          memory.gradient_bytes / kGiB, memory.optimizer_bytes / kGiB,
+          memory.activation_bytes / kGiB, reserve / kGiB);
+    }
+    e.memory.push_back(memory);
+  }
+  e.model_flops = (costs.training ? 3.0 : 1.0) * costs.model_flops * dm;
+  const double peak = profile_.device.peak(arithmetic(scheme.precision)) *
+                      static_cast<double>(mesh.num_devices());
+  e.mfu = step > 0 && peak > 0 ? e.model_flops / (peak * step) : 0.0;
+  return e;
+}
+
+}  // namespace autopar
