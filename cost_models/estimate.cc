@@ -75,6 +75,20 @@ int64_t in_flight(PipelineSchedule schedule, int64_t rank, int64_t ranks, int64_
 
 }  // namespace
 
+const std::vector<std::pair<int32_t, int32_t>>& LayerCosts::balanced(int64_t stages) const {
+  std::lock_guard<std::mutex> lock(balanced_->mutex);
+  auto& cache = balanced_->ranges;
+  auto it = cache.find(stages);
+  if (it == cache.end()) {
+    const auto layers = static_cast<int32_t>(this->layers.size());
+    it = cache
+             .emplace(stages, stages == 1 ? std::vector<std::pair<int32_t, int32_t>>{{0, layers - 1}}
+                                          : balance_stages(stage_costs, stages))
+             .first;
+  }
+  return it->second;
+}
+
 std::string spmd_configuration_key(const Scheme& scheme) {
   std::string key = scheme.mesh.to_string();
   key += fmt::format("|micro {}|acc {}|{}|zero {}|{}", scheme.micro_batch,
@@ -311,9 +325,8 @@ LayerCosts layer_costs_of(const SpmdLowering& lowered, const Graph& model, const
       // A gradient flows towards layer 0: a cut before layer l carries what layers ≥ l
       // produce and layers < l read.
       for (int32_t l = std::min(first_backward, from); l < from; ++l) backward_cut[l] += bytes;
-      if (read_by_update || g.is_output(v)) c.backward_out_bytes += bytes;
-    } else if (state_outputs.count(value.name)) {
-      c.update_out_bytes += bytes;
+      if ((read_by_update || g.is_output(v)) && !state_outputs.count(value.name))
+        c.backward_out_bytes += bytes;
     }
   }
   for (int32_t l = 0; l < num_layers; ++l) {
@@ -429,8 +442,7 @@ StatusOr<Estimate> Estimator::combine(const LayerCosts& costs, const Scheme& sch
   if (ranges.empty()) {
     if (stages > num_layers)
       return error("mesh.pp: {} pipeline stages but the model has {} layers", stages, num_layers);
-    ranges = stages == 1 ? std::vector<std::pair<int32_t, int32_t>>{{0, num_layers - 1}}
-                         : balance_stages(costs.stage_costs, stages);
+    ranges = costs.balanced(stages);
   }
   if (static_cast<int64_t>(ranges.size()) != stages)
     return error("pipeline.stages: {} layer ranges for {} stages", ranges.size(), stages);
@@ -458,7 +470,7 @@ StatusOr<Estimate> Estimator::combine(const LayerCosts& costs, const Scheme& sch
     double gradient_tail = 0;  // reductions still running when the backward ends
     double update = 0;
     double send_forward = 0, send_backward = 0;  // to the next stage / from it
-    double stash = 0, forward_peak = 0, backward_out = 0, backward_peak = 0, update_out = 0;
+    double stash = 0, forward_peak = 0, backward_out = 0, backward_peak = 0;
     double parameters = 0, gradients = 0, optimizer = 0;
   };
   std::vector<Stage> stage(stages);
@@ -480,7 +492,6 @@ StatusOr<Estimate> Estimator::combine(const LayerCosts& costs, const Scheme& sch
       st.forward_peak = std::max(st.forward_peak, c.forward_peak_bytes);
       st.backward_peak = std::max(st.backward_peak, c.backward_peak_bytes);
       st.backward_out += c.backward_out_bytes;
-      st.update_out += c.update_out_bytes;
       st.update += c.update_compute + c.update_comm;
       if (!full) {
         st.stash += selective ? c.selective_stash_bytes : c.stash_bytes;
@@ -607,10 +618,8 @@ StatusOr<Estimate> Estimator::combine(const LayerCosts& costs, const Scheme& sch
     if (costs.training) {
       memory.in_flight = in_flight(scheme.schedule, r, p, v, m);
       const double stash = v > 1 ? memory.stash_bytes / static_cast<double>(v) : memory.stash_bytes;
-      double update_out = 0;
-      for (int64_t s = r; s < stages; s += p) update_out += stage[s].update_out;
-      memory.activation_bytes = std::max(
-          static_cast<double>(memory.in_flight) * stash + memory.transient_bytes, update_out);
+      memory.activation_bytes =
+          static_cast<double>(memory.in_flight) * stash + memory.transient_bytes;
     } else {
       memory.activation_bytes = memory.transient_bytes;
     }

@@ -77,10 +77,15 @@ std::vector<RoleMemory> plan_memory(const Plan& plan) {
       }
       for (int32_t n = prog.begin; n < prog.end; ++n) {
         for (ValueId out : g.node(n).outputs) {
-          if (out != kNoId) live += value_bytes(g.value(out));
+          // New state (parameters, optimizer slots, accumulators) is written in place of the
+          // old: it takes no memory of its own.
+          if (out != kNoId && !state_outputs.count(g.value(out).name))
+            live += value_bytes(g.value(out));
         }
         peak = std::max(peak, live);
-        for (ValueId d : dies[n - prog.begin]) live -= value_bytes(g.value(d));
+        for (ValueId d : dies[n - prog.begin]) {
+          if (!state_outputs.count(g.value(d).name)) live -= value_bytes(g.value(d));
+        }
       }
       transient[p] = peak;
     }

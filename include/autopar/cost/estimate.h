@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -39,7 +40,7 @@ struct LayerCost {
   double forward_peak_bytes = 0;   // the layer's own forward values alive at once
   double backward_peak_bytes = 0;  // the same in its backward
   double backward_out_bytes = 0;   // backward values the update reads (gradients)
-  double update_out_bytes = 0;     // new state written by its update
+  // (New state is written in place of the old and takes no memory of its own.)
   // Values crossing from this layer (and earlier) to later ones: the message a pipeline cut
   // after this layer sends per microbatch, forward and backward.
   double cut_forward_bytes = 0, cut_backward_bytes = 0;
@@ -62,6 +63,16 @@ struct LayerCosts {
   double model_flops = 0;           // forward FLOPs of one microbatch over dp (the model's)
   bool training = true;
   bool accumulates = false;  // several microbatches: gradients are reduced by the update
+
+  // Balanced layer ranges for `stages` virtual stages (computed once per count).
+  const std::vector<std::pair<int32_t, int32_t>>& balanced(int64_t stages) const;
+
+ private:
+  struct Balanced {
+    std::mutex mutex;
+    std::map<int64_t, std::vector<std::pair<int32_t, int32_t>>> ranges;
+  };
+  std::shared_ptr<Balanced> balanced_ = std::make_shared<Balanced>();
 };
 
 struct EstimateBreakdown {

@@ -1,0 +1,57 @@
+// autopar estimate's user errors: one line naming the flag, file or scheme field, exit 2.
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "testing/testing.h"
+
+namespace autopar {
+namespace {
+
+class EstimateErrors : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::temp_dir(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::copy_file(testing::source_path("tests/data/hw/fixture.yaml"),
+                               dir_ + "/hw.yaml");
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  void expect_error(const std::string& scheme_text, const std::vector<std::string>& extra,
+                    const std::string& line, const std::string& hw = "hw.yaml") {
+    std::ofstream(dir_ + "/s.yaml") << scheme_text;
+    std::vector<std::string> args = {"estimate", "gpt-tiny", "--scheme", "s.yaml", "--hw", hw};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const testing::CommandResult r = testing::run_autopar(args, dir_);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_EQ(r.err, line + "\n");
+  }
+
+  std::string dir_;
+};
+
+TEST_F(EstimateErrors, UnknownProfile) {
+  expect_error("mesh: {dp: 2}\n", {},
+               "autopar: error: --hw nowhere: no such file or profile (profiles: dgx-a100-80g, "
+               "dgx-h100, hgx-h200)",
+               "nowhere");
+}
+
+TEST_F(EstimateErrors, TooFewNodes) {
+  expect_error("mesh: {dp: 16}\nbatch: {global: 16}\n", {"--nodes", "1"},
+               "autopar: error: --nodes 1: 1 nodes of 8 devices hold 8, the scheme needs 16");
+}
+
+TEST_F(EstimateErrors, MoreStagesThanLayers) {
+  expect_error("mesh: {pp: 8}\nbatch: {global: 8, micro: 1}\n", {},
+               "autopar: error: s.yaml: mesh.pp: 8 stages for a model of 4 layers");
+}
+
+TEST_F(EstimateErrors, MicroBatchThatDoesNotDivide) {
+  expect_error("mesh: {dp: 2}\nbatch: {global: 8, micro: 3}\n", {},
+               "autopar: error: s.yaml: batch.micro: 3 does not divide global / dp = 8 / 2 = 4");
+}
+
+}  // namespace
+}  // namespace autopar
