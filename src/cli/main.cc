@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   autopar::cli::add_transform_command(app, command);
   autopar::cli::add_verify_command(app, command, &exit_code);
+  autopar::cli::add_estimate_command(app, command);
   autopar::cli::add_simulate_command(app, command);
   autopar::cli::add_calibrate_command(app, command);
   try {
