@@ -8,6 +8,7 @@
 #include "autopar/cost/communication.h"
 #include "autopar/cost/compute.h"
 #include "autopar/cost/simulator.h"
+#include "autopar/ir/collapse_layers.h"
 #include "autopar/ops/op_def.h"
 
 namespace autopar {
@@ -87,15 +88,6 @@ const std::vector<std::pair<int32_t, int32_t>>& LayerCosts::balanced(int64_t sta
              .first;
   }
   return it->second;
-}
-
-std::string spmd_configuration_key(const Scheme& scheme) {
-  std::string key = scheme.mesh.to_string();
-  key += fmt::format("|micro {}|acc {}|{}|zero {}|{}", scheme.micro_batch,
-                     scheme.microbatches() > 1 ? 1 : 0, tensor_strategy_name(scheme.tensor),
-                     scheme.zero, precision_name(scheme.precision));
-  for (const OpOverride& o : scheme.overrides) key += fmt::format("|{}={}", o.pattern, o.strategy);
-  return key;
 }
 
 LayerCosts layer_costs_of(const SpmdLowering& lowered, const Graph& model, const Scheme& scheme,
@@ -409,19 +401,132 @@ LayerCosts layer_costs_of(const SpmdLowering& lowered, const Graph& model, const
   return costs;
 }
 
+struct Estimator::Structure {
+  CollapsedGraph collapsed;
+  SpmdLowering lowered;
+  int64_t batch = 0;               // the samples the model was bound at (dp' · micro)
+  std::vector<double> stage_costs;  // of the whole model, per layer
+  double model_flops = 0;           // of the whole model at `batch`
+};
+
+std::string spmd_structure_key(const Scheme& scheme) {
+  std::string key;
+  for (const MeshAxis& a : scheme.mesh.axes()) {
+    if (a.name == "pp") continue;
+    key += a.name == "dp" ? fmt::format("dp{}|", a.size > 1 ? ">1" : "1")
+                          : fmt::format("{}{}|", a.name, a.size);
+  }
+  key += fmt::format("micro {}|acc {}|{}|zero {}|{}", scheme.micro_batch,
+                     scheme.microbatches() > 1 ? 1 : 0,
+                     scheme.tp() > 1 ? tensor_strategy_name(scheme.tensor) : "-",
+                     scheme.dp() > 1 ? scheme.zero : 0, precision_name(scheme.precision));
+  for (const OpOverride& o : scheme.overrides) key += fmt::format("|{}={}", o.pattern, o.strategy);
+  return key;
+}
+
 Estimator::Estimator(ModelAt model_at, LoweringOptions options, HardwareProfile profile)
     : model_at_(std::move(model_at)), options_(std::move(options)), profile_(std::move(profile)) {}
 
+size_t Estimator::structures() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return structures_.size();
+}
+
+size_t Estimator::configurations() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return cache_.size();
+}
+
+namespace {
+
+// Computes cache[key] once: the first caller computes, concurrent callers wait for it.
+template <typename T, typename Compute>
+T once(std::mutex& mutex, std::map<std::string, std::shared_future<T>>& cache,
+       const std::string& key, Compute compute) {
+  std::promise<T> promise;
+  std::shared_future<T> future;
+  bool mine = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = cache.find(key);
+    if (it != cache.end()) {
+      future = it->second;
+    } else {
+      future = promise.get_future().share();
+      cache.emplace(key, future);
+      mine = true;
+    }
+  }
+  if (mine) promise.set_value(compute());
+  return future.get();
+}
+
+}  // namespace
+
+StatusOr<std::shared_ptr<const Estimator::Structure>> Estimator::structure(const Scheme& scheme) {
+  using Result = StatusOr<std::shared_ptr<const Structure>>;
+  return once(mutex_, structures_, spmd_structure_key(scheme), [&]() -> Result {
+    // The SPMD pass does not see the pipeline, and a dp of 2 stands for any dp > 1 (shapes
+    // per device are the same; groups come from the real mesh when costed).
+    Scheme spmd = scheme;
+    std::vector<MeshAxis> axes;
+    for (MeshAxis a : scheme.mesh.axes()) {
+      if (a.name == "pp") continue;
+      if (a.name == "dp") a.size = std::min<int64_t>(a.size, 2);
+      axes.push_back(a);
+    }
+    if (axes.empty()) axes.push_back({"dp", 1});
+    ASSIGN_OR_RETURN(spmd.mesh, DeviceMesh::create(axes));
+    spmd.devices.reset();
+    spmd.stages.clear();
+    spmd.chunks = 1;
+    spmd.schedule = PipelineSchedule::kOneForwardOneBackward;
+    spmd.global_batch = spmd.dp() * spmd.micro_batch * (scheme.microbatches() > 1 ? 2 : 1);
+    auto s = std::make_shared<Structure>();
+    s->batch = spmd.dp() * spmd.micro_batch;
+    ASSIGN_OR_RETURN(Graph model, model_at_(s->batch));
+    int32_t layers = 0;
+    for (const Node& n : model.nodes()) layers = std::max(layers, n.layer + 1);
+    s->stage_costs = layer_forward_costs(model, layers);
+    for (const Node& n : model.nodes()) s->model_flops += node_flops(model, n);
+    s->collapsed = collapse_repeated_layers(model);
+    ASSIGN_OR_RETURN(s->lowered, lower_to_spmd(s->collapsed.graph, spmd, options_));
+    return std::shared_ptr<const Structure>(std::move(s));
+  });
+}
+
 StatusOr<const LayerCosts*> Estimator::layer_costs(const Scheme& scheme) {
-  const std::string key = spmd_configuration_key(scheme);
-  auto it = cache_.find(key);
-  if (it != cache_.end()) return it->second.get();
-  ASSIGN_OR_RETURN(Graph model, model_at_(scheme.dp() * scheme.micro_batch));
-  ASSIGN_OR_RETURN(SpmdLowering lowered, lower_to_spmd(model, scheme, options_));
-  auto costs = std::make_unique<LayerCosts>(layer_costs_of(lowered, model, scheme, profile_));
-  const LayerCosts* result = costs.get();
-  cache_.emplace(key, std::move(costs));
-  return result;
+  using Result = StatusOr<std::shared_ptr<const LayerCosts>>;
+  const std::string key = spmd_structure_key(scheme) + "|" + scheme.mesh.to_string();
+  Result result = once(mutex_, cache_, key, [&]() -> Result {
+    ASSIGN_OR_RETURN(std::shared_ptr<const Structure> s, structure(scheme));
+    LayerCosts reduced = layer_costs_of(s->lowered, s->collapsed.graph, scheme, profile_);
+    // Every layer of the model takes the costs of the layer that stands for it.
+    auto costs = std::make_shared<LayerCosts>();
+    costs->training = reduced.training;
+    costs->accumulates = reduced.accumulates;
+    const double scale = static_cast<double>(scheme.dp() * scheme.micro_batch) /
+                         static_cast<double>(s->batch);
+    costs->model_flops = s->model_flops * scale;
+    costs->stage_costs = s->stage_costs;
+    const std::vector<int32_t>& layer_of = s->collapsed.layer_of;
+    if (layer_of.empty()) {
+      costs->layers = reduced.layers;
+      if (costs->stage_costs.empty()) costs->stage_costs = {1.0};
+    } else {
+      for (int32_t r : layer_of) costs->layers.push_back(reduced.layers.at(r));
+    }
+    for (SharedState shared : reduced.shared) {
+      for (int32_t& l : shared.layers) {
+        if (l < static_cast<int32_t>(s->collapsed.original.size()))
+          l = s->collapsed.original[l];
+      }
+      costs->shared.push_back(std::move(shared));
+    }
+    return std::shared_ptr<const LayerCosts>(std::move(costs));
+  });
+  if (!result.is_ok()) return result.status();
+  return result->get();
 }
 
 StatusOr<Estimate> Estimator::estimate(const Scheme& scheme) {
@@ -438,6 +543,12 @@ StatusOr<Estimate> Estimator::combine(const LayerCosts& costs, const Scheme& sch
   const int64_t stages = p * v;
   const int64_t m = scheme.microbatches();
   const DeviceMesh& mesh = scheme.mesh;
+  if (m < 1) return error("batch: the scheme has no microbatches");
+  if (v > 1 && p > 1 && m % p != 0) {
+    return error(
+        "pipeline.schedule: interleaved needs the microbatches ({}) to be a multiple of pp ({})",
+        m, p);
+  }
   std::vector<std::pair<int32_t, int32_t>> ranges = scheme.stages;
   if (ranges.empty()) {
     if (stages > num_layers)

@@ -9,6 +9,7 @@
 #include "autopar/cost/estimate.h"
 #include "autopar/cost/memory.h"
 #include "autopar/cost/simulator.h"
+#include "autopar/ir/collapse_layers.h"
 #include "autopar/ops/op_def.h"
 #include "autopar/zoo/zoo.h"
 
@@ -188,6 +189,55 @@ TEST(ClosedForm, TransformerLayerActivations) {
     }
     EXPECT_EQ(flops, 24 * b * s * h * h + 4 * b * s * s * h) << "batch " << batch;
   }
+}
+
+}  // namespace
+}  // namespace autopar
+
+namespace autopar {
+namespace {
+
+// gpt2-small's 12 identical layers collapse to 3 (first, a representative, last): the
+// embedding stays with the first, the head with the last, and the model still computes.
+TEST(CollapseLayers, TwelveIdenticalLayersKeepThree) {
+  ZooOptions zoo;
+  zoo.with_weights = false;
+  zoo.batch = 2;
+  auto model = build_zoo_model("gpt2-small", zoo);
+  ASSERT_TRUE(model.is_ok());
+  const CollapsedGraph c = collapse_repeated_layers(*model);
+  EXPECT_EQ(c.original, (std::vector<int32_t>{0, 1, 11}));
+  EXPECT_EQ(c.layer_of, (std::vector<int32_t>{0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2}));
+  int64_t per_layer = 0, kept = 0;
+  for (const Node& n : model->nodes()) per_layer += n.layer == 5 ? 1 : 0;
+  for (const Node& n : c.graph.nodes()) kept += n.layer >= 0 ? 1 : 0;
+  EXPECT_EQ(kept, 3 * per_layer);
+  EXPECT_EQ(c.graph.num_nodes(), model->num_nodes() - 9 * per_layer);
+  EXPECT_EQ(c.graph.outputs().size(), model->outputs().size());
+  EXPECT_EQ(c.graph.value(c.graph.outputs()[0]).shape, model->value(model->outputs()[0]).shape);
+  // Parameters of the dropped layers are gone.
+  EXPECT_LT(c.graph.num_parameter_elements(), model->num_parameter_elements());
+}
+
+// The estimate of a collapsed model's scheme equals what the uncollapsed layer costs give.
+TEST(CollapseLayers, EstimateMatchesTheWholeModel) {
+  const ModelAt model_at = zoo_at("gpt2-small");
+  auto scheme = parse_scheme("mesh: {pp: 2, dp: 2, tp: 2}\nbatch: {global: 16, micro: 2}\n",
+                             "scheme");
+  ASSERT_TRUE(scheme.is_ok());
+  auto model = model_at(4);
+  ASSERT_TRUE(model.is_ok());
+  const HardwareProfile profile = fixture_profile();
+  Estimator estimator(model_at, training_options(*model), profile);
+  auto collapsed = estimator.estimate(*scheme);
+  ASSERT_TRUE(collapsed.is_ok()) << collapsed.status().message();
+  auto lowered = lower_to_spmd(*model, *scheme, training_options(*model));
+  ASSERT_TRUE(lowered.is_ok());
+  const LayerCosts whole = layer_costs_of(*lowered, *model, *scheme, profile);
+  auto direct = estimator.combine(whole, *scheme);
+  ASSERT_TRUE(direct.is_ok());
+  EXPECT_NEAR(collapsed->step_time_s / direct->step_time_s, 1.0, 0.01);
+  EXPECT_NEAR(collapsed->peak_memory_bytes / direct->peak_memory_bytes, 1.0, 0.01);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <future>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -114,24 +115,36 @@ class Estimator {
   // (one line naming the field).
   StatusOr<Estimate> estimate(const Scheme& scheme);
 
-  // The layer costs of the scheme's SPMD configuration, computed on first use.
+  // The layer costs of the scheme's SPMD configuration, computed on first use. Thread-safe;
+  // configurations are computed concurrently when asked for from several threads.
   StatusOr<const LayerCosts*> layer_costs(const Scheme& scheme);
   // The closed forms over layer costs (what a search calls per candidate). Errors: stage
   // ranges that do not fit the layers.
   StatusOr<Estimate> combine(const LayerCosts& costs, const Scheme& scheme) const;
 
   const HardwareProfile& profile() const { return profile_; }
-  size_t configurations() const { return cache_.size(); }
+  // SPMD lowerings done (one per structure: the scheme's tp, sp, micro batch, tensor strategy,
+  // ZeRO stage, precision, and whether dp > 1 and microbatches accumulate).
+  size_t structures() const;
+  // Layer costs computed (one per structure and mesh).
+  size_t configurations() const;
 
  private:
+  // One SPMD lowering of the model with its repeated layers collapsed.
+  struct Structure;
+  StatusOr<std::shared_ptr<const Structure>> structure(const Scheme& scheme);
+
   ModelAt model_at_;
   LoweringOptions options_;
   HardwareProfile profile_;
-  std::map<std::string, std::unique_ptr<LayerCosts>> cache_;
+  mutable std::mutex mutex_;
+  std::map<std::string, std::shared_future<StatusOr<std::shared_ptr<const Structure>>>> structures_;
+  std::map<std::string, std::shared_future<StatusOr<std::shared_ptr<const LayerCosts>>>> cache_;
 };
 
-// The key of a scheme's SPMD configuration (schemes with equal keys share layer costs).
-std::string spmd_configuration_key(const Scheme& scheme);
+// The key of a scheme's SPMD structure (what its SPMD lowering depends on) and of its layer
+// costs (the structure on one mesh).
+std::string spmd_structure_key(const Scheme& scheme);
 
 // Layer costs from a lowered SPMD graph on `profile` (device 0 of the mesh stands for all).
 LayerCosts layer_costs_of(const SpmdLowering& lowered, const Graph& model, const Scheme& scheme,
