@@ -401,12 +401,16 @@ LayerCosts layer_costs_of(const SpmdLowering& lowered, const Graph& model, const
   return costs;
 }
 
-struct Estimator::Structure {
+struct Estimator::Model {
   CollapsedGraph collapsed;
-  SpmdLowering lowered;
-  int64_t batch = 0;               // the samples the model was bound at (dp' · micro)
+  int64_t batch = 0;                // the samples the model is bound at (dp' · micro)
   std::vector<double> stage_costs;  // of the whole model, per layer
   double model_flops = 0;           // of the whole model at `batch`
+};
+
+struct Estimator::Structure {
+  std::shared_ptr<const Model> model;
+  SpmdLowering lowered;
 };
 
 std::string spmd_structure_key(const Scheme& scheme) {
@@ -483,15 +487,24 @@ StatusOr<std::shared_ptr<const Estimator::Structure>> Estimator::structure(const
     spmd.schedule = PipelineSchedule::kOneForwardOneBackward;
     spmd.global_batch = spmd.dp() * spmd.micro_batch * (scheme.microbatches() > 1 ? 2 : 1);
     auto s = std::make_shared<Structure>();
-    s->batch = spmd.dp() * spmd.micro_batch;
-    ASSIGN_OR_RETURN(Graph model, model_at_(s->batch));
+    ASSIGN_OR_RETURN(s->model, model(spmd.dp() * spmd.micro_batch));
+    ASSIGN_OR_RETURN(s->lowered, lower_to_spmd(s->model->collapsed.graph, spmd, options_));
+    return std::shared_ptr<const Structure>(std::move(s));
+  });
+}
+
+StatusOr<std::shared_ptr<const Estimator::Model>> Estimator::model(int64_t batch) {
+  using Result = StatusOr<std::shared_ptr<const Model>>;
+  return once(mutex_, models_, std::to_string(batch), [&]() -> Result {
+    auto m = std::make_shared<Model>();
+    m->batch = batch;
+    ASSIGN_OR_RETURN(Graph model, model_at_(batch));
     int32_t layers = 0;
     for (const Node& n : model.nodes()) layers = std::max(layers, n.layer + 1);
-    s->stage_costs = layer_forward_costs(model, layers);
-    for (const Node& n : model.nodes()) s->model_flops += node_flops(model, n);
-    s->collapsed = collapse_repeated_layers(model);
-    ASSIGN_OR_RETURN(s->lowered, lower_to_spmd(s->collapsed.graph, spmd, options_));
-    return std::shared_ptr<const Structure>(std::move(s));
+    m->stage_costs = layer_forward_costs(model, layers);
+    for (const Node& n : model.nodes()) m->model_flops += node_flops(model, n);
+    m->collapsed = collapse_repeated_layers(model);
+    return std::shared_ptr<const Model>(std::move(m));
   });
 }
 
@@ -499,8 +512,9 @@ StatusOr<const LayerCosts*> Estimator::layer_costs(const Scheme& scheme) {
   using Result = StatusOr<std::shared_ptr<const LayerCosts>>;
   const std::string key = spmd_structure_key(scheme) + "|" + scheme.mesh.to_string();
   Result result = once(mutex_, cache_, key, [&]() -> Result {
-    ASSIGN_OR_RETURN(std::shared_ptr<const Structure> s, structure(scheme));
-    LayerCosts reduced = layer_costs_of(s->lowered, s->collapsed.graph, scheme, profile_);
+    ASSIGN_OR_RETURN(std::shared_ptr<const Structure> structure_of, structure(scheme));
+    const Model* s = structure_of->model.get();
+    LayerCosts reduced = layer_costs_of(structure_of->lowered, s->collapsed.graph, scheme, profile_);
     // Every layer of the model takes the costs of the layer that stands for it.
     auto costs = std::make_shared<LayerCosts>();
     costs->training = reduced.training;

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include "autotune.h"
 #include "commands.h"
 #include "plan_command.h"
 
@@ -23,6 +24,7 @@ int main(int argc, char** argv) {
   autopar::cli::add_estimate_command(app, command);
   autopar::cli::add_simulate_command(app, command);
   autopar::cli::add_calibrate_command(app, command);
+  autopar::cli::add_autotune_command(app, command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -58,9 +58,9 @@ Layout Layout::with_partial(std::string axis) const {
 }
 
 Status Layout::validate(const std::vector<int64_t>& shape, const DeviceMesh& mesh) const {
-  const std::string type = fmt::format("[{}]", fmt::join(shape, ","));
+  auto type = [&] { return fmt::format("[{}]", fmt::join(shape, ",")); };
   if (static_cast<int64_t>(shape.size()) != rank()) {
-    return error("layout {} has rank {}, the tensor {} has rank {}", to_string(), rank(), type,
+    return error("layout {} has rank {}, the tensor {} has rank {}", to_string(), rank(), type(),
                  shape.size());
   }
   std::set<std::string> used;
@@ -78,7 +78,7 @@ Status Layout::validate(const std::vector<int64_t>& shape, const DeviceMesh& mes
       ways *= mesh.size(axis);
     }
     if (shape[d] % ways != 0) {
-      return error("dim {} of {}: {} is not divisible by {} = {}", d, type, shape[d],
+      return error("dim {} of {}: {} is not divisible by {} = {}", d, type(), shape[d],
                    fmt::join(dims_[d], "*"), ways);
     }
   }

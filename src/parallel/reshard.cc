@@ -46,8 +46,8 @@ StatusOr<std::vector<ReshardStep>> reshard_steps(const Layout& from, const Layou
   std::vector<ReshardStep> steps;
   Layout at = from;
   auto apply = [&](ReshardStep step, Layout next) -> Status {
-    RETURN_IF_ERROR(
-        next.validate(shape, mesh).with_context(fmt::format("after {}", step.to_string())));
+    if (Status valid = next.validate(shape, mesh); !valid.is_ok())
+      return valid.with_context(fmt::format("after {}", step.to_string()));
     steps.push_back(std::move(step));
     at = std::move(next);
     return Status::ok();

@@ -138,6 +138,7 @@ class Spmd {
   Status accumulate_gradients();
   Status accumulate(ValueId parameter, ValueId gradient);
 
+  mutable std::map<std::string, StatusOr<std::vector<ReshardStep>>> reshard_cache_;
   const SpmdInput& in_;
   const Graph& src_;
   const DeviceMesh& mesh_;
@@ -175,8 +176,15 @@ double Spmd::input_cost(ValueId v, const Layout& want, const Node& consumer) con
   Layout from = layout_[v] ? *layout_[v] : Layout::replicated(value.shape.rank());
   if (slot_param_.count(v) && !layout_[v]) from = slot_storage(v);
   if (from == want) return 0.0;
-  if (resharded_.count({v, want.to_string()})) return 0.0;
-  auto steps = reshard_steps(from, want, value.shape.dims, mesh_);
+  const std::string target = want.to_string();
+  if (resharded_.count({v, target})) return 0.0;
+  // Strategies ask for the same reshards again and again: plan each (from, to, shape) once.
+  std::string key = from.to_string() + ">" + target;
+  for (int64_t d : value.shape.dims) key += fmt::format(",{}", d);
+  auto cached = reshard_cache_.find(key);
+  if (cached == reshard_cache_.end())
+    cached = reshard_cache_.emplace(key, reshard_steps(from, want, value.shape.dims, mesh_)).first;
+  const auto& steps = cached->second;
   if (!steps.is_ok()) return kInfinite;
   const bool constant = value.kind == ValueKind::kConstant && !state_[v];
   const double bytes =

@@ -130,14 +130,18 @@ class Estimator {
   size_t configurations() const;
 
  private:
-  // One SPMD lowering of the model with its repeated layers collapsed.
+  // The model at one batch with its repeated layers collapsed, and what the whole model
+  // weighs per layer; one SPMD lowering of it.
+  struct Model;
   struct Structure;
+  StatusOr<std::shared_ptr<const Model>> model(int64_t batch);
   StatusOr<std::shared_ptr<const Structure>> structure(const Scheme& scheme);
 
   ModelAt model_at_;
   LoweringOptions options_;
   HardwareProfile profile_;
   mutable std::mutex mutex_;
+  std::map<std::string, std::shared_future<StatusOr<std::shared_ptr<const Model>>>> models_;
   std::map<std::string, std::shared_future<StatusOr<std::shared_ptr<const Structure>>>> structures_;
   std::map<std::string, std::shared_future<StatusOr<std::shared_ptr<const LayerCosts>>>> cache_;
 };

@@ -1,0 +1,84 @@
+// The search engine: every scheme of a space on a cluster, scored by the analytic estimate,
+// the best few re-scored by the simulator on their built plans.
+//
+// 1. Meshes: every tp × pp × dp × sp the space allows whose product is the cluster's devices
+//    (tp · sp within a node when constrained, pp at most the layers, dp dividing the batch);
+//    a mesh whose parameter and optimizer state cannot fit even at the space's highest ZeRO
+//    stage is pruned before anything is lowered.
+// 2. Per mesh, microbatch, tensor strategy, ZeRO stage and precision: the layer costs of its
+//    SPMD program (each distinct layer once, Estimator), in parallel with oneTBB.
+// 3. Per such configuration: schedules, chunks and recomputation; pipeline stages from a
+//    dynamic program over the layer costs (the slowest stage's forward and backward time) or
+//    balanced forward FLOPs, whichever is faster, or every partition under --exhaustive.
+// 4. Results are ordered by predicted step time, then by the scheme's text: deterministic
+//    for a given input whatever the thread count.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "autopar/cost/estimate.h"
+#include "autopar/search/space.h"
+
+namespace autopar {
+
+struct SearchProblem {
+  int64_t devices = 0;
+  int64_t devices_per_node = 1;
+  int64_t global_batch = 0;
+  int32_t layers = 0;
+  double parameters = 0;  // trainable elements of the model
+};
+
+struct SearchOptions {
+  int top = 5;              // candidates kept in the result
+  int simulate_top = 3;     // re-scored by the simulator on their built plans
+  bool exhaustive = false;  // every stage partition, not the dynamic program's
+  // Called with the fraction of configurations done (from the calling thread's view).
+  std::function<void(double)> progress;
+  // Builds and simulates a scheme's plan: its simulated step time (for simulate_top).
+  std::function<StatusOr<double>(const Scheme&)> simulate;
+};
+
+struct Candidate {
+  Scheme scheme;
+  Estimate estimate;
+  std::optional<double> simulated_s;  // when re-scored
+  double step_s() const { return simulated_s ? *simulated_s : estimate.step_time_s; }
+};
+
+struct Baseline {
+  std::string name;  // "data parallel", "megatron"
+  std::optional<Candidate> candidate;  // none when nothing of its kind fits
+  std::string note;                    // how it was chosen, or why it does not fit
+};
+
+struct SearchResult {
+  std::vector<Candidate> top;  // best first
+  std::vector<Baseline> baselines;
+  int64_t meshes = 0;          // meshes the space and cluster allow
+  int64_t meshes_pruned = 0;   // pruned by memory before lowering
+  int64_t configurations = 0;  // layer costs computed
+  int64_t configurations_pruned = 0;  // ZeRO stages whose state cannot fit, before lowering
+  int64_t candidates_evaluated = 0;
+  int64_t feasible = 0;
+  double search_time_s = 0;
+};
+
+// The meshes a space allows on `problem`'s cluster, pp outermost and tp innermost; an empty
+// result is an error naming the constraint that emptied it.
+StatusOr<std::vector<DeviceMesh>> enumerate_meshes(const SearchSpace& space,
+                                                   const SearchProblem& problem);
+
+StatusOr<SearchResult> search(const SearchSpace& space, const SearchProblem& problem,
+                              Estimator& estimator, const SearchOptions& options);
+
+// Contiguous layer ranges for `stages` stages that minimise the slowest stage (forward and
+// backward of one microbatch under `recompute`), by dynamic programming over the layers.
+std::vector<std::pair<int32_t, int32_t>> partition_stages(const LayerCosts& costs,
+                                                          int64_t stages, Recompute recompute);
+
+}  // namespace autopar

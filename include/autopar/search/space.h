@@ -1,0 +1,43 @@
+// SearchSpace: the declarative set of schemes a search may choose from (configs/spaces/*.yaml).
+// Each field lists the values allowed, or `auto` for every value the model and the cluster
+// allow. A field left out allows only the scheme default (no such paradigm).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "autopar/parallel/scheme.h"
+#include "autopar/support/status.h"
+
+namespace autopar {
+
+// Degrees of one mesh axis: a list, or every divisor that fits (auto).
+struct AxisChoices {
+  bool automatic = false;
+  std::vector<int64_t> values;  // ascending, when not automatic
+};
+
+struct SearchSpace {
+  std::string source;  // the file it was read from
+  // Mesh axes: tp, pp, dp and sp. Devices are ordered pp, dp, sp, tp (outer to inner), so
+  // tensor-parallel groups are consecutive devices.
+  AxisChoices tp{false, {1}}, pp{false, {1}}, dp{true, {}}, sp{false, {1}};
+  bool tp_within_node = true;  // constraints.tp_within_node: tp · sp devices share a node
+  std::optional<int64_t> global_batch;  // batch.global; absent: the model's batch
+  AxisChoices micro{true, {}};          // batch.micro: samples per microbatch per replica
+  std::vector<PipelineSchedule> schedules{PipelineSchedule::kOneForwardOneBackward};
+  std::vector<int64_t> chunks{1};  // pipeline.chunks: virtual stages per rank (interleaved)
+  std::vector<TensorStrategy> tensor{TensorStrategy::kMegatron};
+  std::vector<int> zero{0};
+  std::vector<Recompute> recompute{Recompute::kNone};
+  std::vector<Precision> precision{Precision::kFp32};
+};
+
+// Parses a space; errors are one line "<source>: <field>: <what>".
+StatusOr<SearchSpace> parse_search_space(std::string_view yaml, std::string_view source);
+StatusOr<SearchSpace> read_search_space(const std::string& path);
+
+}  // namespace autopar

@@ -1,0 +1,464 @@
+// The search engine: meshes, configurations in parallel, candidates in closed form.
+#include "autopar/search/engine.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
+
+#include <tbb/parallel_for.h>
+
+namespace autopar {
+namespace {
+
+std::vector<int64_t> divisors(int64_t n, int64_t limit) {
+  std::vector<int64_t> out;
+  for (int64_t d = 1; d <= n && d <= limit; ++d) {
+    if (n % d == 0) out.push_back(d);
+  }
+  return out;
+}
+
+std::vector<int64_t> degrees(const AxisChoices& c, int64_t devices, int64_t limit) {
+  if (c.automatic) return divisors(devices, limit);
+  return c.values;
+}
+
+// A scheme's position in the results: faster first, then by its text.
+bool better(const Candidate& a, const Candidate& b) {
+  if (a.step_s() != b.step_s()) return a.step_s() < b.step_s();
+  return a.scheme.to_yaml() < b.scheme.to_yaml();
+}
+
+void keep_best(std::vector<Candidate>& list, size_t keep) {
+  std::sort(list.begin(), list.end(), better);
+  if (list.size() > keep) list.resize(keep);
+}
+
+// Seconds of one layer's forward and backward for one microbatch under `recompute`.
+double layer_seconds(const LayerCost& c, Recompute recompute) {
+  double t = c.forward_compute + c.forward_comm + c.backward_compute + c.backward_comm;
+  if (recompute == Recompute::kFull) t += c.full_compute + c.full_comm;
+  if (recompute == Recompute::kSelective) t += c.selective_compute;
+  return t;
+}
+
+// Every way to cut `layers` layers into `stages` contiguous non-empty ranges.
+void all_partitions(int32_t layers, int64_t stages, std::vector<std::pair<int32_t, int32_t>>& cur,
+                    const std::function<void(const std::vector<std::pair<int32_t, int32_t>>&)>& f) {
+  const int32_t first = cur.empty() ? 0 : cur.back().second + 1;
+  const auto left = static_cast<int32_t>(stages - static_cast<int64_t>(cur.size()));
+  if (left == 1) {
+    cur.emplace_back(first, layers - 1);
+    f(cur);
+    cur.pop_back();
+    return;
+  }
+  for (int32_t last = first; last <= layers - left; ++last) {
+    cur.emplace_back(first, last);
+    all_partitions(layers, stages, cur, f);
+    cur.pop_back();
+  }
+}
+
+double binomial(int64_t n, int64_t k) {
+  double r = 1;
+  for (int64_t i = 1; i <= k; ++i) r = r * static_cast<double>(n - k + i) / static_cast<double>(i);
+  return r;
+}
+
+// The state bytes per device a mesh needs at least under ZeRO stage `zero`: 4 bytes of fp32
+// parameter, 4 of gradient and the optimizer's slots per parameter, split over tp · pp at
+// best, and over dp for what ZeRO shards.
+double state_floor(const DeviceMesh& mesh, int zero, const SearchProblem& p,
+                   double optimizer_bytes) {
+  const double split = static_cast<double>(mesh.size("tp") * mesh.size("pp"));
+  const double dp = static_cast<double>(mesh.size("dp"));
+  const double params = zero >= 3 ? 4 / dp : 4;
+  const double grads = zero >= 2 ? 4 / dp : 4;
+  const double opt = zero >= 1 ? optimizer_bytes / dp : optimizer_bytes;
+  return (params + grads + opt) * p.parameters / split;
+}
+
+double state_floor(const DeviceMesh& mesh, const SearchSpace& space, const SearchProblem& p,
+                   double optimizer_bytes) {
+  double best = state_floor(mesh, 0, p, optimizer_bytes);
+  for (int z : space.zero) {
+    if (mesh.size("dp") > 1) best = std::min(best, state_floor(mesh, z, p, optimizer_bytes));
+  }
+  return best;
+}
+
+}  // namespace
+
+std::vector<std::pair<int32_t, int32_t>> partition_stages(const LayerCosts& costs, int64_t stages,
+                                                          Recompute recompute) {
+  const auto n = static_cast<int64_t>(costs.layers.size());
+  std::vector<double> prefix(n + 1, 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    prefix[i + 1] = prefix[i] + layer_seconds(costs.layers[i], recompute);
+  const double inf = 1e300;
+  std::vector<std::vector<double>> best(stages + 1, std::vector<double>(n + 1, inf));
+  std::vector<std::vector<int64_t>> from(stages + 1, std::vector<int64_t>(n + 1, 0));
+  best[0][0] = 0.0;
+  for (int64_t k = 1; k <= stages; ++k) {
+    for (int64_t i = k; i <= n - (stages - k); ++i) {
+      for (int64_t j = k - 1; j < i; ++j) {
+        if (best[k - 1][j] >= inf) continue;
+        const double v = std::max(best[k - 1][j], prefix[i] - prefix[j]);
+        if (v < best[k][i]) {
+          best[k][i] = v;
+          from[k][i] = j;
+        }
+      }
+    }
+  }
+  std::vector<std::pair<int32_t, int32_t>> ranges(stages);
+  int64_t i = n;
+  for (int64_t k = stages; k >= 1; --k) {
+    const int64_t j = from[k][i];
+    ranges[k - 1] = {static_cast<int32_t>(j), static_cast<int32_t>(i - 1)};
+    i = j;
+  }
+  return ranges;
+}
+
+StatusOr<std::vector<DeviceMesh>> enumerate_meshes(const SearchSpace& space,
+                                                   const SearchProblem& p) {
+  const int64_t node = space.tp_within_node ? p.devices_per_node : p.devices;
+  std::vector<DeviceMesh> meshes;
+  int64_t no_dp = 0, over_node = 0, over_layers = 0, batch = 0, tried = 0;
+  for (int64_t tp : degrees(space.tp, p.devices, node)) {
+    for (int64_t sp : degrees(space.sp, p.devices, node)) {
+      for (int64_t pp : degrees(space.pp, p.devices, std::max<int32_t>(p.layers, 1))) {
+        ++tried;
+        if (tp * sp > node || node % (tp * sp) != 0) {
+          ++over_node;
+          continue;
+        }
+        if (pp > std::max<int32_t>(p.layers, 1)) {
+          ++over_layers;
+          continue;
+        }
+        if (p.devices % (tp * sp * pp) != 0) {
+          ++no_dp;
+          continue;
+        }
+        const int64_t dp = p.devices / (tp * sp * pp);
+        if (!space.dp.automatic &&
+            std::find(space.dp.values.begin(), space.dp.values.end(), dp) == space.dp.values.end()) {
+          ++no_dp;
+          continue;
+        }
+        if (p.global_batch % dp != 0) {
+          ++batch;
+          continue;
+        }
+        std::vector<MeshAxis> axes;
+        if (pp > 1) axes.push_back({"pp", pp});
+        axes.push_back({"dp", dp});
+        if (sp > 1) axes.push_back({"sp", sp});
+        if (tp > 1) axes.push_back({"tp", tp});
+        ASSIGN_OR_RETURN(DeviceMesh mesh, DeviceMesh::create(axes));
+        meshes.push_back(std::move(mesh));
+      }
+    }
+  }
+  if (meshes.empty()) {
+    std::vector<std::string> why;
+    if (no_dp) why.push_back(fmt::format("{} leave no dp the space allows", no_dp));
+    if (over_node)
+      why.push_back(fmt::format("{} put tp · sp over a node's {} devices (constraints."
+                                "tp_within_node)",
+                                over_node, p.devices_per_node));
+    if (over_layers)
+      why.push_back(fmt::format("{} have more pipeline stages than the model's {} layers",
+                                over_layers, p.layers));
+    if (batch)
+      why.push_back(
+          fmt::format("{} have a dp that does not divide the global batch {}", batch,
+                      p.global_batch));
+    return error("{}: mesh: no tp × pp × dp × sp the space allows makes {} devices ({} of {} tried: {})",
+                 space.source, p.devices, tried, tried, fmt::join(why, "; "));
+  }
+  return meshes;
+}
+
+StatusOr<SearchResult> search(const SearchSpace& space, const SearchProblem& problem,
+                              Estimator& estimator, const SearchOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  SearchResult result;
+  ASSIGN_OR_RETURN(std::vector<DeviceMesh> meshes, enumerate_meshes(space, problem));
+  result.meshes = static_cast<int64_t>(meshes.size());
+  const HardwareProfile& profile = estimator.profile();
+  const double capacity = profile.device.memory_bytes - profile.device.reserved_bytes;
+  const double optimizer_bytes = problem.parameters > 0 ? 8.0 : 0.0;
+
+  // Configurations: what one SPMD lowering and its layer costs serve.
+  std::vector<Scheme> configs;
+  int64_t micro_mismatch = 0;
+  for (const DeviceMesh& mesh : meshes) {
+    if (state_floor(mesh, space, problem, optimizer_bytes) > capacity) {
+      ++result.meshes_pruned;
+      continue;
+    }
+    const int64_t dp = mesh.size("dp");
+    const int64_t per_replica = problem.global_batch / dp;
+    std::vector<int64_t> micros;
+    if (space.micro.automatic) {
+      for (int64_t m = 1; m <= per_replica; m *= 2) {
+        if (per_replica % m == 0) micros.push_back(m);
+      }
+    } else {
+      for (int64_t m : space.micro.values) {
+        if (per_replica % m == 0) micros.push_back(m);
+      }
+    }
+    if (micros.empty()) ++micro_mismatch;
+    for (int64_t micro : micros) {
+      for (Precision precision : space.precision) {
+        for (size_t t = 0; t < (mesh.size("tp") > 1 ? space.tensor.size() : 1); ++t) {
+          std::vector<int> zeros;
+          for (int z : space.zero) {
+            if (dp > 1 || z == 0) zeros.push_back(z);
+          }
+          if (zeros.empty()) zeros.push_back(0);
+          for (int zero : zeros) {
+            if (state_floor(mesh, zero, problem, optimizer_bytes) > capacity) {
+              ++result.configurations_pruned;
+              continue;
+            }
+            Scheme s;
+            s.mesh = mesh;
+            s.global_batch = problem.global_batch;
+            s.micro_batch = micro;
+            s.precision = precision;
+            s.tensor = space.tensor[t];
+            s.zero = zero;
+            configs.push_back(s);
+          }
+        }
+      }
+    }
+  }
+  if (configs.empty()) {
+    if (result.meshes_pruned == result.meshes || result.configurations_pruned > 0) {
+      return error(
+          "{}: zero: no mesh of {} devices can hold the model's {:.3g} parameters' state even "
+          "at ZeRO stage {} ({:.1f} GiB free per device)",
+          space.source, problem.devices, problem.parameters,
+          *std::max_element(space.zero.begin(), space.zero.end()), capacity / (1 << 30));
+    }
+    return error("{}: batch.micro: no microbatch size the space allows divides the samples per "
+                 "data-parallel replica of the global batch {} ({} meshes)",
+                 space.source, problem.global_batch, micro_mismatch);
+  }
+
+  if (options.exhaustive) {
+    int64_t stages = 1;
+    for (const Scheme& c : configs) {
+      int64_t chunks = 1;
+      for (int64_t k : space.chunks) chunks = std::max(chunks, k);
+      stages = std::max(stages, c.pp() * chunks);
+    }
+    stages = std::min<int64_t>(stages, std::max<int32_t>(problem.layers, 1));
+    const double partitions = binomial(problem.layers - 1, stages - 1);
+    if (partitions > 1e5) {
+      return error(
+          "--exhaustive: {:.3g} ways to cut {} layers into {} stages per configuration; the "
+          "exact mode is for small spaces",
+          partitions, problem.layers, stages);
+    }
+  }
+  const size_t keep = static_cast<size_t>(std::max(options.top, options.simulate_top));
+  std::vector<std::vector<Candidate>> found(configs.size());
+  std::vector<int64_t> evaluated(configs.size(), 0);
+  std::vector<std::string> errors(configs.size());
+  std::atomic<int64_t> done{0};
+  std::mutex progress_mutex;
+  tbb::parallel_for(size_t{0}, configs.size(), [&](size_t i) {
+    const Scheme& base = configs[i];
+    auto costs = estimator.layer_costs(base);
+    if (!costs.is_ok()) {
+      errors[i] = costs.status().message();
+    } else {
+      const LayerCosts& c = **costs;
+      const auto layers = static_cast<int32_t>(c.layers.size());
+      const int64_t pp = base.pp();
+      const int64_t m = base.microbatches();
+      std::vector<std::pair<PipelineSchedule, int64_t>> pipelines;
+      if (pp == 1) {
+        pipelines.emplace_back(PipelineSchedule::kOneForwardOneBackward, 1);
+      } else {
+        for (PipelineSchedule schedule : space.schedules) {
+          if (schedule != PipelineSchedule::kInterleaved) {
+            pipelines.emplace_back(schedule, 1);
+            continue;
+          }
+          for (int64_t chunks : space.chunks) {
+            if (chunks > 1 && pp * chunks <= layers && m % pp == 0)
+              pipelines.emplace_back(schedule, chunks);
+          }
+        }
+      }
+      for (const auto& [schedule, chunks] : pipelines) {
+        for (Recompute recompute : space.recompute) {
+          Scheme s = base;
+          s.schedule = schedule;
+          s.chunks = chunks;
+          s.recompute = recompute;
+          auto consider = [&](const std::vector<std::pair<int32_t, int32_t>>& stages) {
+            s.stages = stages;
+            auto e = estimator.combine(c, s);
+            ++evaluated[i];
+            if (e.is_ok() && e->feasible) found[i].push_back({s, std::move(e).value(), {}});
+          };
+          const int64_t virtual_stages = pp * chunks;
+          if (virtual_stages == 1) {
+            consider({});
+          } else if (options.exhaustive) {
+            std::vector<std::pair<int32_t, int32_t>> cur;
+            all_partitions(layers, virtual_stages, cur, consider);
+          } else {
+            const auto by_time = partition_stages(c, virtual_stages, recompute);
+            consider(by_time);
+            if (c.balanced(virtual_stages) != by_time) consider(c.balanced(virtual_stages));
+          }
+        }
+      }
+      keep_best(found[i], keep);
+    }
+    const int64_t now = ++done;
+    if (options.progress) {
+      std::lock_guard<std::mutex> lock(progress_mutex);
+      options.progress(static_cast<double>(now) / static_cast<double>(configs.size()));
+    }
+  });
+
+  std::vector<Candidate> all;
+  for (size_t i = 0; i < configs.size(); ++i) {
+    result.candidates_evaluated += evaluated[i];
+    for (Candidate& c : found[i]) all.push_back(std::move(c));
+  }
+  result.configurations = static_cast<int64_t>(configs.size());
+  result.feasible = static_cast<int64_t>(all.size());
+  if (all.empty()) {
+    std::string first_error;
+    for (const std::string& e : errors) {
+      if (!e.empty()) {
+        first_error = e;
+        break;
+      }
+    }
+    if (!first_error.empty() && result.candidates_evaluated == 0)
+      return error("{}: no scheme of the space can be lowered: {}", space.source, first_error);
+    return error(
+        "{}: no scheme fits in memory: {} candidates over {} meshes exceed {:.1f} GiB per device "
+        "(allow more zero, recompute or pp)",
+        space.source, result.candidates_evaluated, result.meshes, capacity / (1 << 30));
+  }
+  keep_best(all, keep);
+
+  // Re-score the best few by simulating their plans; they rank by the simulation.
+  const size_t simulated = std::min(all.size(), static_cast<size_t>(std::max(options.simulate_top, 0)));
+  if (options.simulate && simulated > 0) {
+    for (size_t i = 0; i < simulated; ++i) {
+      ASSIGN_OR_RETURN(double seconds, options.simulate(all[i].scheme));
+      all[i].simulated_s = seconds;
+    }
+    std::sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(simulated), better);
+  }
+  if (all.size() > static_cast<size_t>(options.top)) all.resize(options.top);
+  result.top = std::move(all);
+
+  // Baselines: pure data parallel (the least ZeRO that fits), and Megatron's recipe (tp = a
+  // node, pp as needed to fit, dp the rest).
+  const Precision precision = space.precision.front();
+  auto best_of = [&](std::vector<Scheme> schemes) -> std::optional<Candidate> {
+    std::optional<Candidate> best;
+    for (const Scheme& s : schemes) {
+      auto costs = estimator.layer_costs(s);
+      if (!costs.is_ok()) continue;
+      auto e = estimator.combine(**costs, s);
+      if (!e.is_ok() || !e->feasible) continue;
+      Candidate c{s, std::move(e).value(), {}};
+      if (!best || better(c, *best)) best = std::move(c);
+    }
+    return best;
+  };
+  auto micro_choices = [&](int64_t dp) {
+    std::vector<int64_t> out;
+    const int64_t per_replica = problem.global_batch / dp;
+    for (int64_t m = 1; m <= per_replica && m <= 8; m *= 2) {
+      if (per_replica % m == 0) out.push_back(m);
+    }
+    return out;
+  };
+  {
+    Baseline b{"data parallel", std::nullopt, ""};
+    if (problem.global_batch % problem.devices == 0) {
+      for (int zero = 0; zero <= 3 && !b.candidate; ++zero) {
+        std::vector<Scheme> schemes;
+        for (int64_t micro : micro_choices(problem.devices)) {
+          Scheme s;
+          s.mesh = *DeviceMesh::create({{"dp", problem.devices}});
+          s.global_batch = problem.global_batch;
+          s.micro_batch = micro;
+          s.zero = problem.devices > 1 ? zero : 0;
+          s.precision = precision;
+          schemes.push_back(s);
+        }
+        b.candidate = best_of(schemes);
+        if (b.candidate) b.note = fmt::format("dp {}, ZeRO {}", problem.devices, b.candidate->scheme.zero);
+      }
+      if (!b.candidate) b.note = "does not fit, even with ZeRO 3";
+    } else {
+      b.note = fmt::format("the global batch {} does not split over {} devices",
+                           problem.global_batch, problem.devices);
+    }
+    result.baselines.push_back(std::move(b));
+  }
+  {
+    Baseline b{"megatron", std::nullopt, ""};
+    int64_t tp = std::min(problem.devices_per_node, problem.devices);
+    while (tp > 1 && problem.devices % tp != 0) --tp;
+    for (int64_t pp : divisors(problem.devices / tp, std::max<int32_t>(problem.layers, 1))) {
+      const int64_t dp = problem.devices / (tp * pp);
+      if (problem.global_batch % dp != 0) continue;
+      for (Recompute recompute : {Recompute::kNone, Recompute::kFull}) {
+        std::vector<MeshAxis> axes;
+        if (pp > 1) axes.push_back({"pp", pp});
+        axes.push_back({"dp", dp});
+        if (tp > 1) axes.push_back({"tp", tp});
+        Scheme s;
+        s.mesh = *DeviceMesh::create(axes);
+        s.global_batch = problem.global_batch;
+        s.micro_batch = 1;
+        s.precision = precision;
+        s.recompute = recompute;
+        b.candidate = best_of({s});
+        if (b.candidate) {
+          b.note = fmt::format("tp {}, pp {}, dp {}, micro 1, recompute {}", tp, pp, dp,
+                               recompute_name(recompute));
+          break;
+        }
+      }
+      if (b.candidate) break;
+    }
+    if (!b.candidate) b.note = fmt::format("does not fit with tp {} at any pp", tp);
+    result.baselines.push_back(std::move(b));
+  }
+  if (options.simulate && simulated > 0) {
+    for (Baseline& b : result.baselines) {
+      if (!b.candidate) continue;
+      ASSIGN_OR_RETURN(double seconds, options.simulate(b.candidate->scheme));
+      b.candidate->simulated_s = seconds;
+    }
+  }
+  result.search_time_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+}  // namespace autopar

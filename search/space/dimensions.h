@@ -1,0 +1,47 @@
+// The fields of a search space, one file per paradigm: each reads its YAML field into the
+// space. A new paradigm adds its choices by adding a file here and an entry in dimensions().
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+#include "autopar/search/space.h"
+
+namespace autopar::space {
+
+// One-line errors "<source>: <field>: <what>" and the scalar readers the fields share.
+struct Reader {
+  std::string source;
+
+  template <typename... Args>
+  Status fail(std::string_view field, fmt::format_string<Args...> format, Args&&... args) const {
+    return error("{}: {}: {}", source, field, fmt::format(format, std::forward<Args>(args)...));
+  }
+  StatusOr<int64_t> integer(const YAML::Node& node, std::string_view field) const;
+  // A list of positive integers, or `auto`.
+  StatusOr<AxisChoices> degrees(const YAML::Node& node, std::string_view field) const;
+  // A non-empty list of names, each one of `names` (their position in it is the value).
+  StatusOr<std::vector<size_t>> names(const YAML::Node& node, std::string_view field,
+                                      const std::vector<std::string>& allowed) const;
+};
+
+struct Dimension {
+  std::string_view field;  // the top-level YAML key
+  std::function<Status(const YAML::Node&, const Reader&, SearchSpace&)> parse;
+};
+const std::vector<Dimension>& dimensions();
+
+Status parse_mesh(const YAML::Node& node, const Reader& r, SearchSpace& space);
+Status parse_constraints(const YAML::Node& node, const Reader& r, SearchSpace& space);
+Status parse_batch(const YAML::Node& node, const Reader& r, SearchSpace& space);
+Status parse_pipeline(const YAML::Node& node, const Reader& r, SearchSpace& space);
+Status parse_tensor(const YAML::Node& node, const Reader& r, SearchSpace& space);
+Status parse_zero(const YAML::Node& node, const Reader& r, SearchSpace& space);
+Status parse_recompute(const YAML::Node& node, const Reader& r, SearchSpace& space);
+Status parse_precision(const YAML::Node& node, const Reader& r, SearchSpace& space);
+
+}  // namespace autopar::space

@@ -1,0 +1,16 @@
+// Recomputation's choices: none, selective (the attention core and activations) or full.
+#include "dimensions.h"
+
+namespace autopar::space {
+
+Status parse_recompute(const YAML::Node& node, const Reader& r, SearchSpace& space) {
+  const std::vector<Recompute> all = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+  std::vector<std::string> names;
+  for (Recompute x : all) names.emplace_back(recompute_name(x));
+  ASSIGN_OR_RETURN(std::vector<size_t> picked, r.names(node, "recompute", names));
+  space.recompute.clear();
+  for (size_t i : picked) space.recompute.push_back(all[i]);
+  return Status::ok();
+}
+
+}  // namespace autopar::space
