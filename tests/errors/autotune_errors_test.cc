@@ -1,0 +1,81 @@
+// autopar autotune's user errors: one line naming the flag, file or space field, exit 2.
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "testing/testing.h"
+
+namespace autopar {
+namespace {
+
+class AutotuneErrors : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::temp_dir(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::copy_file(testing::source_path("tests/data/hw/fixture.yaml"),
+                               dir_ + "/hw.yaml");
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  void expect_error(const std::string& model, const std::string& space,
+                    const std::vector<std::string>& extra, const std::string& line) {
+    std::ofstream(dir_ + "/space.yaml") << space;
+    std::vector<std::string> args = {"autotune", model, "--hw", "hw.yaml", "--space",
+                                     "space.yaml", "--batch", "16", "-o", "plan"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const testing::CommandResult r = testing::run_autopar(args, dir_);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_EQ(r.err, line + "\n");
+  }
+
+  std::string dir_;
+};
+
+TEST_F(AutotuneErrors, UnknownSpaceField) {
+  expect_error("gpt-tiny", "meshes: {tp: [1]}\n", {},
+               "autopar: error: space.yaml: meshes: unknown field (known: mesh, constraints, "
+               "batch, pipeline, tensor, zero, recompute, precision)");
+}
+
+TEST_F(AutotuneErrors, NoMeshMakesTheDevices) {
+  expect_error("gpt-tiny", "mesh: {tp: [3], pp: [1], dp: auto}\n", {},
+               "autopar: error: space.yaml: mesh: no tp × pp × dp × sp the space allows makes 8 "
+               "devices (1 of 1 tried: 1 put tp · sp over a node's 8 devices "
+               "(constraints.tp_within_node))");
+}
+
+TEST_F(AutotuneErrors, NoMicroBatchDivides) {
+  expect_error("gpt-tiny", "mesh: {tp: [1], pp: [1]}\nbatch: {micro: [3]}\n", {},
+               "autopar: error: space.yaml: batch.micro: no microbatch size the space allows "
+               "divides the samples per data-parallel replica of the global batch 16 (1 meshes)");
+}
+
+TEST_F(AutotuneErrors, ExportOfAModelThatIsNotATransformer) {
+  expect_error("mlp", "mesh: {tp: [1], pp: [1]}\n", {"--export", "megatron", "--simulate-top", "0"},
+               "autopar: error: --export: mlp is not a transformer (no attention in repeated "
+               "layers)");
+}
+
+TEST_F(AutotuneErrors, UnknownExportTarget) {
+  expect_error("gpt-tiny", "mesh: {tp: [1], pp: [1]}\n", {"--export", "jax"},
+               "autopar: error: --export jax: expected megatron or deepspeed");
+}
+
+TEST_F(AutotuneErrors, MeasuringMoreDevicesThanCores) {
+  expect_error("gpt-tiny", "mesh: {tp: [1], pp: [1]}\n", {"--measure-top", "1"},
+               "autopar: error: --measure-top: the plans need 8 devices and this machine runs at "
+               "most " + std::to_string(std::max(1u, std::thread::hardware_concurrency())) +
+                   " (one per core); measure with a calibrated cpu-local profile and --nodes 1");
+}
+
+TEST_F(AutotuneErrors, MissingSpaceFile) {
+  const testing::CommandResult r =
+      testing::run_autopar({"autotune", "gpt-tiny", "--hw", "hw.yaml", "--space", "none.yaml"}, dir_);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "autopar: error: none.yaml: cannot read the search space\n");
+}
+
+}  // namespace
+}  // namespace autopar

@@ -1,0 +1,225 @@
+// Search spaces and the search engine: parsing with one-line errors, the meshes a space
+// allows, the stage partition, determinism, and the optimality gap of the fast search against
+// the exhaustive one on small spaces.
+#include <cstdio>
+
+#include <gtest/gtest.h>
+
+#include "autopar/search/engine.h"
+#include "autopar/zoo/zoo.h"
+
+namespace autopar {
+namespace {
+
+HardwareProfile fixture_profile(int64_t nodes) {
+  auto profile =
+      read_hardware_profile(std::string(AUTOPAR_SOURCE_DIR) + "/tests/data/hw/fixture.yaml", "");
+  EXPECT_TRUE(profile.is_ok()) << profile.status().message();
+  profile->nodes = nodes;
+  return *profile;
+}
+
+SearchSpace space_of(const std::string& yaml) {
+  auto space = parse_search_space(yaml, "space.yaml");
+  EXPECT_TRUE(space.is_ok()) << space.status().message();
+  return space.is_ok() ? *space : SearchSpace{};
+}
+
+TEST(SearchSpace, DefaultSpaceAllowsEveryParadigm) {
+  auto space = read_search_space(std::string(AUTOPAR_SOURCE_DIR) + "/configs/spaces/default.yaml");
+  ASSERT_TRUE(space.is_ok()) << space.status().message();
+  EXPECT_EQ(space->tp.values, (std::vector<int64_t>{1, 2, 4, 8}));
+  EXPECT_TRUE(space->pp.automatic);
+  EXPECT_TRUE(space->dp.automatic);
+  EXPECT_EQ(space->schedules.size(), 3u);
+  EXPECT_EQ(space->chunks, (std::vector<int64_t>{1, 2, 4}));
+  EXPECT_EQ(space->tensor.size(), 3u);
+  EXPECT_EQ(space->zero, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(space->recompute.size(), 3u);
+  EXPECT_EQ(space->precision, (std::vector<Precision>{Precision::kBf16}));
+  EXPECT_TRUE(space->tp_within_node);
+}
+
+TEST(SearchSpace, ErrorsNameTheField) {
+  struct Case {
+    const char* yaml;
+    const char* error;
+  };
+  for (const Case& c : {
+           Case{"meshes: {}\n", "space.yaml: meshes: unknown field (known: mesh, constraints, "
+                                "batch, pipeline, tensor, zero, recompute, precision)"},
+           Case{"mesh: {xp: [1]}\n", "space.yaml: mesh.xp: unknown axis (known: tp, pp, dp, sp)"},
+           Case{"mesh: {tp: [1, 0]}\n", "space.yaml: mesh.tp[1]: 0 must be at least 1"},
+           Case{"mesh: {tp: many}\n", "space.yaml: mesh.tp: 'many' is not an integer"},
+           Case{"zero: [0, 4]\n", "space.yaml: zero[1]: '4' is not one of 0, 1, 2, 3"},
+           Case{"pipeline: {schedules: [zigzag]}\n",
+                "space.yaml: pipeline.schedules[0]: 'zigzag' is not one of gpipe, 1f1b, "
+                "interleaved"},
+           Case{"recompute: []\n",
+                "space.yaml: recompute: expected a list of none, selective, full"},
+           Case{"constraints: {tp_within_rack: true}\n",
+                "space.yaml: constraints.tp_within_rack: unknown constraint (known: "
+                "tp_within_node)"},
+           Case{"batch: {global: 0}\n", "space.yaml: batch.global: 0 must be at least 1"},
+       }) {
+    auto space = parse_search_space(c.yaml, "space.yaml");
+    ASSERT_FALSE(space.is_ok()) << c.yaml;
+    EXPECT_EQ(space.status().message(), c.error);
+  }
+}
+
+TEST(SearchSpace, MeshesOrderPipelineOutsideAndTensorInside) {
+  SearchProblem p;
+  p.devices = 16;
+  p.devices_per_node = 8;
+  p.global_batch = 64;
+  p.layers = 4;
+  auto meshes = enumerate_meshes(space_of("mesh: {tp: [1, 2, 4, 8, 16], pp: auto}\n"), p);
+  ASSERT_TRUE(meshes.is_ok()) << meshes.status().message();
+  // tp ≤ 8 (a node), pp ∈ {1, 2, 4} (≤ 4 layers): tp 1: pp 1, 2, 4; tp 2: 1, 2, 4; tp 4: 1,
+  // 2, 4; tp 8: 1, 2.
+  EXPECT_EQ(meshes->size(), 11u);
+  EXPECT_EQ(meshes->back().to_string(), "{pp: 2, dp: 1, tp: 8}");
+}
+
+TEST(SearchSpace, AnEmptyMeshSetSaysWhichConstraintEmptiedIt) {
+  SearchProblem p;
+  p.devices = 16;
+  p.devices_per_node = 8;
+  p.global_batch = 64;
+  p.layers = 4;
+  auto meshes = enumerate_meshes(space_of("mesh: {tp: [16], pp: [1], dp: auto}\n"), p);
+  ASSERT_FALSE(meshes.is_ok());
+  EXPECT_EQ(meshes.status().message(),
+            "space.yaml: mesh: no tp × pp × dp × sp the space allows makes 16 devices (1 of 1 "
+            "tried: 1 put tp · sp over a node's 8 devices (constraints.tp_within_node))");
+}
+
+TEST(PartitionStages, MinimisesTheSlowestStage) {
+  LayerCosts costs;
+  for (double t : {1.0, 1.0, 1.0, 3.0, 1.0, 1.0}) {
+    LayerCost c;
+    c.forward_compute = t;
+    c.backward_compute = 2 * t;
+    costs.layers.push_back(c);
+  }
+  // Layer times 3, 3, 3, 9, 3, 3. Two stages: [0, 2] = 9 and [3, 5] = 15 beat [0, 3] = 18
+  // and 6; three stages: 9 | 9 | 6.
+  EXPECT_EQ(partition_stages(costs, 2, Recompute::kNone),
+            (std::vector<std::pair<int32_t, int32_t>>{{0, 2}, {3, 5}}));
+  EXPECT_EQ(partition_stages(costs, 3, Recompute::kNone),
+            (std::vector<std::pair<int32_t, int32_t>>{{0, 2}, {3, 3}, {4, 5}}));
+}
+
+struct Problem {
+  std::string model;
+  int64_t nodes;
+  int64_t batch;
+  const char* space;
+};
+
+StatusOr<SearchResult> run(const Problem& p, bool exhaustive, Estimator* shared = nullptr) {
+  const HardwareProfile profile = fixture_profile(p.nodes);
+  ModelAt model_at = [name = p.model](int64_t batch) -> StatusOr<Graph> {
+    ZooOptions options;
+    options.with_weights = false;
+    options.batch = batch;
+    return build_zoo_model(name, options);
+  };
+  ASSIGN_OR_RETURN(Graph probe, model_at(1));
+  LoweringOptions options;
+  options.loss.kind = default_loss(probe);
+  Estimator local(model_at, options, profile);
+  Estimator& estimator = shared ? *shared : local;
+  SearchProblem problem;
+  problem.devices = profile.num_devices();
+  problem.devices_per_node = profile.devices_per_node;
+  problem.global_batch = p.batch;
+  for (const Node& n : probe.nodes()) problem.layers = std::max(problem.layers, n.layer + 1);
+  problem.parameters = static_cast<double>(probe.num_parameter_elements());
+  SearchOptions search_options;
+  search_options.top = 3;
+  search_options.simulate_top = 0;
+  search_options.exhaustive = exhaustive;
+  return search(space_of(p.space), problem, estimator, search_options);
+}
+
+constexpr const char* kSmallSpace =
+    "mesh: {tp: [1, 2], pp: auto, dp: auto}\n"
+    "batch: {micro: [1, 2, 4]}\n"
+    "pipeline: {schedules: [gpipe, 1f1b, interleaved], chunks: [1, 2]}\n"
+    "recompute: [none, full]\n"
+    "zero: [0, 1]\n";
+
+TEST(Search, IsDeterministic) {
+  const Problem p{"gpt-tiny", 1, 32, kSmallSpace};
+  auto a = run(p, false);
+  auto b = run(p, false);
+  ASSERT_TRUE(a.is_ok()) << a.status().message();
+  ASSERT_TRUE(b.is_ok());
+  ASSERT_EQ(a->top.size(), b->top.size());
+  for (size_t i = 0; i < a->top.size(); ++i) {
+    EXPECT_EQ(a->top[i].scheme.to_yaml(), b->top[i].scheme.to_yaml());
+    EXPECT_EQ(a->top[i].estimate.step_time_s, b->top[i].estimate.step_time_s);
+  }
+  EXPECT_EQ(a->candidates_evaluated, b->candidates_evaluated);
+  EXPECT_EQ(a->baselines.size(), 2u);
+}
+
+// The fast search (stages by dynamic programming) against every stage partition: the exact
+// optimum's cost in at least 95% of the problems, within 2% in all.
+TEST(Search, OptimalityGapOnSmallSpaces) {
+  const std::vector<Problem> problems = {
+      {"gpt-tiny", 1, 16, kSmallSpace},  {"gpt-tiny", 1, 64, kSmallSpace},
+      {"gpt-tiny", 2, 64, kSmallSpace},  {"bert-tiny", 1, 32, kSmallSpace},
+      {"bert-tiny", 2, 128, kSmallSpace}, {"vit-tiny", 1, 32, kSmallSpace},
+      {"vit-tiny", 2, 64, kSmallSpace},  {"mlp", 1, 64, kSmallSpace},
+      {"gpt-tiny", 1, 32, "mesh: {tp: [1], pp: [2, 4], dp: auto}\nbatch: {micro: [1, 2]}\n"
+                          "pipeline: {schedules: [1f1b, gpipe]}\nrecompute: [none, selective]\n"},
+      {"bert-tiny", 1, 64, "mesh: {tp: [2], pp: [2, 4], dp: auto}\nbatch: {micro: [2]}\n"},
+      // Twelve layers: the embedding and head make the end stages uneven.
+      {"bert-base", 1, 64,
+       "mesh: {tp: [1], pp: [2, 4], dp: auto}\nbatch: {micro: [1, 2]}\n"
+       "pipeline: {schedules: [1f1b, interleaved], chunks: [1, 2]}\nrecompute: [none, full]\n"},
+  };
+  int exact = 0;
+  double worst = 0;
+  for (const Problem& p : problems) {
+    auto fast = run(p, false);
+    auto full = run(p, true);
+    ASSERT_TRUE(fast.is_ok()) << p.model << ": " << fast.status().message();
+    ASSERT_TRUE(full.is_ok()) << p.model << ": " << full.status().message();
+    const double f = fast->top.front().estimate.step_time_s;
+    const double e = full->top.front().estimate.step_time_s;
+    EXPECT_GE(f, e * (1 - 1e-12)) << p.model;  // the exhaustive search is the optimum
+    EXPECT_LE(f, e * 1.02) << p.model << " on " << p.nodes << " nodes, batch " << p.batch;
+    if (f <= e * (1 + 1e-9)) ++exact;
+    worst = std::max(worst, f / e - 1);
+    EXPECT_GE(full->candidates_evaluated, fast->candidates_evaluated);
+  }
+  EXPECT_GE(exact * 100, 95 * static_cast<int>(problems.size()))
+      << exact << " of " << problems.size() << " exact";
+  std::printf("optimality gap: %d of %zu problems exact, worst %.3f%%\n", exact, problems.size(),
+              worst * 100);
+}
+
+TEST(Search, NothingFitsSaysSo) {
+  const Problem p{"gpt-tiny", 1, 16, "mesh: {tp: [1], pp: [1]}\nzero: [0]\n"};
+  HardwareProfile profile = fixture_profile(1);
+  profile.device.memory_bytes = profile.device.reserved_bytes + 1e5;
+  ModelAt model_at = [](int64_t batch) -> StatusOr<Graph> {
+    ZooOptions options;
+    options.with_weights = false;
+    options.batch = batch;
+    return build_zoo_model("gpt-tiny", options);
+  };
+  Estimator estimator(model_at, LoweringOptions{}, profile);
+  auto result = run(p, false, &estimator);
+  ASSERT_FALSE(result.is_ok());
+  EXPECT_NE(result.status().message().find("space.yaml: zero: no mesh of 8 devices can hold"),
+            std::string::npos)
+      << result.status().message();
+}
+
+}  // namespace
+}  // namespace autopar
