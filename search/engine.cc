@@ -193,7 +193,7 @@ StatusOr<SearchResult> search(const SearchSpace& space, const SearchProblem& pro
   result.meshes = static_cast<int64_t>(meshes.size());
   const HardwareProfile& profile = estimator.profile();
   const double capacity = profile.device.memory_bytes - profile.device.reserved_bytes;
-  const double optimizer_bytes = problem.parameters > 0 ? 8.0 : 0.0;
+  const double optimizer_bytes = problem.optimizer_bytes;
 
   // Configurations: what one SPMD lowering and its layer costs serve.
   std::vector<Scheme> configs;

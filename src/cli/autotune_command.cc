@@ -51,11 +51,17 @@ StatusOr<Tuning> prepare_tuning(const std::string& model, const std::string& hw,
     }
     ASSIGN_OR_RETURN(t.options.optimizer.kind,
                      parse_optimizer(given.optimizer.empty() ? "adam" : given.optimizer));
+    // Adam and AdamW keep two fp32 moments per parameter; SGD one momentum buffer (none
+    // without momentum).
+    t.problem.optimizer_bytes = t.options.optimizer.kind != OptimizerKind::kSgd ? 8
+                                : t.options.optimizer.momentum != 0         ? 4
+                                                                            : 0;
     t.source.loss = loss_name(t.options.loss.kind);
     t.source.optimizer = optimizer_name(t.options.optimizer.kind);
   } else {
     t.source.loss = "none";
     t.source.optimizer = "none";
+    t.problem.optimizer_bytes = 0;
   }
   ModelAt model_at = [model, dims](int64_t b) { return load_model_at(model, b, dims); };
   t.estimator = std::make_unique<Estimator>(model_at, t.options, t.profile);

@@ -31,6 +31,7 @@ struct SearchProblem {
   int64_t global_batch = 0;
   int32_t layers = 0;
   double parameters = 0;  // trainable elements of the model
+  double optimizer_bytes = 8;  // optimizer state per parameter (Adam: two fp32 moments)
 };
 
 struct SearchOptions {
