@@ -1,0 +1,505 @@
+// autopar regress SUITE --baseline FILE [--update] [--json]: each case of a suite searched on
+// the analytic path and compared with a recorded baseline; exit 1 when a case's best step got
+// worse or its search slower than the rules allow.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include <yaml-cpp/yaml.h>
+#include <nlohmann/json.hpp>
+
+#include "autopar/zoo/zoo.h"
+#include "autotune.h"
+
+namespace autopar::cli {
+namespace {
+
+// A best step more than this fraction slower than the baseline's is a regression. The
+// analytic path is deterministic, so any change is the code's, not noise.
+constexpr double kStepTolerance = 0.01;
+// A search more than this many times the baseline's search time is a regression.
+constexpr double kSearchSlowdown = 2.0;
+// Baseline search times below this count as this: shorter ones are mostly timer, thread
+// start-up and scheduler noise, which a ratio would magnify.
+constexpr double kSearchFloorS = 0.25;
+// A best step faster than the baseline's by more than this fraction is reported as improved
+// (rounding in the last digits is not an improvement).
+constexpr double kImprovedBelow = 1e-6;
+
+const std::vector<std::string> kCaseFields = {"name", "model", "hw", "nodes", "space", "batch"};
+
+struct RegressFlags {
+  std::string suite;
+  std::string baseline;
+  bool update = false;
+  bool json = false;
+};
+
+struct SuiteCase {
+  std::string name;
+  std::string model;  // a zoo name
+  std::string hw;     // as written: a profile name or a YAML file
+  std::string space;  // as written
+  int64_t nodes = 1;
+  int64_t batch = 0;
+  std::string hw_path;     // resolved
+  std::string space_path;  // resolved
+};
+
+// One case's numbers: a baseline entry or a fresh measurement.
+struct Recorded {
+  double step_time_s = 0;
+  double search_time_s = 0;
+  std::string scheme;  // the best scheme's YAML
+  int64_t candidates_evaluated = 0;
+};
+
+enum class Verdict { kPass, kImproved, kRegressed, kRecorded };
+
+struct Outcome {
+  const SuiteCase* suite_case = nullptr;
+  Recorded now;
+  std::optional<Recorded> before;
+  Verdict verdict = Verdict::kPass;
+  std::vector<std::string> reasons;  // why it regressed
+  std::vector<std::string> notes;    // changes that pass
+};
+
+// Relative paths in a suite are relative to the repository root, the parent of configs/:
+// the suite then means the same cases whatever directory autopar runs in.
+std::filesystem::path repository_root() {
+  return std::filesystem::path(AUTOPAR_CONFIG_DIR).parent_path();
+}
+
+std::string resolve(const std::string& path) {
+  const std::filesystem::path p(path);
+  return p.is_absolute() ? path : (repository_root() / p).lexically_normal().string();
+}
+
+bool is_zoo_name(const std::string& name) {
+  const auto& entries = zoo_entries();
+  return std::any_of(entries.begin(), entries.end(),
+                     [&](const ZooEntry& e) { return e.name == name; });
+}
+
+std::vector<std::string> profile_names() {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(std::string(AUTOPAR_CONFIG_DIR) + "/hw", ec)) {
+    if (entry.path().extension() == ".yaml") names.push_back(entry.path().stem().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+StatusOr<std::string> case_text(const YAML::Node& node, const std::string& suite,
+                                const std::string& field) {
+  if (!node) return error("{}: {}: missing", suite, field);
+  if (!node.IsScalar() || node.Scalar().empty())
+    return error("{}: {}: expected a non-empty string", suite, field);
+  return node.Scalar();
+}
+
+StatusOr<int64_t> case_count(const YAML::Node& node, const std::string& suite,
+                             const std::string& field) {
+  if (!node) return error("{}: {}: missing", suite, field);
+  int64_t value = 0;
+  if (!node.IsScalar() || !YAML::convert<int64_t>::decode(node, value))
+    return error("{}: {}: expected an integer", suite, field);
+  if (value < 1) return error("{}: {}: {} must be at least 1", suite, field, value);
+  return value;
+}
+
+StatusOr<SuiteCase> read_case(const YAML::Node& node, const std::string& suite, size_t index) {
+  const std::string where = fmt::format("cases[{}]", index);
+  if (!node.IsMap())
+    return error("{}: {}: expected a mapping of {}", suite, where, fmt::join(kCaseFields, ", "));
+  for (const auto& entry : node) {
+    const std::string key = entry.first.Scalar();
+    if (std::find(kCaseFields.begin(), kCaseFields.end(), key) == kCaseFields.end())
+      return error("{}: {}.{}: unknown field (known: {})", suite, where, key,
+                   fmt::join(kCaseFields, ", "));
+  }
+  SuiteCase c;
+  ASSIGN_OR_RETURN(c.name, case_text(node["name"], suite, where + ".name"));
+  ASSIGN_OR_RETURN(c.model, case_text(node["model"], suite, where + ".model"));
+  ASSIGN_OR_RETURN(c.hw, case_text(node["hw"], suite, where + ".hw"));
+  ASSIGN_OR_RETURN(c.nodes, case_count(node["nodes"], suite, where + ".nodes"));
+  ASSIGN_OR_RETURN(c.space, case_text(node["space"], suite, where + ".space"));
+  ASSIGN_OR_RETURN(c.batch, case_count(node["batch"], suite, where + ".batch"));
+
+  if (!is_zoo_name(c.model))
+    return error("{}: {}.model: '{}' is not a zoo model (autopar zoo lists them)", suite, where,
+                 c.model);
+  // A name without a slash or .yaml is a profile of configs/hw/; anything else is a file.
+  const bool is_file =
+      c.hw.find('/') != std::string::npos || std::filesystem::path(c.hw).extension() == ".yaml";
+  std::error_code ec;
+  if (is_file) {
+    c.hw_path = resolve(c.hw);
+    if (!std::filesystem::is_regular_file(c.hw_path, ec))
+      return error("{}: {}.hw: {}: no such file", suite, where, c.hw_path);
+  } else {
+    c.hw_path = std::string(AUTOPAR_CONFIG_DIR) + "/hw/" + c.hw + ".yaml";
+    if (!std::filesystem::is_regular_file(c.hw_path, ec))
+      return error("{}: {}.hw: '{}' is not a profile (profiles: {}) nor a .yaml file", suite, where,
+                   c.hw, fmt::join(profile_names(), ", "));
+  }
+  c.space_path = resolve(c.space);
+  if (!std::filesystem::is_regular_file(c.space_path, ec))
+    return error("{}: {}.space: {}: no such file", suite, where, c.space_path);
+  return c;
+}
+
+// The suite's cases, checked down to each field; errors name the suite and the field.
+StatusOr<std::vector<SuiteCase>> read_suite(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return error("{}: no such file", path);
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::Exception& e) {
+    return error("{}: line {}: {}", path, e.mark.line + 1, e.msg);
+  }
+  if (!root.IsMap())
+    return error("{}: a suite is a mapping {{cases: [{{{}}}, ...]}}", path,
+                 fmt::join(kCaseFields, ", "));
+  for (const auto& entry : root) {
+    if (entry.first.Scalar() != "cases")
+      return error("{}: {}: unknown field (known: cases)", path, entry.first.Scalar());
+  }
+  const YAML::Node cases = root["cases"];
+  if (!cases) return error("{}: cases: missing", path);
+  if (!cases.IsSequence() || cases.size() == 0)
+    return error("{}: cases: expected a non-empty list of cases", path);
+  std::vector<SuiteCase> out;
+  std::map<std::string, size_t> index_of_name;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    ASSIGN_OR_RETURN(SuiteCase c, read_case(cases[i], path, i));
+    auto [it, inserted] = index_of_name.emplace(c.name, i);
+    if (!inserted)
+      return error("{}: cases[{}].name: '{}' is also the name of cases[{}]", path, i, c.name,
+                   it->second);
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+// The baseline's entries by case name, each checked down to its fields.
+StatusOr<std::map<std::string, Recorded>> read_baseline(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    return error("{}: no such file (run with --update to write it)", path);
+  std::ifstream in(path);
+  nlohmann::json root;
+  try {
+    root = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    // "[json.exception.parse_error.101] parse error at line 3, ...": the part after the tag.
+    std::string what = e.what();
+    const size_t tag = what.find("] ");
+    if (tag != std::string::npos) what = what.substr(tag + 2);
+    return error("{}: {}", path, what);
+  }
+  if (!root.is_object()) return error("{}: expected an object of cases by name", path);
+  std::map<std::string, Recorded> out;
+  for (const auto& [name, entry] : root.items()) {
+    if (!entry.is_object())
+      return error(
+          "{}: {}: expected an object with step_time_s, search_time_s, scheme, "
+          "candidates_evaluated",
+          path, name);
+    auto number = [&](const char* key, bool positive) -> StatusOr<double> {
+      if (!entry.contains(key)) return error("{}: {}.{}: missing", path, name, key);
+      const nlohmann::json& v = entry[key];
+      if (!v.is_number() || (positive ? v.get<double>() <= 0 : v.get<double>() < 0))
+        return error("{}: {}.{}: expected a {} number", path, name, key,
+                     positive ? "positive" : "non-negative");
+      return v.get<double>();
+    };
+    Recorded r;
+    ASSIGN_OR_RETURN(r.step_time_s, number("step_time_s", true));
+    ASSIGN_OR_RETURN(r.search_time_s, number("search_time_s", false));
+    if (!entry.contains("scheme") || !entry["scheme"].is_string())
+      return error("{}: {}.scheme: expected the best scheme's YAML as a string", path, name);
+    r.scheme = entry["scheme"].get<std::string>();
+    if (!entry.contains("candidates_evaluated") ||
+        !entry["candidates_evaluated"].is_number_integer())
+      return error("{}: {}.candidates_evaluated: expected an integer", path, name);
+    r.candidates_evaluated = entry["candidates_evaluated"].get<int64_t>();
+    out.emplace(name, std::move(r));
+  }
+  return out;
+}
+
+// Pretty JSON in the suite's order, keys in a fixed order: diffs of the file show what moved.
+Status write_baseline(const std::string& path, const std::vector<Outcome>& outcomes) {
+  nlohmann::ordered_json root = nlohmann::ordered_json::object();
+  for (const Outcome& o : outcomes) {
+    nlohmann::ordered_json entry;
+    entry["step_time_s"] = o.now.step_time_s;
+    // Milliseconds are all a timing can tell; more digits only churn the file.
+    entry["search_time_s"] = std::round(o.now.search_time_s * 1e3) / 1e3;
+    entry["scheme"] = o.now.scheme;
+    entry["candidates_evaluated"] = o.now.candidates_evaluated;
+    root[o.suite_case->name] = std::move(entry);
+  }
+  std::error_code ec;
+  const std::filesystem::path target(path);
+  if (target.has_parent_path()) std::filesystem::create_directories(target.parent_path(), ec);
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary);
+    out << root.dump(2) << "\n";
+    if (!out) return error("--baseline {}: cannot write {}", path, temporary);
+  }
+  std::filesystem::rename(temporary, path, ec);
+  if (ec) return error("--baseline {}: cannot replace it: {}", path, ec.message());
+  return Status::ok();
+}
+
+StatusOr<Recorded> run_case(Tuning& tuning) {
+  SearchOptions options;
+  options.top = 1;
+  options.simulate_top = 0;  // the analytic path: deterministic, and no plan is built
+  ASSIGN_OR_RETURN(SearchResult result,
+                   search(tuning.space, tuning.problem, *tuning.estimator, options));
+  if (result.top.empty()) return error("{}: no scheme of the space fits", tuning.space.source);
+  Recorded r;
+  r.step_time_s = result.top.front().step_s();
+  r.search_time_s = result.search_time_s;
+  r.scheme = result.top.front().scheme.to_yaml();
+  r.candidates_evaluated = result.candidates_evaluated;
+  return r;
+}
+
+// Applies the rules to one case against its baseline entry.
+void judge(Outcome& o) {
+  if (!o.before) return;
+  const Recorded& was = *o.before;
+  const double change = o.now.step_time_s / was.step_time_s - 1;
+  if (change > kStepTolerance) {
+    o.reasons.push_back(
+        fmt::format("best step {} is {:+.2f}% against the baseline's {} (limit +{:g}%)",
+                    seconds_text(o.now.step_time_s), change * 100, seconds_text(was.step_time_s),
+                    kStepTolerance * 100));
+  }
+  const double allowed = std::max(was.search_time_s, kSearchFloorS);
+  const double slowdown = o.now.search_time_s / allowed;
+  if (slowdown > kSearchSlowdown) {
+    o.reasons.push_back(
+        fmt::format("search took {}, {:.2f}× the baseline's {}{} (limit {:g}×)",
+                    seconds_text(o.now.search_time_s), slowdown, seconds_text(was.search_time_s),
+                    was.search_time_s < kSearchFloorS
+                        ? fmt::format(", counted as {}", seconds_text(kSearchFloorS))
+                        : "",
+                    kSearchSlowdown));
+  }
+  const bool improved = change < -kImprovedBelow;
+  o.verdict = !o.reasons.empty() ? Verdict::kRegressed
+              : improved         ? Verdict::kImproved
+                                 : Verdict::kPass;
+  if (improved) {
+    o.notes.push_back(fmt::format("best step {} is {:.2f}% faster than the baseline's {}",
+                                  seconds_text(o.now.step_time_s), -change * 100,
+                                  seconds_text(was.step_time_s)));
+  }
+  if (o.now.scheme != was.scheme) o.notes.push_back("the best scheme differs from the baseline's");
+  if (o.now.candidates_evaluated != was.candidates_evaluated) {
+    o.notes.push_back(fmt::format("{} candidates evaluated, the baseline {}",
+                                  o.now.candidates_evaluated, was.candidates_evaluated));
+  }
+}
+
+const char* verdict_name(Verdict v) {
+  switch (v) {
+    case Verdict::kPass:
+      return "pass";
+    case Verdict::kImproved:
+      return "improved";
+    case Verdict::kRegressed:
+      return "REGRESSED";
+    case Verdict::kRecorded:
+      return "recorded";
+  }
+  return "";
+}
+
+std::string table(const std::vector<Outcome>& outcomes) {
+  size_t width = 4;
+  for (const Outcome& o : outcomes) width = std::max(width, o.suite_case->name.size());
+  std::string out = fmt::format("{:<{}}  {:>10} {:>10} {:>9}  {:>9} {:>9}  {}\n", "case", width,
+                                "best step", "baseline", "change", "search", "baseline", "verdict");
+  for (const Outcome& o : outcomes) {
+    const bool has = o.before.has_value();
+    out += fmt::format(
+        "{:<{}}  {:>10} {:>10} {:>9}  {:>9} {:>9}  {}\n", o.suite_case->name, width,
+        seconds_text(o.now.step_time_s), has ? seconds_text(o.before->step_time_s) : "-",
+        has ? fmt::format("{:+.2f}%", (o.now.step_time_s / o.before->step_time_s - 1) * 100) : "-",
+        seconds_text(o.now.search_time_s), has ? seconds_text(o.before->search_time_s) : "-",
+        verdict_name(o.verdict));
+  }
+  return out;
+}
+
+nlohmann::ordered_json outcome_json(const Outcome& o) {
+  nlohmann::ordered_json j;
+  j["name"] = o.suite_case->name;
+  j["model"] = o.suite_case->model;
+  j["hw"] = o.suite_case->hw;
+  j["nodes"] = o.suite_case->nodes;
+  j["space"] = o.suite_case->space;
+  j["batch"] = o.suite_case->batch;
+  j["step_time_s"] = o.now.step_time_s;
+  j["search_time_s"] = o.now.search_time_s;
+  j["candidates_evaluated"] = o.now.candidates_evaluated;
+  j["scheme"] = o.now.scheme;
+  if (o.before) {
+    j["baseline_step_time_s"] = o.before->step_time_s;
+    j["baseline_search_time_s"] = o.before->search_time_s;
+    j["step_change"] = o.now.step_time_s / o.before->step_time_s - 1;
+  }
+  j["verdict"] = verdict_name(o.verdict);
+  j["reasons"] = o.reasons;
+  j["notes"] = o.notes;
+  return j;
+}
+
+Status run_regress(const RegressFlags& f, int* exit_code) {
+  const auto started = std::chrono::steady_clock::now();
+  ASSIGN_OR_RETURN(std::vector<SuiteCase> cases, read_suite(f.suite));
+
+  // The baseline is checked whole before any search, so a missing entry fails at once rather
+  // than after every search has run. --update only shows the old numbers next to the new.
+  std::map<std::string, Recorded> baseline;
+  if (f.update) {
+    auto old = read_baseline(f.baseline);
+    if (old.is_ok()) baseline = std::move(old).value();
+  } else {
+    ASSIGN_OR_RETURN(baseline, read_baseline(f.baseline));
+    for (size_t i = 0; i < cases.size(); ++i) {
+      if (!baseline.count(cases[i].name))
+        return error(
+            "{}: {}: missing: the suite's cases[{}] has no baseline (run with --update "
+            "to record it)",
+            f.baseline, cases[i].name, i);
+    }
+  }
+
+  // Every case is made ready before the first search, so a bad profile or space in the last
+  // case fails before any search time is spent.
+  std::vector<Tuning> tunings;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const SuiteCase& c = cases[i];
+    PlanSource given;
+    given.optimizer = "adam";
+    auto tuning = prepare_tuning(c.model, c.hw_path, c.nodes, c.space_path, given, c.batch);
+    if (!tuning.is_ok())
+      return tuning.status().with_context(fmt::format("{}: cases[{}] ({})", f.suite, i, c.name));
+    tunings.push_back(std::move(tuning).value());
+  }
+
+  const bool tty = isatty(STDERR_FILENO) != 0 && !f.json;
+  std::vector<Outcome> outcomes;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const SuiteCase& c = cases[i];
+    if (tty) {
+      fmt::print(stderr, "\r[{}/{}] {}{}", i + 1, cases.size(), c.name, std::string(20, ' '));
+      std::fflush(stderr);
+    }
+    auto recorded = run_case(tunings[i]);
+    if (!recorded.is_ok())
+      return recorded.status().with_context(fmt::format("{}: cases[{}] ({})", f.suite, i, c.name));
+    tunings[i].estimator.reset();  // its caches are this case's alone
+    Outcome o;
+    o.suite_case = &c;
+    o.now = std::move(recorded).value();
+    if (auto it = baseline.find(c.name); it != baseline.end()) o.before = it->second;
+    judge(o);
+    if (f.update) o.verdict = Verdict::kRecorded;
+    outcomes.push_back(std::move(o));
+  }
+  if (tty) fmt::print(stderr, "\r{}\r", std::string(60, ' '));
+  if (f.update) RETURN_IF_ERROR(write_baseline(f.baseline, outcomes));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+
+  std::vector<std::string> regressed;
+  for (const Outcome& o : outcomes) {
+    if (o.verdict == Verdict::kRegressed) regressed.push_back(o.suite_case->name);
+  }
+  std::vector<std::string> unused;  // baseline entries the suite no longer has
+  if (!f.update) {
+    std::set<std::string> names;
+    for (const SuiteCase& c : cases) names.insert(c.name);
+    for (const auto& [name, r] : baseline) {
+      if (!names.count(name)) unused.push_back(name);
+    }
+  }
+  if (!regressed.empty()) *exit_code = 1;
+
+  if (f.json) {
+    nlohmann::ordered_json out;
+    out["suite"] = f.suite;
+    out["baseline"] = f.baseline;
+    out["updated"] = f.update;
+    out["passed"] = regressed.empty();
+    out["regressed"] = regressed;
+    out["seconds"] = seconds;
+    out["cases"] = nlohmann::ordered_json::array();
+    for (const Outcome& o : outcomes) out["cases"].push_back(outcome_json(o));
+    if (!unused.empty()) out["baseline_only"] = unused;
+    fmt::print("{}\n", out.dump(2));
+    return Status::ok();
+  }
+  fmt::print("{}", table(outcomes));
+  for (const Outcome& o : outcomes) {
+    for (const std::string& reason : o.reasons)
+      fmt::print("{}: {}: {}\n", o.suite_case->name, f.update ? "accepted" : "regressed", reason);
+    for (const std::string& note : o.notes) fmt::print("{}: {}\n", o.suite_case->name, note);
+  }
+  for (const std::string& name : unused)
+    fmt::print("{}: in the baseline, not in the suite (--update drops it)\n", name);
+  if (f.update) {
+    fmt::print("baseline written to {}: {} cases in {:.1f} s\n", f.baseline, outcomes.size(),
+               seconds);
+  } else if (regressed.empty()) {
+    fmt::print("{} cases in {:.1f} s: no regression\n", outcomes.size(), seconds);
+  } else {
+    fmt::print("{} of {} cases regressed ({}) in {:.1f} s\n", regressed.size(), outcomes.size(),
+               fmt::join(regressed, ", "), seconds);
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+void add_regress_command(CLI::App& app, Command& command, int* exit_code) {
+  auto flags = std::make_shared<RegressFlags>();
+  CLI::App* c = app.add_subcommand(
+      "regress",
+      "search each case of a suite and compare its best predicted step and search time with a "
+      "baseline (exit 1 on a regression)");
+  c->add_option("suite", flags->suite,
+                "suite YAML: cases of name, model, hw, nodes, space, batch (see "
+                "configs/regress/suite.yaml)")
+      ->required();
+  c->add_option("--baseline", flags->baseline,
+                "baseline JSON: per case, step_time_s, search_time_s, scheme, "
+                "candidates_evaluated")
+      ->required();
+  c->add_flag("--update", flags->update, "run the suite and rewrite the baseline with its results");
+  c->add_flag("--json", flags->json, "print one JSON object");
+  c->callback([flags, &command, exit_code] {
+    command = [flags, exit_code] { return run_regress(*flags, exit_code); };
+  });
+}
+
+}  // namespace autopar::cli
