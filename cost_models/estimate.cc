@@ -487,8 +487,20 @@ StatusOr<std::shared_ptr<const Estimator::Structure>> Estimator::structure(const
     spmd.schedule = PipelineSchedule::kOneForwardOneBackward;
     spmd.global_batch = spmd.dp() * spmd.micro_batch * (scheme.microbatches() > 1 ? 2 : 1);
     auto s = std::make_shared<Structure>();
-    ASSIGN_OR_RETURN(s->model, model(spmd.dp() * spmd.micro_batch));
-    ASSIGN_OR_RETURN(s->lowered, lower_to_spmd(s->model->collapsed.graph, spmd, options_));
+    const int64_t batch = spmd.dp() * spmd.micro_batch;
+    ASSIGN_OR_RETURN(s->model, model(batch));
+    // Structures of one batch share the rewritten training graph.
+    LoweringOptions options = options_;
+    options.prepared = [this, batch](const std::string& key,
+                                     const std::function<StatusOr<PreparedGraph>()>& make) {
+      using Prepared = StatusOr<std::shared_ptr<const PreparedGraph>>;
+      return once(mutex_, prepared_, fmt::format("{}|{}", batch, key), [&]() -> Prepared {
+        ASSIGN_OR_RETURN(PreparedGraph graph, make());
+        return std::shared_ptr<const PreparedGraph>(
+            std::make_shared<const PreparedGraph>(std::move(graph)));
+      });
+    };
+    ASSIGN_OR_RETURN(s->lowered, lower_to_spmd(s->model->collapsed.graph, spmd, options));
     return std::shared_ptr<const Structure>(std::move(s));
   });
 }

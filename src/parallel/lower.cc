@@ -72,23 +72,25 @@ StatusOr<SpmdLowering> lower_to_spmd(const Graph& model, const Scheme& scheme,
     RETURN_IF_ERROR(paradigm.configure(scheme, model, layers, policy));
   }
 
-  std::vector<ParameterPart>& parts = out.parts;
-  Graph rewritten;
-  const Graph* source = &model;
-  if (policy.split_fused_projections) {
-    ASSIGN_OR_RETURN(rewritten, split_fused_projections(model, parts));
-    source = &rewritten;
-  }
-  Graph narrowed;
-  if (policy.compute != DType::kFloat32) {
-    ASSIGN_OR_RETURN(narrowed, to_mixed_precision(*source, policy.compute));
-    source = &narrowed;
-  }
-  SpmdInput input;
-  TrainingGraph training;
-  Graph inference;
-  const bool train = !options.inference;
-  if (train) {
+  auto prepare = [&]() -> StatusOr<PreparedGraph> {
+    PreparedGraph prepared;
+    Graph rewritten;
+    const Graph* source = &model;
+    if (policy.split_fused_projections) {
+      ASSIGN_OR_RETURN(rewritten, split_fused_projections(model, prepared.parts));
+      source = &rewritten;
+    }
+    Graph narrowed;
+    if (policy.compute != DType::kFloat32) {
+      ASSIGN_OR_RETURN(narrowed, to_mixed_precision(*source, policy.compute));
+      source = &narrowed;
+    }
+    prepared.training_graph = !options.inference;
+    if (!prepared.training_graph) {
+      prepared.inference = *source;
+      return prepared;
+    }
+    TrainingGraph& training = prepared.training;
     ASSIGN_OR_RETURN(training, build_training_graph(*source, options.loss, options.optimizer));
     if (policy.batch_norm_as_reductions) {
       ASSIGN_OR_RETURN(Graph rewritten_training,
@@ -102,13 +104,28 @@ StatusOr<SpmdLowering> lower_to_spmd(const Graph& model, const Scheme& scheme,
       training.labels = same(training.labels);
       training.graph = std::move(rewritten_training);
     }
-    input.graph = &training.graph;
-    input.gradients = training.gradients;
-    input.updates = training.updates;
-    input.loss = training.loss;
+    return prepared;
+  };
+  std::shared_ptr<const PreparedGraph> prepared;
+  if (options.prepared) {
+    const std::string key =
+        fmt::format("split {}|compute {}|bn {}", policy.split_fused_projections ? 1 : 0,
+                    dtype_name(policy.compute), policy.batch_norm_as_reductions ? 1 : 0);
+    ASSIGN_OR_RETURN(prepared, options.prepared(key, prepare));
   } else {
-    inference = *source;
-    input.graph = &inference;
+    ASSIGN_OR_RETURN(PreparedGraph made, prepare());
+    prepared = std::make_shared<const PreparedGraph>(std::move(made));
+  }
+  out.parts = prepared->parts;
+  const bool train = prepared->training_graph;
+  SpmdInput input;
+  if (train) {
+    input.graph = &prepared->training.graph;
+    input.gradients = prepared->training.gradients;
+    input.updates = prepared->training.updates;
+    input.loss = prepared->training.loss;
+  } else {
+    input.graph = &prepared->inference;
   }
   const Graph& graph = *input.graph;
 

@@ -142,6 +142,8 @@ class Estimator {
   HardwareProfile profile_;
   mutable std::mutex mutex_;
   std::map<std::string, std::shared_future<StatusOr<std::shared_ptr<const Model>>>> models_;
+  std::map<std::string, std::shared_future<StatusOr<std::shared_ptr<const PreparedGraph>>>>
+      prepared_;
   std::map<std::string, std::shared_future<StatusOr<std::shared_ptr<const Structure>>>> structures_;
   std::map<std::string, std::shared_future<StatusOr<std::shared_ptr<const LayerCosts>>>> cache_;
 };

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -17,10 +18,25 @@
 
 namespace autopar {
 
+// The graph the SPMD pass reads: the model with its fused projections split and narrowed to
+// the compute type, with its training step built (or the forward alone for inference).
+struct PreparedGraph {
+  bool training_graph = true;
+  TrainingGraph training;
+  Graph inference;
+  std::vector<ParameterPart> parts;
+};
+
 struct LoweringOptions {
   bool inference = false;  // --loss none: the forward graph alone
   LossSpec loss;
   OptimizerSpec optimizer;
+  // When set, lower_to_spmd asks it for the prepared graph of `key` (what the rewrites depend
+  // on beyond the model and these options) and `make` builds one: a caller lowering one model
+  // under many schemes builds each prepared graph once.
+  std::function<StatusOr<std::shared_ptr<const PreparedGraph>>(
+      const std::string& key, const std::function<StatusOr<PreparedGraph>()>& make)>
+      prepared;
 };
 
 // What the paradigms decide, composed in the order of paradigms().
