@@ -1,10 +1,11 @@
-// CPU calibration: time single-node graphs and the inproc collectives, fit the curves and α/β.
+// CPU calibration: time ops and the inproc collectives on the runtime, fit the curves and α/β.
 #include "autopar/cost/calibrate.h"
 
 #include <Eigen/Dense>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <functional>
 #include <thread>
@@ -23,13 +24,17 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// A graph of one op over fresh inputs, and the median seconds of a run on one thread.
-struct Bench {
-  Graph graph;
-  NodeId node = 0;
-};
+// Bytes of the core's private (level 2) cache, from sysfs; 1 MiB when it does not say.
+double private_cache_bytes() {
+  std::ifstream in("/sys/devices/system/cpu/cpu0/cache/index2/size");
+  double kib = 0;
+  if (in >> kib && kib > 0) return kib * 1024;
+  return 1 << 20;
+}
 
-StatusOr<double> time_graph(const Graph& g, int repeats) {
+// Median seconds of a run of `g` on one thread, unfused, over enough repeats to run for
+// `seconds` (at least `repeats`), after a warm-up run.
+StatusOr<double> time_graph(const Graph& g, int repeats, double seconds) {
   runtime::ExecutorOptions options;
   options.num_threads = 1;
   options.fuse_elementwise = false;
@@ -40,33 +45,85 @@ StatusOr<double> time_graph(const Graph& g, int repeats) {
     for (int64_t i = 0; i < t.num_elements(); ++i) t.set_from_double(i, 0.5 + 1e-3 * (i % 97));
     inputs.push_back(std::make_shared<const Tensor>(std::move(t)));
   }
-  RETURN_IF_ERROR(ex.run_inputs(inputs).status());  // warm-up
-  std::vector<double> times;
-  for (int r = 0; r < repeats; ++r) {
+  auto run = [&]() -> StatusOr<double> {
     const auto start = std::chrono::steady_clock::now();
     RETURN_IF_ERROR(ex.run_inputs(inputs).status());
-    times.push_back(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  ASSIGN_OR_RETURN(double warm_up, run());
+  repeats = static_cast<int>(
+      std::clamp(seconds / std::max(warm_up, 1e-7), static_cast<double>(repeats), 10000.0));
+  std::vector<double> times;
+  for (int r = 0; r < repeats; ++r) {
+    ASSIGN_OR_RETURN(double t, run());
+    times.push_back(t);
   }
   return median(times);
 }
 
+// One op to time: its float inputs' dims and its attributes; a ReduceSum takes its axes as a
+// constant input (opset 13 on).
+struct Bench {
+  std::string op;
+  std::vector<std::vector<int64_t>> inputs;
+  Attributes attrs;
+  std::vector<int64_t> axes_input;
+};
+
 Bench one_op(const std::string& op, const std::vector<std::vector<int64_t>>& inputs,
              Attributes attrs = {}) {
+  return {op, inputs, std::move(attrs), {}};
+}
+
+Bench reduce_sum(const std::vector<int64_t>& dims, const std::vector<int64_t>& axes) {
+  return {"ReduceSum", {dims}, {}, axes};
+}
+
+// `copies` independent nodes of the op, each over inputs of its own; `node` is the first.
+Graph bench_graph(const Bench& bench, int copies, NodeId& node) {
   GraphBuilder b("bench");
-  std::vector<ValueId> ins;
-  for (size_t i = 0; i < inputs.size(); ++i)
-    ins.push_back(b.input(fmt::format("x{}", i), DType::kFloat32, inputs[i]));
-  const ValueId y = b.op1(op, ins, std::move(attrs));
+  const ValueId axes = bench.axes_input.empty() ? kNoId : b.constant_ints("axes", bench.axes_input);
+  node = kNoId;
+  for (int c = 0; c < copies; ++c) {
+    std::vector<ValueId> ins;
+    for (size_t i = 0; i < bench.inputs.size(); ++i)
+      ins.push_back(b.input(fmt::format("x{}_{}", c, i), DType::kFloat32, bench.inputs[i]));
+    if (axes != kNoId) ins.push_back(axes);
+    b.output(b.op1(bench.op, ins, bench.attrs));
+    if (node == kNoId) node = b.graph().num_nodes() - 1;
+  }
+  return b.finish();
+}
+
+// `count` one-element Adds in a chain: nothing but the executor's work per node.
+Graph add_chain(int count) {
+  GraphBuilder b("chain");
+  const ValueId one = b.input("x0", DType::kFloat32, {1});
+  ValueId y = b.input("x1", DType::kFloat32, {1});
+  for (int i = 0; i < count; ++i) y = b.op1("Add", {y, one});
   b.output(y);
-  Bench bench{b.finish(), 0};
-  return bench;
+  return b.finish();
 }
 
 struct Sample {
   double work = 0;     // FLOPs or bytes
-  double seconds = 0;  // measured, launch overhead included
+  double seconds = 0;  // measured per node, launch overhead included
 };
+
+// One sample standing for the forms a class takes in training graphs at one size (a
+// convolution's forward, data and weight gradients; softmaxes, layer norms and reductions):
+// the geometric means of their work and of their rates net of `overhead`, so the class curve
+// is the geometric mean of the forms' efficiencies.
+Sample combined(const std::vector<Sample>& forms, double overhead) {
+  double log_work = 0, log_rate = 0;
+  for (const Sample& s : forms) {
+    log_work += std::log(s.work);
+    log_rate += std::log(s.work / std::max(s.seconds - overhead, 0.05 * s.seconds));
+  }
+  const double n = static_cast<double>(forms.size());
+  const double work = std::exp(log_work / n);
+  return {work, work / std::exp(log_rate / n) + overhead};
+}
 
 // Efficiency points from samples: rate over the best rate, after the launch overhead.
 std::vector<std::pair<double, double>> curve_points(std::vector<Sample> samples, double peak,
@@ -82,11 +139,16 @@ std::vector<std::pair<double, double>> curve_points(std::vector<Sample> samples,
   return points;
 }
 
+// The best rate net of the overhead, over the samples the overhead is at most half of (their
+// rate does not hinge on it), or over all when none is.
 double best_rate(const std::vector<Sample>& samples, double overhead) {
-  double best = 0;
-  for (const Sample& s : samples)
-    best = std::max(best, s.work / std::max(s.seconds - overhead, 0.05 * s.seconds));
-  return best;
+  double best = 0, best_long = 0;
+  for (const Sample& s : samples) {
+    const double rate = s.work / std::max(s.seconds - overhead, 0.05 * s.seconds);
+    best = std::max(best, rate);
+    if (s.seconds >= 2 * overhead) best_long = std::max(best_long, rate);
+  }
+  return best_long > 0 ? best_long : best;
 }
 
 // Relative error of predicted against measured seconds over held-out samples.
@@ -111,12 +173,12 @@ double total_memory_bytes() {
   return 8e9;
 }
 
-// Point-to-point seconds of one message of `bytes` between two threads (half a round trip),
-// the echoing thread alive for every repeat.
-double ping_seconds(double bytes, int repeats) {
+// Point-to-point seconds of one message of `bytes` between two threads (half a round trip,
+// the median of `rounds` after two to warm up), the echoing thread alive for every round.
+double ping_seconds(double bytes, int rounds) {
   auto world = runtime::create_inproc_world(2);
   const auto n = static_cast<int64_t>(std::max(1.0, bytes / 4));
-  const int rounds = repeats * 4 + 2;
+  rounds += 2;
   std::thread echo([&] {
     for (int r = 0; r < rounds; ++r) {
       auto t = world[1]->recv(0, r);
@@ -137,12 +199,12 @@ double ping_seconds(double bytes, int repeats) {
   return median(times);
 }
 
-// Seconds of one collective over two threads (each thread runs every repeat; the collectives
-// themselves keep them in step).
-double collective_seconds(Collective c, double bytes, int repeats) {
+// Seconds of one collective over two threads (each thread runs every round, the first to warm
+// up; the collectives themselves keep them in step): the median round's slower thread.
+double collective_seconds(Collective c, double bytes, int rounds) {
   auto world = runtime::create_inproc_world(2);
   const auto n = static_cast<int64_t>(std::max(2.0, bytes / 4)) / 2 * 2;
-  const int rounds = repeats * 2 + 1;
+  rounds += 1;
   std::vector<double> times[2];
   auto body = [&](int rank) {
     Tensor x(DType::kFloat32, {n});
@@ -178,6 +240,44 @@ double collective_seconds(Collective c, double bytes, int repeats) {
   return median(worst);
 }
 
+// A collective (or point-to-point message) timed on two threads; `bytes` is what the
+// communication model is given for it (an all-gather's result, the other collectives' input).
+struct CommSample {
+  Collective collective;
+  double bytes = 0;
+  double seconds = 0;
+};
+
+// Seconds of `sample` under the model of two devices on one tier: α per message step and
+// bytes over β divided by the collective's efficiency (ring factors for n = 2).
+struct CommModelRow {
+  double alpha_steps = 0;  // multiplies α
+  double byte_share = 0;   // multiplies bytes / (β · efficiency)
+};
+CommModelRow comm_model_row(Collective c) {
+  switch (c) {
+    case Collective::kPointToPoint:
+      return {1.0, 1.0};
+    case Collective::kAllReduce:
+      return {2.0, 1.0};  // 2(n−1) steps, 2(n−1)/n of the bytes
+    default:
+      return {1.0, 0.5};  // n−1 steps, (n−1)/n of the bytes
+  }
+}
+
+// Rounds enough to run for `seconds`, at least `repeats`, from a probe of three.
+CommSample measure_comm(Collective c, double bytes, int repeats, double seconds) {
+  auto time = [&](int rounds) {
+    return c == Collective::kPointToPoint ? ping_seconds(bytes, rounds)
+                                          : collective_seconds(c, bytes, rounds);
+  };
+  const double probe = time(3);
+  const int rounds = static_cast<int>(
+      std::clamp(seconds / std::max(probe, 1e-7), static_cast<double>(repeats), 2000.0));
+  // The all-gather's result is twice its input; the model is given the result.
+  return CommSample{c, c == Collective::kAllGather ? 2 * bytes : bytes, time(rounds)};
+}
+
 }  // namespace
 
 StatusOr<Calibration> calibrate_cpu(const CalibrationOptions& options) {
@@ -187,17 +287,51 @@ StatusOr<Calibration> calibrate_cpu(const CalibrationOptions& options) {
   p.name = "cpu-local";
   p.device.name = "cpu-core";
   p.devices_per_node = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  const double budget = options.quick ? 0.1 * options.seconds : options.seconds;
 
-  // Launch overhead: a one-element add is nothing but the per-node cost.
-  {
-    Bench b = one_op("Add", {{1}, {1}});
-    ASSIGN_OR_RETURN(p.device.launch_overhead_s, time_graph(b.graph, repeats * 4));
+  // Launch overhead: chains of one-element adds, t(K) = per run + K · per node, fitted by
+  // least squares on relative error. The per-node slope is what each node of a plan costs
+  // beyond its work (dispatch, its output's allocation, freeing its dead inputs).
+  const std::vector<int> chain =
+      options.quick ? std::vector<int>{1, 16, 64} : std::vector<int>{1, 8, 32, 128, 256};
+  Eigen::MatrixXd chain_rows(static_cast<Eigen::Index>(chain.size()), 2);
+  Eigen::VectorXd chain_ones(static_cast<Eigen::Index>(chain.size()));
+  for (size_t i = 0; i < chain.size(); ++i) {
+    ASSIGN_OR_RETURN(double t, time_graph(add_chain(chain[i]), repeats, budget));
+    const auto row = static_cast<Eigen::Index>(i);
+    chain_rows(row, 0) = 1.0 / t;
+    chain_rows(row, 1) = chain[i] / t;
+    chain_ones(row) = 1.0;
   }
+  const Eigen::VectorXd per_run_node = chain_rows.colPivHouseholderQr().solve(chain_ones);
+  const double per_run = std::max(per_run_node(0), 0.0);
+  p.device.launch_overhead_s = std::max(per_run_node(1), 1e-8);
   const double overhead = p.device.launch_overhead_s;
+  // Seconds per node of an op, its launch overhead included. The graph timed holds copies of
+  // the op over inputs of their own spanning four times the private cache, so each node reads
+  // data last touched a run ago, as the nodes of a training step read parameters, optimizer
+  // state and stashed activations (rerunning one node would find its inputs in the core's
+  // cache); the run's own overhead is shared out over the copies.
+  const double cold_bytes = 4 * private_cache_bytes();
   auto measure = [&](const Bench& b, bool flops) -> StatusOr<Sample> {
-    const Node& n = b.graph.node(b.node);
-    ASSIGN_OR_RETURN(double t, time_graph(b.graph, repeats));
-    return Sample{flops ? node_flops(b.graph, n) : node_bytes(b.graph, n), t};
+    double input_bytes = 0;
+    for (const std::vector<int64_t>& dims : b.inputs)
+      input_bytes += 4.0 * static_cast<double>(element_count(dims));
+    const int copies =
+        static_cast<int>(std::clamp(std::ceil(cold_bytes / input_bytes), 1.0, 256.0));
+    NodeId node = kNoId;
+    const Graph g = bench_graph(b, copies, node);
+    ASSIGN_OR_RETURN(double t, time_graph(g, repeats, budget));
+    const Node& n = g.node(node);
+    return Sample{flops ? node_flops(g, n) : node_bytes(g, n), std::max(t - per_run, 0.0) / copies};
+  };
+  auto measure_forms = [&](const std::vector<Bench>& forms, bool flops) -> StatusOr<Sample> {
+    std::vector<Sample> samples;
+    for (const Bench& b : forms) {
+      ASSIGN_OR_RETURN(Sample s, measure(b, flops));
+      samples.push_back(s);
+    }
+    return combined(samples, overhead);
   };
   // GEMM: square sizes, with held-out sizes between them.
   std::vector<int64_t> fit = {8, 16, 32, 64, 128, 256, 384};
@@ -224,96 +358,145 @@ StatusOr<Calibration> calibrate_cpu(const CalibrationOptions& options) {
   cal.report.push_back(
       fmt::format("gemm: peak {:.2f} GFLOP/s on one core, {} sizes fitted, held-out error {:.1f}%",
                   peak * 1e-9, gemm.size(), gemm_error * 100));
-  // Attention-like batched matmuls and convolutions share the peak, with their own curves.
+  // Attention (batched products of activations: scores and their weighted sum) and
+  // convolutions (forward, data gradient, weight gradient over 3×3 filters) share the peak,
+  // with their own curves.
   std::vector<Sample> attention, conv;
   for (int64_t n :
        options.quick ? std::vector<int64_t>{16, 64} : std::vector<int64_t>{16, 32, 64, 128}) {
-    ASSIGN_OR_RETURN(Sample s, measure(one_op("MatMul", {{4, n, 32}, {4, 32, n}}), true));
+    ASSIGN_OR_RETURN(Sample s, measure_forms({one_op("MatMul", {{4, n, 32}, {4, 32, n}}),
+                                              one_op("MatMul", {{4, n, n}, {4, n, 32}})},
+                                             true));
     attention.push_back(s);
   }
+  const Attributes same = {{"pads", std::vector<int64_t>{1, 1, 1, 1}}};
   for (int64_t c :
        options.quick ? std::vector<int64_t>{4, 16} : std::vector<int64_t>{4, 8, 16, 32}) {
-    ASSIGN_OR_RETURN(Sample s, measure(one_op("Conv", {{1, c, 16, 16}, {c, c, 3, 3}},
-                                              {{"pads", std::vector<int64_t>{1, 1, 1, 1}}}),
-                                       true));
+    const int64_t batch = 2, side = 16;
+    ASSIGN_OR_RETURN(
+        Sample s,
+        measure_forms({one_op("Conv", {{batch, c, side, side}, {c, c, 3, 3}}, same),
+                       one_op("ConvTranspose", {{batch, c, side, side}, {c, c, 3, 3}}, same),
+                       one_op("Conv", {{c, batch, side, side}, {c, batch, side, side}}, same)},
+                      true));
     conv.push_back(s);
   }
   ASSIGN_OR_RETURN(p.device.efficiency[OpClass::kAttention],
                    EfficiencyCurve::create(curve_points(attention, peak, overhead)));
   ASSIGN_OR_RETURN(p.device.efficiency[OpClass::kConv],
                    EfficiencyCurve::create(curve_points(conv, peak, overhead)));
-  // Memory-bound classes: elementwise adds and softmaxes, by bytes.
-  std::vector<Sample> add, add_held, norm;
+  // Memory-bound classes, by bytes. The bandwidth is the adds' best rate; the elementwise
+  // curve is over its forms in training graphs: adds, products with a broadcast row (bias,
+  // scale), divisions and square roots (optimizers, normalisations decomposed), transposes.
+  // Normalisations and reductions: softmaxes, layer norms, row sums and per-channel means
+  // (batch-norm statistics).
+  auto elementwise_forms = [](int64_t n) {
+    const int64_t rows = std::max<int64_t>(n / 64, 1);
+    return std::vector<Bench>{
+        one_op("Add", {{n}, {n}}), one_op("Mul", {{rows, 64}, {64}}), one_op("Div", {{n}, {n}}),
+        one_op("Sqrt", {{n}}),
+        one_op("Transpose", {{rows, 64}}, {{"perm", std::vector<int64_t>{1, 0}}})};
+  };
+  std::vector<Sample> add, elementwise, elementwise_held, norm;
   for (int64_t n : options.quick ? std::vector<int64_t>{1 << 10, 1 << 16}
                                  : std::vector<int64_t>{1 << 8, 1 << 12, 1 << 16, 1 << 20}) {
     ASSIGN_OR_RETURN(Sample s, measure(one_op("Add", {{n}, {n}}), false));
     add.push_back(s);
   }
-  for (int64_t n :
-       options.quick ? std::vector<int64_t>{1 << 13} : std::vector<int64_t>{1 << 10, 1 << 18}) {
-    ASSIGN_OR_RETURN(Sample s, measure(one_op("Add", {{n}, {n}}), false));
-    add_held.push_back(s);
-  }
   const double bandwidth = best_rate(add, overhead);
   p.device.memory_bandwidth = bandwidth;
+  for (int64_t n : options.quick ? std::vector<int64_t>{1 << 10, 1 << 16}
+                                 : std::vector<int64_t>{1 << 8, 1 << 12, 1 << 16, 1 << 20}) {
+    ASSIGN_OR_RETURN(Sample s, measure_forms(elementwise_forms(n), false));
+    elementwise.push_back(s);
+  }
+  for (int64_t n :
+       options.quick ? std::vector<int64_t>{1 << 13} : std::vector<int64_t>{1 << 10, 1 << 18}) {
+    ASSIGN_OR_RETURN(Sample s, measure_forms(elementwise_forms(n), false));
+    elementwise_held.push_back(s);
+  }
   ASSIGN_OR_RETURN(p.device.efficiency[OpClass::kElementwise],
-                   EfficiencyCurve::create(curve_points(add, bandwidth, overhead)));
+                   EfficiencyCurve::create(curve_points(elementwise, bandwidth, overhead)));
   for (int64_t rows :
        options.quick ? std::vector<int64_t>{4, 256} : std::vector<int64_t>{4, 64, 1024}) {
+    const int64_t width = 256;
     ASSIGN_OR_RETURN(Sample s,
-                     measure(one_op("Softmax", {{rows, 256}}, {{"axis", int64_t{-1}}}), false));
+                     measure_forms({one_op("Softmax", {{rows, width}}, {{"axis", int64_t{-1}}}),
+                                    one_op("LayerNormalization", {{rows, width}, {width}, {width}},
+                                           {{"axis", int64_t{-1}}}),
+                                    reduce_sum({rows, width}, {-1}),
+                                    one_op("ReduceMean", {{rows, 16, 4, 4}},
+                                           {{"axes", std::vector<int64_t>{0, 2, 3}}})},
+                                   false));
     norm.push_back(s);
   }
   ASSIGN_OR_RETURN(p.device.efficiency[OpClass::kNorm],
                    EfficiencyCurve::create(curve_points(norm, bandwidth, overhead)));
-  const double add_error =
-      held_out_error(add_held, p.device.efficiency[OpClass::kElementwise], bandwidth, overhead);
+  const double elementwise_error = held_out_error(
+      elementwise_held, p.device.efficiency[OpClass::kElementwise], bandwidth, overhead);
   cal.report.push_back(fmt::format(
       "elementwise: {:.2f} GB/s on one core, {} sizes fitted, held-out error {:.1f}%; launch "
-      "overhead {:.2f} µs",
-      bandwidth * 1e-9, add.size(), add_error * 100, overhead * 1e6));
+      "overhead {:.2f} µs per node, {:.2f} µs per graph run",
+      bandwidth * 1e-9, elementwise.size(), elementwise_error * 100,
+      p.device.launch_overhead_s * 1e6, per_run * 1e6));
   p.device.memory_bytes = total_memory_bytes() / static_cast<double>(p.devices_per_node);
   p.device.reserved_bytes = std::min(64e6, 0.05 * p.device.memory_bytes);
 
-  // The inproc tier: α and β by least squares on point-to-point times t = α + S/β.
-  std::vector<double> sizes = options.quick ? std::vector<double>{1e3, 1e5, 1e6}
-                                            : std::vector<double>{1e3, 1e4, 1e5, 1e6, 4e6};
-  Eigen::MatrixXd a(static_cast<Eigen::Index>(sizes.size()), 2);
-  Eigen::VectorXd t(static_cast<Eigen::Index>(sizes.size()));
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    a(static_cast<Eigen::Index>(i), 0) = 1.0;
-    a(static_cast<Eigen::Index>(i), 1) = sizes[i];
-    t(static_cast<Eigen::Index>(i)) = ping_seconds(sizes[i], repeats);
+  // The inproc tier: α, β and each collective's efficiency together, by least squares on
+  // relative error over point-to-point messages and two-device collectives of many sizes,
+  // each under the communication model's own formula (so α is what the model charges a
+  // message step, small collectives included).
+  const std::vector<double> sizes = options.quick ? std::vector<double>{8, 1e4, 1e6}
+                                                  : std::vector<double>{8, 1e3, 1e4, 1e5, 1e6, 4e6};
+  const std::vector<Collective> collectives = {Collective::kPointToPoint, Collective::kAllReduce,
+                                               Collective::kAllGather, Collective::kReduceScatter,
+                                               Collective::kAllToAll};
+  std::vector<CommSample> comm;
+  for (Collective c : collectives) {
+    for (double bytes : sizes) {
+      comm.push_back(measure_comm(c, bytes, repeats, budget));
+    }
   }
-  const Eigen::VectorXd fit_ab = a.colPivHouseholderQr().solve(t);
+  // Unknowns: α, 1/β, then 1/(β · efficiency) of each collective.
+  const auto unknowns = static_cast<Eigen::Index>(1 + collectives.size());
+  Eigen::MatrixXd rows = Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(comm.size()), unknowns);
+  Eigen::VectorXd ones = Eigen::VectorXd::Ones(static_cast<Eigen::Index>(comm.size()));
+  for (size_t i = 0; i < comm.size(); ++i) {
+    const CommModelRow m = comm_model_row(comm[i].collective);
+    const auto column = static_cast<Eigen::Index>(
+        1 + (std::find(collectives.begin(), collectives.end(), comm[i].collective) -
+             collectives.begin()));
+    rows(static_cast<Eigen::Index>(i), 0) = m.alpha_steps / comm[i].seconds;
+    rows(static_cast<Eigen::Index>(i), column) = m.byte_share * comm[i].bytes / comm[i].seconds;
+  }
+  const Eigen::VectorXd solved = rows.colPivHouseholderQr().solve(ones);
   Tier tier;
   tier.name = "inproc";
   tier.devices_per_group = p.devices_per_node;
-  tier.alpha_s = std::max(fit_ab(0), 1e-7);
-  tier.bandwidth = fit_ab(1) > 0 ? 1.0 / fit_ab(1) : 1e10;
-  const double held_size = options.quick ? 3e5 : 2e6;
-  const double measured_p2p = ping_seconds(held_size, repeats);
-  const double predicted_p2p = tier.alpha_s + held_size / tier.bandwidth;
-  const double p2p_error = std::fabs(predicted_p2p - measured_p2p) / measured_p2p;
-  tier.efficiency[Collective::kPointToPoint] = 1.0;
-  // Collectives of two devices: bus bandwidth (n−1)/n · S / t, or 2(n−1)/n · S / t for an
-  // all-reduce, as a fraction of β.
-  const double bytes = options.quick ? 1e6 : 4e6;
-  for (Collective c : {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter,
-                       Collective::kAllToAll}) {
-    const double seconds = collective_seconds(c, bytes, repeats);
-    const double factor = c == Collective::kAllReduce ? 1.0 : 0.5;
-    const double busy = std::max(seconds - tier.alpha_s, 0.05 * seconds);
-    tier.efficiency[c] = std::clamp(factor * bytes / busy / tier.bandwidth, 1e-3, 1.0);
+  tier.alpha_s = std::max(solved(0), 1e-7);
+  tier.bandwidth = solved(1) > 0 ? 1.0 / solved(1) : 1e10;
+  for (size_t k = 0; k < collectives.size(); ++k) {
+    const double per_byte = solved(static_cast<Eigen::Index>(1 + k));
+    tier.efficiency[collectives[k]] =
+        per_byte > 0 ? std::clamp(1.0 / (per_byte * tier.bandwidth), 1e-3, 1.0) : 1.0;
+  }
+  auto model_seconds = [&](const CommSample& s) {
+    const CommModelRow m = comm_model_row(s.collective);
+    return m.alpha_steps * tier.alpha_s +
+           m.byte_share * s.bytes / (tier.bandwidth * tier.efficiency.at(s.collective));
+  };
+  double comm_error = 0;
+  for (Collective c : {Collective::kPointToPoint, Collective::kAllReduce}) {
+    const CommSample s = measure_comm(c, options.quick ? 3e5 : 2e6, repeats, budget);
+    comm_error = std::max(comm_error, std::fabs(model_seconds(s) - s.seconds) / s.seconds);
   }
   p.tiers = {tier};
-  cal.report.push_back(
-      fmt::format("inproc: alpha {:.2f} µs, beta {:.2f} GB/s, held-out point-to-point error "
-                  "{:.1f}%; all-reduce "
-                  "at {:.0f}% of beta",
-                  tier.alpha_s * 1e6, tier.bandwidth * 1e-9, p2p_error * 100,
-                  tier.efficiency[Collective::kAllReduce] * 100));
-  cal.worst_held_out_error = std::max({gemm_error, add_error, p2p_error});
+  cal.report.push_back(fmt::format(
+      "inproc: alpha {:.2f} µs, beta {:.2f} GB/s, all-reduce at {:.0f}% of beta, {} messages and "
+      "collectives fitted, held-out error {:.1f}%",
+      tier.alpha_s * 1e6, tier.bandwidth * 1e-9, tier.efficiency[Collective::kAllReduce] * 100,
+      comm.size(), comm_error * 100));
+  cal.worst_held_out_error = std::max({gemm_error, elementwise_error, comm_error});
   return cal;
 }
 

@@ -30,7 +30,14 @@ std::optional<OpClass> op_class_of(const Graph& g, const Node& n) {
   if (n.domain == kAutoparDomain) return std::nullopt;
   const std::string& op = n.op_type;
   if (op == "MatMul" || op == "Gemm") {
-    return reads_weight(g, n) || op == "Gemm" ? OpClass::kGemm : OpClass::kAttention;
+    // Attention multiplies two batched activations (scores, their weighted sum). A weight has
+    // no batch dims, whether it is a parameter or, in a plan's role graph, a state input.
+    auto batched = [&](size_t i) {
+      return i < n.inputs.size() && n.inputs[i] != kNoId && g.value(n.inputs[i]).shape.rank() >= 3;
+    };
+    const bool activations = batched(0) && batched(1);
+    return op == "Gemm" || reads_weight(g, n) || !activations ? OpClass::kGemm
+                                                              : OpClass::kAttention;
   }
   if (op == "Conv" || op == "ConvTranspose") return OpClass::kConv;
   static const char* const kNorm[] = {

@@ -72,6 +72,7 @@ void add_inspect_command(CLI::App& app, Command& command);
 void add_run_command(CLI::App& app, Command& command);
 void add_train_graph_command(CLI::App& app, Command& command);
 void add_calibrate_command(CLI::App& app, Command& command);
+void add_profile_command(CLI::App& app, Command& command);
 
 // "1,234,567".
 std::string with_commas(int64_t n);

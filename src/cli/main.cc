@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   autopar::cli::add_verify_command(app, command, &exit_code);
   autopar::cli::add_estimate_command(app, command);
   autopar::cli::add_simulate_command(app, command);
+  autopar::cli::add_profile_command(app, command);
   autopar::cli::add_calibrate_command(app, command);
   autopar::cli::add_autotune_command(app, command);
   autopar::cli::add_regress_command(app, command, &exit_code);

@@ -6,6 +6,7 @@
 
 #include <tbb/task_arena.h>
 
+#include "allocator.h"
 #include "autopar/ir/verify.h"
 #include "autopar/ops/op_def.h"
 #include "fusion.h"
@@ -40,6 +41,7 @@ Status check_feed(const Value& value, const Tensor& tensor) {
 
 StatusOr<Executor> Executor::create(Graph graph, const ExecutorOptions& options) {
   RETURN_IF_ERROR(verify(graph));
+  keep_freed_memory();
   Executor e;
   const KernelRegistry& registry = kernel_registry();
   for (const Node& node : graph.nodes()) {

@@ -1,6 +1,7 @@
 // Running a plan: programs extracted from the role graphs, one executor per program and device.
 #include "autopar/runtime/plan_runner.h"
 
+#include <algorithm>
 #include <cstring>
 #include <set>
 #include <thread>
@@ -128,8 +129,10 @@ StatusOr<ProgramGraph> extract(const Graph& rg, const Program& prog) {
 
 struct DeviceOutcome {
   std::vector<double> losses;
-  double seconds = 0;                      // the steps alone, without building executors and shards
-  std::map<std::string, TensorPtr> state;  // local shards at the end
+  double seconds = 0;                // the steps alone, without building executors and shards
+  std::vector<double> step_seconds;  // per step
+  std::vector<std::vector<double>> node_seconds;  // per step and role-graph node, profiling
+  std::map<std::string, TensorPtr> state;         // local shards at the end
   std::vector<std::vector<std::vector<TensorPtr>>> outputs;  // [step][micro][output]
 };
 
@@ -153,9 +156,8 @@ StatusOr<DeviceOutcome> DeviceRun::run() {
   const Role& role = plan_.role_of(device);
   const DeviceMesh& mesh = plan_.scheme.mesh;
   const std::vector<int64_t> coords = mesh.coords(device);
-  std::map<std::string, const StateSpec*> state_by_name, state_by_output;
+  std::map<std::string, const StateSpec*> state_by_output;
   for (const StateSpec& s : plan_.state) {
-    state_by_name[s.name] = &s;
     if (!s.output.empty()) state_by_output[s.output] = &s;
   }
   std::map<std::string, const DataSpec*> data_by_name;
@@ -168,6 +170,7 @@ StatusOr<DeviceOutcome> DeviceRun::run() {
     ExecutorOptions eo;
     eo.num_threads = options_.threads_per_device;
     eo.communicator = &comm_;
+    eo.profile = options_.profile;
     auto ex = Executor::create(pg.graph, eo);
     if (!ex.is_ok())
       return error("role {} program {}: {}", role.id, p.name(), ex.status().message());
@@ -175,8 +178,55 @@ StatusOr<DeviceOutcome> DeviceRun::run() {
     programs.push_back(std::move(pg));
   }
 
+  // Names resolved once: every state has a slot, and so has every value a program computes for
+  // later ones (per microbatch); each program's inputs and outputs point at them.
+  std::map<std::string, int> state_slot, stash_slot;
+  for (const StateSpec& s : plan_.state)
+    state_slot.emplace(s.name, static_cast<int>(state_slot.size()));
+  for (const ProgramGraph& pg : programs) {
+    for (const std::string& name : pg.outputs)
+      stash_slot.emplace(name, static_cast<int>(stash_slot.size()));
+  }
+  struct Input {
+    enum class Source : uint8_t { kData, kState, kStash, kNowhere } source;
+    int slot = -1;
+    const DataSpec* data = nullptr;
+  };
+  struct Output {
+    int stash = -1;
+    int state = -1;   // the state it updates
+    int output = -1;  // its index among the plan's outputs
+    bool loss = false;
+  };
+  std::vector<std::vector<Input>> program_inputs(programs.size());
+  std::vector<std::vector<Output>> program_outputs(programs.size());
+  for (size_t k = 0; k < programs.size(); ++k) {
+    for (const std::string& name : programs[k].inputs) {
+      if (auto d = data_by_name.find(name); d != data_by_name.end()) {
+        program_inputs[k].push_back({Input::Source::kData, -1, d->second});
+      } else if (auto st = state_slot.find(name); st != state_slot.end()) {
+        program_inputs[k].push_back({Input::Source::kState, st->second});
+      } else if (auto sh = stash_slot.find(name); sh != stash_slot.end()) {
+        program_inputs[k].push_back({Input::Source::kStash, sh->second});
+      } else {
+        program_inputs[k].push_back({Input::Source::kNowhere});
+      }
+    }
+    for (const std::string& name : programs[k].outputs) {
+      Output o;
+      o.stash = stash_slot.at(name);
+      if (auto st = state_by_output.find(name); st != state_by_output.end())
+        o.state = state_slot.at(st->second->name);
+      const auto plan_output = std::find(plan_.outputs.begin(), plan_.outputs.end(), name);
+      if (plan_output != plan_.outputs.end())
+        o.output = static_cast<int>(plan_output - plan_.outputs.begin());
+      o.loss = name == plan_.loss;
+      program_outputs[k].push_back(o);
+    }
+  }
+
   // This device's state: every state a program of its role reads.
-  std::map<std::string, TensorPtr> state;
+  std::vector<TensorPtr> state(state_slot.size());
   std::set<std::string> read;
   for (const ProgramGraph& pg : programs) read.insert(pg.inputs.begin(), pg.inputs.end());
   for (const StateSpec& s : plan_.state) {
@@ -184,19 +234,23 @@ StatusOr<DeviceOutcome> DeviceRun::run() {
     if (s.init == StateSpec::Init::kZeros) continue;
     auto it = feeds_.state.find(s.name);
     if (it == feeds_.state.end()) return error("no initial value for state '{}'", s.name);
-    state[s.name] = std::make_shared<const Tensor>(shard_of(*it->second, s.layout, mesh, coords));
+    state[state_slot.at(s.name)] =
+        std::make_shared<const Tensor>(shard_of(*it->second, s.layout, mesh, coords));
   }
 
   DeviceOutcome outcome;
   const int32_t m = static_cast<int32_t>(plan_.microbatches);
   const auto steps_start = std::chrono::steady_clock::now();
+  std::vector<TensorPtr> stash(stash_slot.size() * m);  // [value][microbatch]
   for (size_t step = 0; step < feeds_.steps.size(); ++step) {
+    const auto step_start = std::chrono::steady_clock::now();
+    if (options_.profile) outcome.node_seconds.emplace_back(role.graph.num_nodes(), 0.0);
     for (const StateSpec& s : plan_.state) {
       if (s.init != StateSpec::Init::kZeros || !read.count(s.name)) continue;
-      state[s.name] =
+      state[state_slot.at(s.name)] =
           std::make_shared<const Tensor>(Tensor(s.dtype, s.layout.shard_shape(s.shape, mesh)));
     }
-    std::map<std::pair<std::string, int32_t>, TensorPtr> stash;
+    std::fill(stash.begin(), stash.end(), nullptr);
     std::vector<double> losses(m, 0.0);
     std::vector<bool> has_loss(m, false);
     std::vector<std::vector<TensorPtr>> outputs(m);
@@ -206,42 +260,47 @@ StatusOr<DeviceOutcome> DeviceRun::run() {
       const ProgramGraph& pg = programs[k];
       const int32_t micro = s.kind == ProgramKind::kUpdate ? m - 1 : s.micro;
       std::vector<TensorPtr> inputs;
-      for (const std::string& name : pg.inputs) {
-        if (auto d = data_by_name.find(name); d != data_by_name.end()) {
+      inputs.reserve(pg.inputs.size());
+      for (size_t i = 0; i < pg.inputs.size(); ++i) {
+        const Input& in = program_inputs[k][i];
+        TensorPtr value;
+        if (in.source == Input::Source::kData) {
           const auto& batch = feeds_.steps[step].at(micro);
-          auto it = batch.find(name);
-          if (it == batch.end()) return error("no data for input '{}'", name);
-          inputs.push_back(std::make_shared<const Tensor>(
-              shard_of(*it->second, d->second->layout, mesh, coords)));
-        } else if (auto st = state.find(name); st != state.end()) {
-          inputs.push_back(st->second);
-        } else if (auto sh = stash.find({name, micro}); sh != stash.end()) {
-          inputs.push_back(sh->second);
-        } else {
-          return error("device {} at {}: '{}' was not computed by an earlier program", device,
-                       s.to_string(), name);
+          auto it = batch.find(pg.inputs[i]);
+          if (it == batch.end()) return error("no data for input '{}'", pg.inputs[i]);
+          value =
+              std::make_shared<const Tensor>(shard_of(*it->second, in.data->layout, mesh, coords));
+        } else if (in.source == Input::Source::kState) {
+          value = state[in.slot];
+        } else if (in.source == Input::Source::kStash) {
+          value = stash[in.slot * m + micro];
         }
+        if (!value) {
+          return error("device {} at {}: '{}' was not computed by an earlier program", device,
+                       s.to_string(), pg.inputs[i]);
+        }
+        inputs.push_back(std::move(value));
       }
-      auto result = executors[k].run_inputs(inputs);
+      RunStats stats;
+      auto result = executors[k].run_inputs(inputs, options_.profile ? &stats : nullptr);
       if (!result.is_ok()) {
         return error("device {} at {}: {}", device, s.to_string(), result.status().message());
       }
+      // Program node i is role-graph node begin + i (extract copies them in order).
+      for (size_t i = 0; i < stats.node_seconds.size(); ++i)
+        outcome.node_seconds.back()[role.programs[k].begin + i] += stats.node_seconds[i];
       for (size_t i = 0; i < pg.outputs.size(); ++i) {
-        const std::string& name = pg.outputs[i];
+        const Output& out = program_outputs[k][i];
         const TensorPtr& t = result.value()[i];
-        stash[{name, s.micro}] = t;
-        if (auto st = state_by_output.find(name); st != state_by_output.end())
-          state[st->second->name] = t;
-        if (name == plan_.loss) {
+        stash[out.stash * m + s.micro] = t;
+        if (out.state >= 0) state[out.state] = t;
+        if (out.loss) {
           losses[s.micro] = t->float_at(0);
           has_loss[s.micro] = true;
         }
-      }
-      for (size_t o = 0; o < plan_.outputs.size(); ++o) {
-        auto it = stash.find({plan_.outputs[o], s.micro});
-        if (it != stash.end()) {
+        if (out.output >= 0) {
           outputs[s.micro].resize(plan_.outputs.size());
-          outputs[s.micro][o] = it->second;
+          outputs[s.micro][out.output] = t;
         }
       }
     }
@@ -251,12 +310,14 @@ StatusOr<DeviceOutcome> DeviceRun::run() {
       outcome.losses.push_back(sum / static_cast<double>(m));
     }
     if (!plan_.outputs.empty()) outcome.outputs.push_back(outputs);
+    outcome.step_seconds.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count());
   }
   outcome.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - steps_start).count();
   for (const StateSpec& s : plan_.state) {
-    if (s.init == StateSpec::Init::kModel && state.count(s.name))
-      outcome.state[s.name] = state[s.name];
+    const TensorPtr& value = state[state_slot.at(s.name)];
+    if (s.init == StateSpec::Init::kModel && value) outcome.state[s.name] = value;
   }
   return outcome;
 }
@@ -346,7 +407,14 @@ StatusOr<PlanResult> run_plan_inproc(const Plan& plan, const PlanFeeds& feeds,
     done.push_back(std::move(outcomes[d]).value());
   }
   PlanResult result = assemble(plan, done);
-  for (const DeviceOutcome& o : done) result.seconds = std::max(result.seconds, o.seconds);
+  result.step_seconds.assign(feeds.steps.size(), 0.0);
+  for (const DeviceOutcome& o : done) {
+    result.seconds = std::max(result.seconds, o.seconds);
+    for (size_t s = 0; s < o.step_seconds.size(); ++s)
+      result.step_seconds[s] = std::max(result.step_seconds[s], o.step_seconds[s]);
+    result.device_step_seconds.push_back(o.step_seconds);
+    result.node_seconds.push_back(o.node_seconds);
+  }
   return result;
 }
 
@@ -432,11 +500,17 @@ StatusOr<PlanResult> run_plan_device(const Plan& plan, const PlanFeeds& feeds, C
     PlanResult own;
     own.losses = mine.losses;
     own.seconds = seconds;
+    own.step_seconds = mine.step_seconds;
     return own;
   }
+  std::vector<double> step_seconds = mine.step_seconds;
+  std::vector<std::vector<double>> node_seconds = mine.node_seconds;
   all[0] = std::move(mine);
   PlanResult result = assemble(plan, all);
   result.seconds = seconds;
+  result.step_seconds = step_seconds;
+  result.device_step_seconds = {step_seconds};
+  result.node_seconds = {std::move(node_seconds)};
   return result;
 }
 

@@ -1,6 +1,7 @@
 // Every user error we know of: one line on stderr naming the file, flag or node, exit code 2.
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -364,6 +365,32 @@ TEST_F(CliErrors, TrainingAnOldOpset) {
   m.output("y", onnx::TensorProto::FLOAT, {"batch", 3});
   expect_error({"train-graph", write("old.onnx", m)},
                "autopar: error: training needs ai.onnx opset 13 or newer (the model imports 11)");
+}
+
+// profile: a missing plan, a broken profile, bad flags, and a plan needing more devices than
+// the machine has cores (each device runs on a core of its own).
+TEST_F(CliErrors, Profile) {
+  auto transform = [&](int64_t dp, const std::string& out) {
+    std::ofstream(dir_ + "/" + out + ".yaml") << fmt::format("mesh: {{dp: {}}}\n", dp);
+    const testing::CommandResult t = run_autopar({"transform", "mlp", "--scheme", out + ".yaml",
+                                                  "-o", out, "--batch", std::to_string(2 * dp)},
+                                                 dir_);
+    ASSERT_EQ(t.exit_code, 0) << t.err;
+  };
+  std::ofstream(dir_ + "/broken.yaml") << "name: broken\ndevice: {peak_flops: {fp32: -1}}\n";
+  expect_error({"profile", "absent", "--hw", "broken.yaml"},
+               "autopar: error: absent: no plan here (manifest.yaml is missing)");
+  transform(1, "one");
+  expect_error({"profile", "one", "--hw", "broken.yaml"},
+               "autopar: error: broken.yaml: device.peak_flops.fp32: -1 must be positive");
+  expect_error({"profile", "one", "--hw", "dgx-h100", "--steps", "0"},
+               "autopar: error: --steps 0: must be at least 1");
+  const int64_t cores = std::max<unsigned>(1, std::thread::hardware_concurrency());
+  transform(2 * cores, "wide");
+  expect_error({"profile", "wide", "--hw", "dgx-h100"},
+               fmt::format("autopar: error: wide: the plan has {} devices but this machine has {} "
+                           "cores (profile runs each device on a core of its own)",
+                           2 * cores, cores));
 }
 
 }  // namespace

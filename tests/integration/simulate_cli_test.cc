@@ -1,6 +1,9 @@
-// autopar simulate on a plan and the fixture profile: the JSON keys, a trace, and the errors.
+// autopar simulate on a plan and the fixture profile: the JSON keys, a trace, and the errors;
+// calibrate and profile on this machine.
+#include <cmath>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -68,6 +71,48 @@ TEST(CalibrateCli, WritesAProfileThatSimulates) {
   auto bad = testing::run_autopar({"calibrate", "--backend", "gpu", "-o", dir + "/x.yaml"});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_EQ(bad.err, "autopar: error: --backend gpu: only cpu can be calibrated here\n");
+}
+
+// profile runs a dp-2 plan on this machine against a quick calibration of it: the predicted and
+// measured step, and their split by class, are there and are positive, finite seconds (how
+// close they are depends on the machine, so it is not asserted).
+TEST(ProfileCli, PredictedAndMeasuredOnACalibratedProfile) {
+  if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "a dp-2 plan needs two cores";
+  const std::string dir = testing::temp_dir("profile_cli");
+  auto c = testing::run_autopar({"calibrate", "--quick", "-o", dir + "/cpu-local.yaml"});
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  std::ofstream(dir + "/s.yaml") << "mesh: {dp: 2}\nbatch: {global: 8}\n";
+  auto t =
+      testing::run_autopar({"transform", "mlp", "--scheme", dir + "/s.yaml", "-o", dir + "/plan"});
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  auto p = testing::run_autopar(
+      {"profile", dir + "/plan", "--hw", dir + "/cpu-local.yaml", "--steps", "3", "--json"});
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  const auto json = nlohmann::json::parse(p.out);
+  auto seconds = [](const nlohmann::json& value) {
+    const double s = value.get<double>();
+    return std::isfinite(s) ? s : -1.0;
+  };
+  EXPECT_GT(seconds(json["predicted_step_s"]), 0.0);
+  EXPECT_GT(seconds(json["measured_step_s"]), 0.0);
+  EXPECT_EQ(json["devices"].get<int>(), 2);
+  EXPECT_EQ(json["measured_steps_s"].size(), 3u);
+  for (const char* op_class :
+       {"gemm", "conv", "elementwise", "norm", "attention", "communication"}) {
+    ASSERT_TRUE(json["by_class"].contains(op_class)) << op_class;
+    EXPECT_GE(seconds(json["by_class"][op_class]["predicted_s"]), 0.0) << op_class;
+    EXPECT_GE(seconds(json["by_class"][op_class]["measured_s"]), 0.0) << op_class;
+  }
+  // An MLP's step multiplies matrices, updates parameters and sums gradients over dp.
+  for (const char* op_class : {"gemm", "elementwise", "communication"}) {
+    EXPECT_GT(json["by_class"][op_class]["predicted_s"].get<double>(), 0.0) << op_class;
+    EXPECT_GT(json["by_class"][op_class]["measured_s"].get<double>(), 0.0) << op_class;
+  }
+  auto text = testing::run_autopar(
+      {"profile", dir + "/plan", "--hw", dir + "/cpu-local.yaml", "--steps", "2", "--top", "3"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("step: predicted"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("slowest nodes"), std::string::npos) << text.out;
 }
 
 }  // namespace

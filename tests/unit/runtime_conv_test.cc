@@ -206,6 +206,13 @@ TEST(RuntimeConv, ConvMatchesDirectLoopOverGeometries) {
       {{1, 4, 4, 5, 3}, {2, 2, 2, 3, 2}, {{1, 2, 1}, {2, 1, 1}, {1, 0, 1, 0, 1, 1}}, 2, true},
       // Padding wider than the kernel's reach: whole output rows see only padding.
       {{1, 1, 3, 3}, {1, 1, 2, 2}, {{1, 1}, {1, 1}, {3, 0, 3, 0}}, 1, true},
+      // Kernels longer than the output's rows take the columns by output position: a weight
+      // gradient's shape, strides and dilations, 1-D, and kernel rows wholly in the padding.
+      {{3, 2, 6, 5}, {4, 2, 6, 5}, {{1, 1}, {1, 1}, {1, 1, 1, 1}}, 1, false},
+      {{1, 2, 7, 8}, {3, 2, 4, 5}, {{1, 2}, {2, 1}, {1, 2, 0, 1}}, 1, true},
+      {{1, 1, 5, 6}, {2, 1, 2, 4}, {{1, 1}, {1, 2}, {0, 1, 0, 2}}, 1, false},
+      {{2, 3, 6}, {2, 3, 7}, {{1}, {1}, {2, 2}}, 1, true},
+      {{1, 2, 3, 4}, {2, 2, 5, 6}, {{1, 1}, {1, 1}, {2, 1, 2, 1}}, 1, false},
   };
   uint64_t seed = 100;
   for (const ConvConfig& c : configs) {

@@ -12,8 +12,9 @@
 namespace autopar {
 
 struct CalibrationOptions {
-  bool quick = false;  // fewer and smaller sizes (tests)
-  int repeats = 5;     // runs per size; the median counts
+  bool quick = false;     // fewer and smaller sizes, a tenth of `seconds` (tests)
+  int repeats = 5;        // runs per size at least; the median counts
+  double seconds = 0.02;  // each benchmark repeats until it has run this long
 };
 
 struct Calibration {

@@ -10,10 +10,10 @@
 
 namespace autopar {
 
-// The class whose efficiency curve prices the node: MatMul/Gemm (attention when neither
-// operand is a weight), Conv/ConvTranspose, normalisations and reductions, elementwise and
-// data movement. Communication ops have no compute class (they are priced by the
-// communication model).
+// The class whose efficiency curve prices the node: MatMul/Gemm (attention when both operands
+// are batched, rank 3 or more, and neither is a weight), Conv/ConvTranspose, normalisations and
+// reductions, elementwise and data movement. Communication ops have no compute class (they
+// are priced by the communication model).
 std::optional<OpClass> op_class_of(const Graph& graph, const Node& node);
 
 // The profile's peak key for arithmetic in `dtype`: fp32, bf16, fp16 (fp64 for f64).

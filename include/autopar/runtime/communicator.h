@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -55,7 +56,9 @@ class Communicator {
  private:
   // A tag per collective call of one group: members count their calls alike.
   int64_t next_collective_tag(const std::vector<int64_t>& group);
-  StatusOr<std::vector<Tensor>> exchange(const std::vector<Tensor>& parts,
+  // Sends part(j) to member j and receives one part from every member, in group order; this
+  // member's own slot stays empty (the caller has its part).
+  StatusOr<std::vector<Tensor>> exchange(const std::function<const Tensor&(size_t)>& part,
                                          const std::vector<int64_t>& group);
 
   std::vector<std::pair<std::vector<int64_t>, int64_t>> collective_calls_;

@@ -29,11 +29,19 @@ struct PlanResult {
   // Inference plans: per step and microbatch, the model outputs, whole.
   std::vector<std::vector<std::vector<Tensor>>> outputs;
   double seconds = 0;  // the steps alone (the slowest device), without setting up programs
+  std::vector<double> step_seconds;  // per step, the slowest device
+  // Per device (those this process ran): per step, its seconds.
+  std::vector<std::vector<double>> device_step_seconds;
+  // When profiling, per device and step: the seconds of each node of its role graph, summed
+  // over the step's program runs.
+  std::vector<std::vector<std::vector<double>>> node_seconds;
 };
 
 struct PlanRunOptions {
   int threads_per_device = 1;
   std::chrono::milliseconds timeout{120000};
+  // Time every node (PlanResult::node_seconds).
+  bool profile = false;
 };
 
 // Every device as a thread of this process, on the inproc communicator.

@@ -135,12 +135,13 @@ struct LineSpan {
   int64_t input_start;  // input offset (last dim) of the run's first output position
 };
 
+// `input_strides` are the input's and `coords` a scratch vector, both the caller's: this runs
+// once per kernel offset and channel, too often to allocate.
 template <typename Visit>
 void for_each_line(const Window& w, const std::vector<int64_t>& shift, int64_t first, int64_t last,
+                   const std::vector<int64_t>& input_strides, std::vector<int64_t>& coords,
                    const Visit& visit) {
   const size_t rank = w.rank();
-  const std::vector<int64_t> input_strides = strides_of(w.input);
-  std::vector<int64_t> coords;
   unravel(first, w.output, coords);
   const int64_t out_last = w.output[rank - 1];
   const int64_t stride_last = w.strides[rank - 1];
@@ -173,11 +174,13 @@ void im2col(const T* image, int64_t channels, const Window& w,
   const int64_t input_size = element_count(w.input);
   const int64_t stride = w.strides.back();
   const int64_t kernel_count = static_cast<int64_t>(shifts.size());
+  const std::vector<int64_t> input_strides = strides_of(w.input);
+  std::vector<int64_t> coords;
   for (int64_t c = 0; c < channels; ++c) {
     const T* plane = image + c * input_size;
     for (int64_t k = 0; k < kernel_count; ++k) {
       T* row = col + (c * kernel_count + k) * width;
-      for_each_line(w, shifts[k], first, last, [&](const LineSpan& line) {
+      for_each_line(w, shifts[k], first, last, input_strides, coords, [&](const LineSpan& line) {
         T* out = row + line.column;
         if (line.input_base < 0) {
           std::fill(out, out + line.length, T(0));
@@ -195,6 +198,50 @@ void im2col(const T* image, int64_t channels, const Window& w,
           for (int64_t j = 0; j < valid; ++j) out[j] = in[j * stride];
         }
       });
+    }
+  }
+}
+
+// The same columns as im2col, filled one output position at a time: for each position and
+// channel, a kernel row (the offsets along the kernel's last dim) reads one stretch of the
+// input. Kernels longer than the output's runs (a weight gradient's kernel spans the whole
+// image and its output is the filter's few taps) then cost a copy per kernel row instead of a
+// walk over the output per kernel offset.
+template <typename T>
+void im2col_by_position(const T* image, int64_t channels, const Window& w, int64_t first,
+                        int64_t last, T* col) {
+  const size_t rank = w.rank();
+  const int64_t width = last - first;
+  const int64_t input_size = element_count(w.input);
+  const int64_t kernel_count = element_count(w.kernel);
+  const int64_t kernel_last = w.kernel[rank - 1];
+  const int64_t dilation_last = w.dilations[rank - 1];
+  const std::vector<int64_t> input_strides = strides_of(w.input);
+  std::vector<int64_t> position, tap;
+  for (int64_t p = first; p < last; ++p) {
+    unravel(p, w.output, position);
+    T* column = col + (p - first);
+    const int64_t start = position[rank - 1] * w.strides[rank - 1] - w.pads_begin[rank - 1];
+    const KernelRange valid = kernel_range(start, kernel_last, dilation_last, 0, w.input[rank - 1]);
+    for (int64_t row = 0; row < kernel_count; row += kernel_last) {
+      unravel(row, w.kernel, tap);
+      int64_t base = 0;
+      for (size_t d = 0; d + 1 < rank && base >= 0; ++d) {
+        const int64_t in = position[d] * w.strides[d] - w.pads_begin[d] + tap[d] * w.dilations[d];
+        base = in >= 0 && in < w.input[d] ? base + in * input_strides[d] : -1;
+      }
+      for (int64_t c = 0; c < channels; ++c) {
+        T* out = column + (c * kernel_count + row) * width;
+        if (base < 0) {
+          for (int64_t k = 0; k < kernel_last; ++k) out[k * width] = T(0);
+          continue;
+        }
+        const int64_t offset = c * input_size + base + start;
+        for (int64_t k = 0; k < valid.begin; ++k) out[k * width] = T(0);
+        for (int64_t k = valid.begin; k < valid.end; ++k)
+          out[k * width] = image[offset + k * dilation_last];
+        for (int64_t k = valid.end; k < kernel_last; ++k) out[k * width] = T(0);
+      }
     }
   }
 }
@@ -218,21 +265,24 @@ void conv_single_channel(const T* plane, const T* weights, int64_t outputs, cons
                          int64_t count, T* out, int64_t out_stride) {
   const int64_t stride = w.strides.back();
   const int64_t kernel_count = static_cast<int64_t>(shifts.size());
+  const std::vector<int64_t> input_strides = strides_of(w.input);
+  std::vector<int64_t> coords;
   for (int64_t m = 0; m < outputs; ++m) {
     T* row = out + m * out_stride;
     for (int64_t k = 0; k < kernel_count; ++k) {
       const T weight = weights[m * kernel_count + k];
-      for_each_line(w, shifts[k], first, first + count, [&](const LineSpan& line) {
-        const int64_t valid = line.valid_end - line.valid_begin;
-        if (line.input_base < 0 || valid <= 0) return;
-        T* target = row + line.column + line.valid_begin;
-        const T* in = plane + line.input_base + line.input_start + line.valid_begin * stride;
-        if (stride == 1) {
-          add_scaled(target, in, weight, valid);
-        } else {
-          for (int64_t j = 0; j < valid; ++j) target[j] += weight * in[j * stride];
-        }
-      });
+      for_each_line(
+          w, shifts[k], first, first + count, input_strides, coords, [&](const LineSpan& line) {
+            const int64_t valid = line.valid_end - line.valid_begin;
+            if (line.input_base < 0 || valid <= 0) return;
+            T* target = row + line.column + line.valid_begin;
+            const T* in = plane + line.input_base + line.input_start + line.valid_begin * stride;
+            if (stride == 1) {
+              add_scaled(target, in, weight, valid);
+            } else {
+              for (int64_t j = 0; j < valid; ++j) target[j] += weight * in[j * stride];
+            }
+          });
     }
   }
 }
@@ -289,6 +339,8 @@ Status run_conv(KernelContext& ctx) {
   const int64_t items = batch * group;
   const int64_t width = panel_width(positions, direct ? 1 : rows, group_out_channels * rows, items);
   const int64_t panels = (positions + width - 1) / width;
+  // Columns by output position when kernel rows are longer than the output's runs.
+  const bool by_position = w.kernel.back() > std::min(w.output.back(), width);
 
   parallel_for(
       items * panels, grain_for(group_out_channels * rows * width, kPanelMultiplyAdds),
@@ -313,7 +365,10 @@ Status run_conv(KernelContext& ctx) {
             conv_single_channel(image, w_data + g * group_out_channels * rows, group_out_channels,
                                 w, shifts, first, count, out, positions);
           } else if (rows > 0) {
-            im2col(image, group_channels, w, shifts, first, first + count, col.get());
+            if (by_position)
+              im2col_by_position(image, group_channels, w, first, first + count, col.get());
+            else
+              im2col(image, group_channels, w, shifts, first, first + count, col.get());
             y_block.noalias() += w_group * ConstMatrixMap<T>(col.get(), rows, count);
           }
           if (bias)

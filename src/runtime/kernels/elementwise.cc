@@ -613,8 +613,20 @@ void where(const Tensor& condition, const Tensor& x, const Tensor& y, Tensor& ou
     const T* a = px + offsets[1];
     const T* b = py + offsets[2];
     T* o = po + at;
+    // T holds the elements' bits, so the choice is a mask: no branch for a predictor to miss
+    // (a mask such as ReLU's gradient is random to it). A scalar side is read once.
+    const auto pick = [](uint8_t condition, T when_true, T when_false) {
+      const T mask = static_cast<T>(T(0) - static_cast<T>(condition != 0));
+      return static_cast<T>((when_true & mask) | (when_false & static_cast<T>(~mask)));
+    };
     if (inner[0] == 1 && inner[1] == 1 && inner[2] == 1) {
-      for_lanes(count, [&](int64_t i) { o[i] = c[i] != 0 ? a[i] : b[i]; });
+      for_lanes(count, [&](int64_t i) { o[i] = pick(c[i], a[i], b[i]); });
+    } else if (inner[0] == 1 && inner[1] == 1 && inner[2] == 0) {
+      const T scalar = *b;
+      for_lanes(count, [&](int64_t i) { o[i] = pick(c[i], a[i], scalar); });
+    } else if (inner[0] == 1 && inner[1] == 0 && inner[2] == 1) {
+      const T scalar = *a;
+      for_lanes(count, [&](int64_t i) { o[i] = pick(c[i], scalar, b[i]); });
     } else {
       for (int64_t i = 0; i < count; ++i) {
         o[i] = c[i * inner[0]] != 0 ? a[i * inner[1]] : b[i * inner[2]];

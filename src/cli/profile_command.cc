@@ -1,0 +1,321 @@
+// autopar profile PLAN --hw PROFILE [--steps N] [--top N] [--json]: a plan run on this
+// machine's runtime, its measured step and node times next to what the simulator predicts.
+#include <algorithm>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "autopar/cost/compute.h"
+#include "autopar/cost/simulator.h"
+#include "commands.h"
+#include "plan_command.h"
+
+namespace autopar::cli {
+namespace {
+
+struct ProfileFlags {
+  std::string plan;
+  std::string hw;
+  int steps = 10;
+  uint64_t seed = 0;
+  int top = 0;
+  bool json = false;
+};
+
+// The classes a step's time is split into: the compute model's op classes and communication.
+const std::vector<std::string>& class_names() {
+  static const std::vector<std::string> names = {"gemm", "conv",      "elementwise",
+                                                 "norm", "attention", "communication"};
+  return names;
+}
+
+std::string class_of(const Graph& g, const Node& n) {
+  const std::optional<OpClass> c = op_class_of(g, n);
+  return c ? op_class_name(*c) : "communication";
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t h = v.size() / 2;
+  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
+}
+
+double relative(double predicted, double measured) {
+  return measured > 0 ? (predicted - measured) / measured : 0.0;
+}
+
+struct Times {
+  double predicted = 0, measured = 0;  // seconds per step of the average device
+};
+
+struct OpTimes : Times {
+  std::string op_class;
+  double nodes = 0;  // run per step by the average device
+};
+
+// Predicted against measured: the step, and its nodes' seconds by class and by op type. The
+// measured steps follow a warm-up step (first-touch allocations, cold caches), which is left
+// out of every figure but `warm_up`.
+struct Profile {
+  double predicted_step = 0;
+  std::vector<double> steps;  // measured
+  double warm_up = 0;
+  std::map<std::string, Times> by_class;
+  std::map<std::string, OpTimes> by_op;
+  // Predicted: the simulated timeline's idle time less the communication it overlaps with
+  // computation; measured: the runner's and executor's work between nodes.
+  Times outside_nodes;
+  // Per device, seconds per step: its communication nodes (waits for its peers included) and
+  // its time outside nodes.
+  std::vector<double> device_communication, device_outside;
+};
+
+// The simulated step, with every node's predicted seconds gathered per role by class and op.
+StatusOr<Profile> predict(const Plan& plan, const NodeSeconds& model_costs) {
+  Profile p;
+  std::vector<std::map<std::string, double>> by_class(plan.roles.size());
+  std::vector<std::map<std::string, double>> by_op(plan.roles.size());
+  const NodeSeconds costs = [&](const Role& role, const Node& node, int64_t device) {
+    const double seconds = model_costs(role, node, device);
+    by_class[role.id][class_of(role.graph, node)] += seconds;
+    by_op[role.id][node.op_type] += seconds;
+    return seconds;
+  };
+  ASSIGN_OR_RETURN(Simulation sim, simulate(plan, costs));
+  p.predicted_step = sim.step_seconds;
+  for (const std::string& name : class_names()) p.by_class[name] = {};
+  const int64_t devices = static_cast<int64_t>(plan.device_role.size());
+  const double per_device = 1.0 / static_cast<double>(devices);
+  double in_nodes = 0;
+  for (int64_t d = 0; d < devices; ++d) {
+    const Role& role = plan.role_of(d);
+    for (const auto& [name, seconds] : by_class[role.id]) {
+      p.by_class[name].predicted += seconds * per_device;
+      in_nodes += seconds * per_device;
+    }
+    for (const auto& [op, seconds] : by_op[role.id]) p.by_op[op].predicted += seconds * per_device;
+    for (const ScheduleStep& step : role.schedule) {
+      const Program& prog = role.programs[role.program_of(step)];
+      for (NodeId n = prog.begin; n < prog.end; ++n) {
+        OpTimes& op = p.by_op[role.graph.node(n).op_type];
+        op.op_class = class_of(role.graph, role.graph.node(n));
+        op.nodes += per_device;
+      }
+    }
+  }
+  p.outside_nodes.predicted = sim.step_seconds - in_nodes;
+  return p;
+}
+
+// The measured side of `p` from a profiled run.
+void attribute(const Plan& plan, const runtime::PlanResult& result, Profile& p) {
+  p.warm_up = result.step_seconds.front();
+  p.steps.assign(result.step_seconds.begin() + 1, result.step_seconds.end());
+  const int64_t devices = static_cast<int64_t>(plan.device_role.size());
+  const double per_device = 1.0 / static_cast<double>(devices);
+  const double per_step = 1.0 / static_cast<double>(p.steps.size());
+  p.device_communication.assign(devices, 0.0);
+  p.device_outside.assign(devices, 0.0);
+  for (int64_t d = 0; d < devices; ++d) {
+    const Role& role = plan.role_of(d);
+    std::vector<std::string> classes;
+    for (const Node& node : role.graph.nodes()) classes.push_back(class_of(role.graph, node));
+    for (size_t s = 1; s < result.node_seconds[d].size(); ++s) {
+      const std::vector<double>& nodes = result.node_seconds[d][s];
+      double in_nodes = 0;
+      for (size_t n = 0; n < nodes.size(); ++n) {
+        const double seconds = nodes[n] * per_step;
+        p.by_class[classes[n]].measured += seconds * per_device;
+        p.by_op[role.graph.node(static_cast<NodeId>(n)).op_type].measured += seconds * per_device;
+        if (classes[n] == "communication") p.device_communication[d] += seconds;
+        in_nodes += nodes[n];
+      }
+      const double outside = (result.device_step_seconds[d][s] - in_nodes) * per_step;
+      p.device_outside[d] += outside;
+      p.outside_nodes.measured += outside * per_device;
+    }
+  }
+}
+
+nlohmann::json profile_json(const ProfileFlags& f, const HardwareProfile& hw, const Plan& plan,
+                            const Profile& p) {
+  auto times = [](const Times& t) {
+    return nlohmann::json{{"predicted_s", t.predicted}, {"measured_s", t.measured}};
+  };
+  nlohmann::json by_class = nlohmann::json::object();
+  for (const auto& [name, t] : p.by_class) by_class[name] = times(t);
+  nlohmann::json by_op = nlohmann::json::object();
+  for (const auto& [op, t] : p.by_op) {
+    by_op[op] = times(t);
+    by_op[op]["class"] = t.op_class;
+    by_op[op]["nodes"] = t.nodes;
+  }
+  nlohmann::json by_device = nlohmann::json::array();
+  for (size_t d = 0; d < p.device_communication.size(); ++d) {
+    by_device.push_back({{"device", d},
+                         {"communication_s", p.device_communication[d]},
+                         {"outside_nodes_s", p.device_outside[d]}});
+  }
+  double mean = 0;
+  for (double s : p.steps) mean += s / static_cast<double>(p.steps.size());
+  const double measured = median(p.steps);
+  return {{"plan", f.plan},
+          {"profile", hw.name},
+          {"devices", plan.device_role.size()},
+          {"steps", p.steps.size()},
+          {"predicted_step_s", p.predicted_step},
+          {"measured_step_s", measured},
+          {"measured_step_mean_s", mean},
+          {"measured_steps_s", p.steps},
+          {"warmup_step_s", p.warm_up},
+          {"relative_error", relative(p.predicted_step, measured)},
+          {"by_class", by_class},
+          {"outside_nodes", times(p.outside_nodes)},
+          {"by_op", by_op},
+          {"by_device", by_device}};
+}
+
+std::string shapes(const Graph& g, const std::vector<ValueId>& values) {
+  std::vector<std::string> parts;
+  for (ValueId v : values) {
+    if (v != kNoId) parts.push_back(fmt::format("[{}]", fmt::join(g.value(v).shape.dims, ",")));
+  }
+  return fmt::format("{}", fmt::join(parts, " "));
+}
+
+// The first role's `top` slowest nodes: operands, predicted and measured seconds per step, and
+// the measurement on each of the role's first four devices (their waits at collectives differ).
+void print_slowest_nodes(const Plan& plan, const runtime::PlanResult& result,
+                         const NodeSeconds& model_costs, int top) {
+  const Role& role = plan.roles.front();
+  std::vector<int64_t> devices;
+  for (size_t d = 0; d < plan.device_role.size() && devices.size() < 4; ++d) {
+    if (plan.device_role[d] == role.id) devices.push_back(static_cast<int64_t>(d));
+  }
+  const size_t nodes = static_cast<size_t>(role.graph.num_nodes());
+  std::vector<double> runs(nodes, 0.0), mean(nodes, 0.0);
+  for (const ScheduleStep& step : role.schedule) {
+    const Program& prog = role.programs[role.program_of(step)];
+    for (NodeId n = prog.begin; n < prog.end; ++n) runs[n] += 1;
+  }
+  std::vector<std::vector<double>> on_device(devices.size(), std::vector<double>(nodes, 0.0));
+  for (size_t k = 0; k < devices.size(); ++k) {
+    const auto& steps = result.node_seconds[devices[k]];
+    const double per_step = 1.0 / static_cast<double>(steps.size() - 1);
+    for (size_t s = 1; s < steps.size(); ++s) {
+      for (size_t n = 0; n < nodes; ++n) {
+        on_device[k][n] += steps[s][n] * per_step;
+        mean[n] += steps[s][n] * per_step / static_cast<double>(devices.size());
+      }
+    }
+  }
+  std::vector<NodeId> order(nodes);
+  for (size_t n = 0; n < nodes; ++n) order[n] = static_cast<NodeId>(n);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](NodeId a, NodeId b) { return mean[a] > mean[b]; });
+  std::vector<std::string> columns;
+  for (int64_t d : devices) columns.push_back(fmt::format("{:>9}", fmt::format("dev {}", d)));
+  fmt::print("{:<18} {:<13} {:>12} {:>12} {}  {}\n", "slowest nodes", "class", "predicted µs",
+             "measured µs", fmt::join(columns, " "), "operands -> results");
+  for (size_t i = 0; i < order.size() && i < static_cast<size_t>(top); ++i) {
+    const NodeId n = order[i];
+    const Node& node = role.graph.node(n);
+    std::vector<std::string> measured;
+    for (const auto& seconds : on_device)
+      measured.push_back(fmt::format("{:>9.1f}", seconds[n] * 1e6));
+    fmt::print("{:<18} {:<13} {:>12.1f} {:>12.1f} {}  {} -> {}  {}\n", node.op_type,
+               class_of(role.graph, node), model_costs(role, node, devices.front()) * runs[n] * 1e6,
+               mean[n] * 1e6, fmt::join(measured, " "), shapes(role.graph, node.inputs),
+               shapes(role.graph, node.outputs), node.name);
+  }
+}
+
+void print_profile(const ProfileFlags& f, const HardwareProfile& hw, const Plan& plan,
+                   const Profile& p) {
+  const double measured = median(p.steps);
+  double mean = 0;
+  for (double s : p.steps) mean += s / static_cast<double>(p.steps.size());
+  fmt::print("{} on {} ({} devices), {} steps after a warm-up step\n", f.plan, hw.name,
+             plan.device_role.size(), p.steps.size());
+  fmt::print("step: predicted {:.3f} ms, measured {:.3f} ms (median; mean {:.3f} ms), {:+.1f}%\n",
+             p.predicted_step * 1e3, measured * 1e3, mean * 1e3,
+             100 * relative(p.predicted_step, measured));
+  fmt::print("{:<15} {:>14} {:>13} {:>8}\n", "per device", "predicted ms", "measured ms", "error");
+  for (const std::string& name : class_names()) {
+    const Times& t = p.by_class.at(name);
+    if (t.predicted == 0 && t.measured == 0) continue;
+    fmt::print("{:<15} {:>14.3f} {:>13.3f} {:>+7.1f}%\n", name, t.predicted * 1e3, t.measured * 1e3,
+               100 * relative(t.predicted, t.measured));
+  }
+  fmt::print("{:<15} {:>14.3f} {:>13.3f}\n", "outside nodes", p.outside_nodes.predicted * 1e3,
+             p.outside_nodes.measured * 1e3);
+  std::vector<std::pair<std::string, OpTimes>> ops(p.by_op.begin(), p.by_op.end());
+  std::stable_sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) {
+    return a.second.measured > b.second.measured;
+  });
+  fmt::print("{:<24} {:<13} {:>6} {:>14} {:>13}\n", "slowest ops", "class", "nodes", "predicted ms",
+             "measured ms");
+  for (size_t i = 0; i < ops.size() && i < 10; ++i) {
+    const OpTimes& t = ops[i].second;
+    fmt::print("{:<24} {:<13} {:>6.0f} {:>14.3f} {:>13.3f}\n", ops[i].first, t.op_class, t.nodes,
+               t.predicted * 1e3, t.measured * 1e3);
+  }
+}
+
+Status run_profile(const ProfileFlags& f) {
+  if (f.steps < 1) return error("--steps {}: must be at least 1", f.steps);
+  if (f.top < 0) return error("--top {}: must be 0 or more", f.top);
+  ASSIGN_OR_RETURN(BuiltPlan built, load_plan(f.plan, true));
+  ASSIGN_OR_RETURN(HardwareProfile hw,
+                   read_hardware_profile(f.hw, std::string(AUTOPAR_CONFIG_DIR) + "/hw"));
+  const Plan& plan = built.plan;
+  // Every device is a thread with a core of its own, as calibrated CPU profiles assume.
+  const int64_t devices = static_cast<int64_t>(plan.device_role.size());
+  const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  if (devices > cores) {
+    return error(
+        "{}: the plan has {} devices but this machine has {} cores (profile runs each device on "
+        "a core of its own)",
+        f.plan, devices, cores);
+  }
+  hw.nodes = (devices + hw.devices_per_node - 1) / hw.devices_per_node;
+  const NodeSeconds model_costs = profile_costs(plan, hw);
+  ASSIGN_OR_RETURN(Profile p, predict(plan, model_costs));
+  ASSIGN_OR_RETURN(runtime::PlanFeeds feeds, plan_feeds(built, f.steps + 1, f.seed));
+  runtime::PlanRunOptions options;
+  options.profile = true;
+  ASSIGN_OR_RETURN(runtime::PlanResult result, runtime::run_plan_inproc(plan, feeds, options));
+  attribute(plan, result, p);
+  if (f.json) {
+    fmt::print("{}\n", profile_json(f, hw, plan, p).dump(2));
+    return Status::ok();
+  }
+  print_profile(f, hw, plan, p);
+  if (f.top > 0) print_slowest_nodes(plan, result, model_costs, f.top);
+  std::vector<double> steps_ms;
+  for (double s : p.steps) steps_ms.push_back(s * 1e3);
+  fmt::print("measured steps (ms): {:.3f} (warm-up), {:.3f}\n", p.warm_up * 1e3,
+             fmt::join(steps_ms, ", "));
+  return Status::ok();
+}
+
+}  // namespace
+
+void add_profile_command(CLI::App& app, Command& command) {
+  auto flags = std::make_shared<ProfileFlags>();
+  CLI::App* p = app.add_subcommand(
+      "profile", "run a plan on this machine and compare its measured times with the simulation");
+  p->add_option("plan", flags->plan, "plan directory")->required();
+  p->add_option("--hw", flags->hw,
+                "hardware profile of this machine (autopar calibrate -o FILE): a YAML file or a "
+                "name in configs/hw/")
+      ->required();
+  p->add_option("--steps", flags->steps,
+                "steps measured after one warm-up step (default 10); the median counts");
+  p->add_option("--seed", flags->seed, "seed of the synthetic data (default 0)");
+  p->add_option("--top", flags->top, "also list the N slowest nodes of the first role");
+  p->add_flag("--json", flags->json, "print one JSON object");
+  p->callback([flags, &command] { command = [flags] { return run_profile(*flags); }; });
+}
+
+}  // namespace autopar::cli
