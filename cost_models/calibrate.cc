@@ -306,6 +306,10 @@ StatusOr<Calibration> calibrate_cpu(const CalibrationOptions& options) {
   const Eigen::VectorXd per_run_node = chain_rows.colPivHouseholderQr().solve(chain_ones);
   const double per_run = std::max(per_run_node(0), 0.0);
   p.device.launch_overhead_s = std::max(per_run_node(1), 1e-8);
+  // Every program a plan runs pays the per-run intercept; the CPU runtime runs collectives in
+  // line on the device's thread, so communication does not overlap its compute.
+  p.device.program_overhead_s = per_run;
+  p.device.overlap_communication = false;
   const double overhead = p.device.launch_overhead_s;
   // Seconds per node of an op, its launch overhead included. The graph timed holds copies of
   // the op over inputs of their own spanning four times the private cache, so each node reads
@@ -517,8 +521,11 @@ std::string profile_yaml(const HardwareProfile& p, const std::string& header) {
   y += "}\n";
   y += fmt::format("  memory_bytes: {:.6g}\n  memory_bandwidth: {:.6g}\n", p.device.memory_bytes,
                    p.device.memory_bandwidth);
-  y += fmt::format("  launch_overhead_s: {:.6g}\n  reserved_bytes: {:.6g}\n  efficiency:\n",
-                   p.device.launch_overhead_s, p.device.reserved_bytes);
+  y += fmt::format("  launch_overhead_s: {:.6g}\n", p.device.launch_overhead_s);
+  if (p.device.program_overhead_s > 0)
+    y += fmt::format("  program_overhead_s: {:.6g}\n", p.device.program_overhead_s);
+  if (!p.device.overlap_communication) y += "  overlap_communication: false\n";
+  y += fmt::format("  reserved_bytes: {:.6g}\n  efficiency:\n", p.device.reserved_bytes);
   for (const auto& [op_class, curve] : p.device.efficiency)
     y += fmt::format("    {}: {}\n", op_class_name(op_class), points(curve));
   y += fmt::format("topology:\n  devices_per_node: {}\n  tiers:\n", p.devices_per_node);

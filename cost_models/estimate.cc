@@ -613,12 +613,16 @@ StatusOr<Estimate> Estimator::combine(const LayerCosts& costs, const Scheme& sch
   std::vector<Stage> stage(stages);
   const bool full = scheme.recompute == Recompute::kFull;
   const bool selective = scheme.recompute == Recompute::kSelective;
+  // The runtime's cost per program run, and whether collectives overlap compute at all.
+  const double dispatch = profile_.device.program_overhead_s;
+  const bool overlap = profile_.device.overlap_communication;
   for (int64_t s = 0; s < stages; ++s) {
     Stage& st = stage[s];
     const auto [first, last] = ranges[s];
     if (first > last || first < 0 || last >= num_layers)
       return error("pipeline.stages: stage {} has no layers", s);
-    double t = 0, comm_free = 0;
+    double t = dispatch, comm_free = 0;
+    st.forward = dispatch;
     for (int32_t l = first; l <= last; ++l) {
       const LayerCost& c = costs.layers[l];
       st.forward_compute += c.forward_compute;
@@ -647,6 +651,7 @@ StatusOr<Estimate> Estimator::combine(const LayerCosts& costs, const Scheme& sch
       t += compute;
       if (blocking > 0) t = comm_free = std::max(t, comm_free) + blocking;
       if (c.gradient_comm > 0) comm_free = std::max(t, comm_free) + c.gradient_comm;
+      if (!overlap) t = comm_free = std::max(t, comm_free);  // collectives run in line
     }
     st.backward = t;
     st.gradient_tail = std::max(0.0, comm_free - t);
@@ -672,7 +677,7 @@ StatusOr<Estimate> Estimator::combine(const LayerCosts& costs, const Scheme& sch
     r.backward += st.backward;
     r.compute += st.forward_compute + st.backward_compute;
     r.tail = std::max(r.tail, st.gradient_tail);
-    r.update += st.update;
+    r.update += st.update + (s < p ? dispatch : 0.0);  // one update program per rank
     r.memory.parameter_bytes += st.parameters;
     r.memory.gradient_bytes += st.gradients;
     r.memory.optimizer_bytes += st.optimizer;

@@ -158,6 +158,17 @@ StatusOr<HardwareProfile> parse_hardware_profile(std::string_view yaml, std::str
                    r.positive(device["launch_overhead_s"], "device.launch_overhead_s"));
   ASSIGN_OR_RETURN(p.device.reserved_bytes,
                    r.positive(device["reserved_bytes"], "device.reserved_bytes"));
+  if (const YAML::Node program = device["program_overhead_s"]) {
+    ASSIGN_OR_RETURN(p.device.program_overhead_s,
+                     r.positive(program, "device.program_overhead_s"));
+  }
+  if (const YAML::Node overlap = device["overlap_communication"]) {
+    try {
+      p.device.overlap_communication = overlap.as<bool>();
+    } catch (const YAML::Exception&) {
+      return r.fail("device.overlap_communication", "expected true or false");
+    }
+  }
   if (p.device.reserved_bytes >= p.device.memory_bytes)
     return r.fail("device.reserved_bytes", "leaves no memory for a plan");
   const YAML::Node curves = device["efficiency"];

@@ -82,7 +82,17 @@ NodeSeconds profile_costs(const Plan& plan, const HardwareProfile& profile) {
   };
 }
 
-StatusOr<Simulation> simulate(const Plan& plan, const NodeSeconds& costs, bool record_events) {
+StreamModel stream_model(const HardwareProfile& profile) {
+  return {profile.device.program_overhead_s, profile.device.overlap_communication};
+}
+
+StatusOr<Simulation> simulate(const Plan& plan, const HardwareProfile& profile,
+                              bool record_events) {
+  return simulate(plan, profile_costs(plan, profile), record_events, stream_model(profile));
+}
+
+StatusOr<Simulation> simulate(const Plan& plan, const NodeSeconds& costs, bool record_events,
+                              const StreamModel& streams) {
   const size_t roles = plan.roles.size();
   Simulation sim;
   sim.roles.assign(roles, {});
@@ -117,6 +127,9 @@ StatusOr<Simulation> simulate(const Plan& plan, const NodeSeconds& costs, bool r
         for (const auto& [channel, count] : needed) ready &= in_flight[channel].size() >= count;
         if (!ready) break;
 
+        // The runtime's dispatch of the program, on the device's compute stream.
+        compute_free[r] += streams.program_overhead_s;
+        sim.roles[r].compute_busy += streams.program_overhead_s;
         const int32_t micro = step.kind == ProgramKind::kUpdate ? last_micro : step.micro;
         std::map<ValueId, double> local;  // ready times of this run's values
         auto ready_at = [&](ValueId v, bool* from_comm) -> double {
@@ -149,8 +162,10 @@ StatusOr<Simulation> simulate(const Plan& plan, const NodeSeconds& costs, bool r
             queue.pop_front();
           } else if (comm) {
             start = std::max(comm_free[r], inputs_ready);
+            if (!streams.overlap_communication) start = std::max(start, compute_free[r]);
             end = start + costs(role, node, device);
             comm_free[r] = end;
+            if (!streams.overlap_communication) compute_free[r] = end;
             sim.roles[r].comm_busy += end - start;
             if (node.op_type == "Send") {
               in_flight[{role.id, node.attr_int("peer_coord", 0), node.attr_int("tag", 0)}]

@@ -70,7 +70,7 @@ StatusOr<Tuning> prepare_tuning(const std::string& model, const std::string& hw,
 
 StatusOr<double> simulate_scheme(const Tuning& tuning, const Scheme& scheme) {
   ASSIGN_OR_RETURN(BuiltPlan built, build_plan(tuning.model, scheme, tuning.source, "scheme", false));
-  ASSIGN_OR_RETURN(Simulation sim, simulate(built.plan, profile_costs(built.plan, tuning.profile)));
+  ASSIGN_OR_RETURN(Simulation sim, simulate(built.plan, tuning.profile));
   return sim.step_seconds;
 }
 
@@ -273,7 +273,7 @@ Status run_autotune(const AutotuneFlags& f) {
   ASSIGN_OR_RETURN(BuiltPlan built, build_plan(t.model, best.scheme, t.source, "autotune", false));
   RETURN_IF_ERROR(write_plan(built.plan, f.out));
   ASSIGN_OR_RETURN(Simulation sim,
-                   simulate(built.plan, profile_costs(built.plan, t.profile), true));
+                   simulate(built.plan, t.profile, true));
   {
     std::ofstream trace(f.out + "/trace.json");
     trace << chrome_trace(built.plan, sim);

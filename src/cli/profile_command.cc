@@ -71,7 +71,8 @@ struct Profile {
 };
 
 // The simulated step, with every node's predicted seconds gathered per role by class and op.
-StatusOr<Profile> predict(const Plan& plan, const NodeSeconds& model_costs) {
+StatusOr<Profile> predict(const Plan& plan, const NodeSeconds& model_costs,
+                          const StreamModel& streams) {
   Profile p;
   std::vector<std::map<std::string, double>> by_class(plan.roles.size());
   std::vector<std::map<std::string, double>> by_op(plan.roles.size());
@@ -81,7 +82,7 @@ StatusOr<Profile> predict(const Plan& plan, const NodeSeconds& model_costs) {
     by_op[role.id][node.op_type] += seconds;
     return seconds;
   };
-  ASSIGN_OR_RETURN(Simulation sim, simulate(plan, costs));
+  ASSIGN_OR_RETURN(Simulation sim, simulate(plan, costs, false, streams));
   p.predicted_step = sim.step_seconds;
   for (const std::string& name : class_names()) p.by_class[name] = {};
   const int64_t devices = static_cast<int64_t>(plan.device_role.size());
@@ -280,7 +281,7 @@ Status run_profile(const ProfileFlags& f) {
   }
   hw.nodes = (devices + hw.devices_per_node - 1) / hw.devices_per_node;
   const NodeSeconds model_costs = profile_costs(plan, hw);
-  ASSIGN_OR_RETURN(Profile p, predict(plan, model_costs));
+  ASSIGN_OR_RETURN(Profile p, predict(plan, model_costs, stream_model(hw)));
   ASSIGN_OR_RETURN(runtime::PlanFeeds feeds, plan_feeds(built, f.steps + 1, f.seed));
   runtime::PlanRunOptions options;
   options.profile = true;

@@ -33,7 +33,7 @@ Status run_simulate(const SimulateFlags& f) {
                  profile.nodes, profile.devices_per_node, profile.num_devices(), devices);
   }
   ASSIGN_OR_RETURN(Simulation sim,
-                   simulate(built.plan, profile_costs(built.plan, profile), !f.trace.empty()));
+                   simulate(built.plan, profile, !f.trace.empty()));
   if (!f.trace.empty()) {
     std::ofstream out(f.trace);
     out << chrome_trace(built.plan, sim);

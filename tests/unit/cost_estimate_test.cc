@@ -42,6 +42,8 @@ LoweringOptions training_options(const Graph& model) {
 struct Case {
   const char* model;
   const char* scheme;
+  // A runtime like autopar's CPU one: a cost per program run, collectives in line.
+  bool inline_runtime = false;
 };
 
 class EstimateAgreesWithSimulation : public ::testing::TestWithParam<Case> {};
@@ -54,11 +56,15 @@ TEST_P(EstimateAgreesWithSimulation, StepTimeAndMemory) {
   auto model = model_at(scheme->dp() * scheme->micro_batch);
   ASSERT_TRUE(model.is_ok()) << model.status().message();
   const LoweringOptions options = training_options(*model);
-  const HardwareProfile profile = fixture_profile();
+  HardwareProfile profile = fixture_profile();
+  if (c.inline_runtime) {
+    profile.device.program_overhead_s = 50e-6;
+    profile.device.overlap_communication = false;
+  }
 
   auto plan = lower(*model, *scheme, options);
   ASSERT_TRUE(plan.is_ok()) << plan.status().message();
-  auto sim = simulate(*plan, profile_costs(*plan, profile));
+  auto sim = simulate(*plan, profile);
   ASSERT_TRUE(sim.is_ok()) << sim.status().message();
   const std::vector<RoleMemory> memory = plan_memory(*plan);
 
@@ -110,7 +116,12 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"mlp", "mesh: {dp: 2}\nbatch: {global: 8, micro: 4}\n"},
         Case{"resnet-tiny", "mesh: {dp: 2}\nbatch: {global: 8, micro: 4}\n"},
         Case{"resnet-tiny", "mesh: {sp: 2}\nbatch: {global: 4, micro: 4}\n"},
-        Case{"vit-tiny", "mesh: {pp: 2, tp: 2}\nbatch: {global: 8, micro: 2}\n"}));
+        Case{"vit-tiny", "mesh: {pp: 2, tp: 2}\nbatch: {global: 8, micro: 2}\n"},
+        Case{"mlp", "mesh: {dp: 2}\nbatch: {global: 8, micro: 4}\n", true},
+        Case{"gpt-tiny", "mesh: {dp: 2}\nbatch: {global: 8, micro: 4}\n", true},
+        Case{"gpt-tiny", "mesh: {dp: 2, tp: 2}\nbatch: {global: 16, micro: 2}\n", true},
+        Case{"gpt-tiny", "mesh: {pp: 2}\nbatch: {global: 8, micro: 2}\n", true},
+        Case{"resnet-tiny", "mesh: {dp: 2}\nbatch: {global: 8, micro: 4}\n", true}));
 
 TEST(Estimator, SchemesSharingAnSpmdConfigurationShareLayerCosts) {
   const ModelAt model_at = zoo_at("gpt-tiny");

@@ -101,6 +101,15 @@ TEST(HardwareProfile, ErrorsNameTheField) {
             "p.yaml: device.peak_flops: 'int8' is not fp64, fp32, tf32, bf16 or fp16");
   EXPECT_EQ(with("      nics_per_node: 8\n", ""),
             "p.yaml: topology.tiers[1].nics_per_node: missing");
+  EXPECT_EQ(with("reserved_bytes: 2e9", "reserved_bytes: 2e9\n  overlap_communication: maybe"),
+            "p.yaml: device.overlap_communication: expected true or false");
+  EXPECT_EQ(with("reserved_bytes: 2e9", "reserved_bytes: 2e9\n  program_overhead_s: -1"),
+            "p.yaml: device.program_overhead_s: -1 must be positive");
+  // Both optional: a GPU profile leaves them out (no per-program cost, NCCL's own streams).
+  auto p = parse_hardware_profile(kFixture, "p.yaml");
+  ASSERT_TRUE(p.is_ok());
+  EXPECT_EQ(p->device.program_overhead_s, 0.0);
+  EXPECT_TRUE(p->device.overlap_communication);
 }
 
 TEST(Communication, RingFormulasInsideANode) {

@@ -46,6 +46,12 @@ struct DeviceSpec {
   double memory_bytes = 0;
   double memory_bandwidth = 0;  // bytes/s
   double launch_overhead_s = 0;
+  // Per program run (a forward, backward or update of one microbatch): the runtime's own
+  // dispatch beyond its nodes. Optional, 0 by default.
+  double program_overhead_s = 0;
+  // Whether collectives run on a stream of their own beside the compute (GPUs with NCCL), or
+  // in line on the compute stream (autopar's CPU runtime). Optional, true by default.
+  bool overlap_communication = true;
   double reserved_bytes = 0;  // held by the runtime and framework, not available to a plan
   std::map<OpClass, EfficiencyCurve> efficiency;
 

@@ -48,7 +48,18 @@ double device_node_seconds(const HardwareProfile& profile, const DeviceMesh& mes
 // and transfers (groups resolved from the device's mesh coordinates).
 NodeSeconds profile_costs(const Plan& plan, const HardwareProfile& profile);
 
+// What the device's runtime adds beyond its nodes: a cost per program run, and whether
+// collectives have a stream of their own (else they run in line on the compute stream).
+struct StreamModel {
+  double program_overhead_s = 0;
+  bool overlap_communication = true;
+};
+StreamModel stream_model(const HardwareProfile& profile);
+
 StatusOr<Simulation> simulate(const Plan& plan, const NodeSeconds& costs,
+                              bool record_events = false, const StreamModel& streams = {});
+// The plan on a profile: profile_costs and the profile's stream model.
+StatusOr<Simulation> simulate(const Plan& plan, const HardwareProfile& profile,
                               bool record_events = false);
 
 // A Chrome/Perfetto trace: one process per role, a thread per stream, events named by node
