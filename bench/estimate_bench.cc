@@ -4,6 +4,8 @@
 // evaluates per candidate, reported as candidates per second on one thread.
 #include <benchmark/benchmark.h>
 
+#include <memory>
+
 #include "autopar/cost/estimate.h"
 #include "autopar/zoo/zoo.h"
 
@@ -13,7 +15,7 @@ namespace {
 constexpr const char* kScheme =
     "mesh: {pp: 8, dp: 16, tp: 8}\nbatch: {global: 1536, micro: 1}\nprecision: bf16\n";
 
-StatusOr<Estimator> gpt3_estimator() {
+StatusOr<std::unique_ptr<Estimator>> gpt3_estimator() {
   ASSIGN_OR_RETURN(HardwareProfile profile,
                    read_hardware_profile("dgx-a100-80g", AUTOPAR_CONFIG_DIR "/hw"));
   profile.nodes = 128;
@@ -25,14 +27,14 @@ StatusOr<Estimator> gpt3_estimator() {
   };
   LoweringOptions options;
   options.loss.kind = LossKind::kCrossEntropy;
-  return Estimator(model_at, options, profile);
+  return std::make_unique<Estimator>(model_at, options, profile);
 }
 
 void BM_LayerCosts(benchmark::State& state) {
   auto scheme = parse_scheme(kScheme, "scheme");
   for (auto _ : state) {
     auto estimator = gpt3_estimator();
-    auto costs = estimator->layer_costs(*scheme);
+    auto costs = (*estimator)->layer_costs(*scheme);
     if (!costs.is_ok()) {
       state.SkipWithError(costs.status().message().c_str());
       return;
@@ -45,7 +47,7 @@ BENCHMARK(BM_LayerCosts)->Unit(benchmark::kSecond)->Iterations(1);
 void BM_Candidates(benchmark::State& state) {
   auto estimator = gpt3_estimator();
   auto base = parse_scheme(kScheme, "scheme");
-  auto costs = estimator->layer_costs(*base);
+  auto costs = (*estimator)->layer_costs(*base);
   if (!costs.is_ok()) {
     state.SkipWithError(costs.status().message().c_str());
     return;
@@ -72,7 +74,7 @@ void BM_Candidates(benchmark::State& state) {
   size_t i = 0;
   double best = 1e300;
   for (auto _ : state) {
-    auto e = estimator->combine(**costs, candidates[i++ % candidates.size()]);
+    auto e = (*estimator)->combine(**costs, candidates[i++ % candidates.size()]);
     best = std::min(best, e->step_time_s);
     benchmark::DoNotOptimize(best);
   }
