@@ -94,34 +94,10 @@ double state_floor(const DeviceMesh& mesh, const SearchSpace& space, const Searc
 
 std::vector<std::pair<int32_t, int32_t>> partition_stages(const LayerCosts& costs, int64_t stages,
                                                           Recompute recompute) {
-  const auto n = static_cast<int64_t>(costs.layers.size());
-  std::vector<double> prefix(n + 1, 0.0);
-  for (int64_t i = 0; i < n; ++i)
-    prefix[i + 1] = prefix[i] + layer_seconds(costs.layers[i], recompute);
-  const double inf = 1e300;
-  std::vector<std::vector<double>> best(stages + 1, std::vector<double>(n + 1, inf));
-  std::vector<std::vector<int64_t>> from(stages + 1, std::vector<int64_t>(n + 1, 0));
-  best[0][0] = 0.0;
-  for (int64_t k = 1; k <= stages; ++k) {
-    for (int64_t i = k; i <= n - (stages - k); ++i) {
-      for (int64_t j = k - 1; j < i; ++j) {
-        if (best[k - 1][j] >= inf) continue;
-        const double v = std::max(best[k - 1][j], prefix[i] - prefix[j]);
-        if (v < best[k][i]) {
-          best[k][i] = v;
-          from[k][i] = j;
-        }
-      }
-    }
-  }
-  std::vector<std::pair<int32_t, int32_t>> ranges(stages);
-  int64_t i = n;
-  for (int64_t k = stages; k >= 1; --k) {
-    const int64_t j = from[k][i];
-    ranges[k - 1] = {static_cast<int32_t>(j), static_cast<int32_t>(i - 1)};
-    i = j;
-  }
-  return ranges;
+  std::vector<double> seconds;
+  seconds.reserve(costs.layers.size());
+  for (const LayerCost& c : costs.layers) seconds.push_back(layer_seconds(c, recompute));
+  return balance_stages(seconds, stages);
 }
 
 StatusOr<std::vector<DeviceMesh>> enumerate_meshes(const SearchSpace& space,

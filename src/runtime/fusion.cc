@@ -7,6 +7,7 @@
 #include <Eigen/Core>
 #include <unsupported/Eigen/SpecialFunctions>
 
+#include "kernels/for_lanes.h"
 #include "kernels/kernel_util.h"
 
 namespace autopar::runtime {
@@ -62,19 +63,6 @@ bool fits(const Graph& g, const Node& node, const std::vector<int64_t>& dims, DT
   return true;
 }
 
-// body(i) for i in [0, n) in blocks of a fixed 16 lanes: at -O2 GCC vectorises only loops
-// whose trip count is a known multiple of the vector width (the unfused kernels' for_lanes).
-// Every body touches index i alone, so the iterations are independent.
-template <typename Body>
-inline void for_lanes(int64_t n, const Body& body) {
-  constexpr int64_t kLanes = 16;
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-#pragma GCC ivdep
-    for (int64_t j = 0; j < kLanes; ++j) body(i + j);
-  }
-  for (; i < n; ++i) body(i);
-}
 
 // One op over a tile, with the operand patterns split out so each loop vectorises like the
 // unfused kernels' (stride 0 is a scalar operand).

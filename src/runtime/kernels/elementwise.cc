@@ -9,6 +9,7 @@
 #include <Eigen/Core>
 #include <unsupported/Eigen/SpecialFunctions>
 
+#include "for_lanes.h"
 #include "kernel_util.h"
 
 namespace autopar::runtime {
@@ -189,19 +190,6 @@ B power(B base, E exponent) {
 
 // ---- loops ----------------------------------------------------------------------------
 
-// body(i) for i in [0, n), in blocks of a fixed 16 lanes: at -O2 GCC vectorises only loops
-// whose trip count is a known multiple of the vector width. Every body touches index i
-// alone (in-place included), so the iterations are independent.
-template <typename Body>
-inline void for_lanes(int64_t n, const Body& body) {
-  constexpr int64_t kLanes = 16;
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-#pragma GCC ivdep
-    for (int64_t j = 0; j < kLanes; ++j) body(i + j);
-  }
-  for (; i < n; ++i) body(i);
-}
 
 // The output's dims with each operand's strides (0 where it broadcasts), size-1 dims dropped
 // and neighbours merged where every operand walks them contiguously or not at all. Same-shape
