@@ -50,6 +50,18 @@ std::optional<OpClass> op_class_of(const Graph& g, const Node& n) {
   return OpClass::kElementwise;
 }
 
+const char* peak_key(Precision precision) {
+  switch (precision) {
+    case Precision::kBf16:
+      return peak_key(DType::kBFloat16);
+    case Precision::kFp16:
+      return peak_key(DType::kFloat16);
+    case Precision::kFp32:
+      break;
+  }
+  return peak_key(DType::kFloat32);
+}
+
 const char* peak_key(DType dtype) {
   switch (dtype) {
     case DType::kBFloat16:

@@ -26,41 +26,6 @@ double shard_bytes(const StateSpec& s, const DeviceMesh& mesh) {
 
 double bytes_of(const Value& v) { return static_cast<double>(v.num_bytes()); }
 
-// The ops whose outputs recompute selective keeps (as roles.cc decides): projections,
-// convolutions, norms and collectives; everything else is re-run.
-bool kept_by_selective(const Graph& g, const Node& node,
-                       const std::map<std::string, const StateSpec*>& state) {
-  if (node.domain == kAutoparDomain) return true;
-  static const char* const kKept[] = {"Gemm", "Conv", "ConvTranspose", "LayerNormalization",
-                                      "BatchNormalization"};
-  for (const char* op : kKept) {
-    if (node.op_type == op) return true;
-  }
-  if (node.op_type == "MatMul") {
-    for (ValueId in : node.inputs) {
-      ValueId x = in;
-      while (x != kNoId && g.value(x).producer != kNoId &&
-             g.node(g.value(x).producer).domain == kAutoparDomain)
-        x = g.node(g.value(x).producer).inputs[0];
-      if (x != kNoId && g.value(x).kind == ValueKind::kInput && state.count(g.value(x).name))
-        return true;
-    }
-  }
-  return false;
-}
-
-const char* arithmetic(Precision precision) {
-  switch (precision) {
-    case Precision::kBf16:
-      return "bf16";
-    case Precision::kFp16:
-      return "fp16";
-    case Precision::kFp32:
-      return "fp32";
-  }
-  return "fp32";
-}
-
 // Microbatches a rank holds stashed at once under the schedule (make_schedule's orders).
 int64_t in_flight(PipelineSchedule schedule, int64_t rank, int64_t ranks, int64_t chunks,
                   int64_t microbatches) {
@@ -82,10 +47,11 @@ const std::vector<std::pair<int32_t, int32_t>>& LayerCosts::balanced(int64_t sta
   auto it = cache.find(stages);
   if (it == cache.end()) {
     const auto layers = static_cast<int32_t>(this->layers.size());
-    it = cache
-             .emplace(stages, stages == 1 ? std::vector<std::pair<int32_t, int32_t>>{{0, layers - 1}}
-                                          : balance_stages(stage_costs, stages))
-             .first;
+    it =
+        cache
+            .emplace(stages, stages == 1 ? std::vector<std::pair<int32_t, int32_t>>{{0, layers - 1}}
+                                         : balance_stages(stage_costs, stages))
+            .first;
   }
   return it->second;
 }
@@ -345,7 +311,8 @@ LayerCosts layer_costs_of(const SpmdLowering& lowered, const Graph& model, const
       selective_work.pop_back();
       const NodeId p = g.value(v).producer;
       if (p == kNoId || g.node(p).phase != Phase::kForward) continue;
-      if (kept_by_selective(g, g.node(p), state)) {
+      if (kept_by_selective_recompute(g, g.node(p),
+                                      [&](ValueId x) { return state_of(x) != nullptr; })) {
         if (!kept[v] && !state_outputs.count(g.value(v).name)) {
           kept[v] = true;
           costs.layers[layer[p]].selective_stash_bytes += bytes_of(g.value(v));
@@ -526,13 +493,14 @@ StatusOr<const LayerCosts*> Estimator::layer_costs(const Scheme& scheme) {
   Result result = once(mutex_, cache_, key, [&]() -> Result {
     ASSIGN_OR_RETURN(std::shared_ptr<const Structure> structure_of, structure(scheme));
     const Model* s = structure_of->model.get();
-    LayerCosts reduced = layer_costs_of(structure_of->lowered, s->collapsed.graph, scheme, profile_);
+    LayerCosts reduced =
+        layer_costs_of(structure_of->lowered, s->collapsed.graph, scheme, profile_);
     // Every layer of the model takes the costs of the layer that stands for it.
     auto costs = std::make_shared<LayerCosts>();
     costs->training = reduced.training;
     costs->accumulates = reduced.accumulates;
-    const double scale = static_cast<double>(scheme.dp() * scheme.micro_batch) /
-                         static_cast<double>(s->batch);
+    const double scale =
+        static_cast<double>(scheme.dp() * scheme.micro_batch) / static_cast<double>(s->batch);
     costs->model_flops = s->model_flops * scale;
     costs->stage_costs = s->stage_costs;
     const std::vector<int32_t>& layer_of = s->collapsed.layer_of;
@@ -544,8 +512,7 @@ StatusOr<const LayerCosts*> Estimator::layer_costs(const Scheme& scheme) {
     }
     for (SharedState shared : reduced.shared) {
       for (int32_t& l : shared.layers) {
-        if (l < static_cast<int32_t>(s->collapsed.original.size()))
-          l = s->collapsed.original[l];
+        if (l < static_cast<int32_t>(s->collapsed.original.size())) l = s->collapsed.original[l];
       }
       costs->shared.push_back(std::move(shared));
     }
@@ -572,8 +539,8 @@ StatusOr<Estimate> Estimator::combine(const LayerCosts& costs, const Scheme& sch
   if (m < 1) return error("batch: the scheme has no microbatches");
   if (v > 1 && p > 1 && m % p != 0) {
     return error(
-        "pipeline.schedule: interleaved needs the microbatches ({}) to be a multiple of pp ({})",
-        m, p);
+        "pipeline.schedule: interleaved needs the microbatches ({}) to be a multiple of pp ({})", m,
+        p);
   }
   std::vector<std::pair<int32_t, int32_t>> ranges = scheme.stages;
   if (ranges.empty()) {
@@ -643,7 +610,7 @@ StatusOr<Estimate> Estimator::combine(const LayerCosts& costs, const Scheme& sch
     // stream behind each other and in front of the blocking collectives.
     for (int32_t l = last; l >= first; --l) {
       const LayerCost& c = costs.layers[l];
-      const double compute = c.backward_compute + (full       ? c.full_compute
+      const double compute = c.backward_compute + (full        ? c.full_compute
                                                    : selective ? c.selective_compute
                                                                : 0.0);
       const double blocking = c.backward_comm + (full ? c.full_comm : 0.0);
@@ -682,8 +649,8 @@ StatusOr<Estimate> Estimator::combine(const LayerCosts& costs, const Scheme& sch
     r.memory.gradient_bytes += st.gradients;
     r.memory.optimizer_bytes += st.optimizer;
     r.memory.stash_bytes += st.stash;
-    r.memory.transient_bytes = std::max(
-        {r.memory.transient_bytes, st.forward_peak, st.backward_out + st.backward_peak});
+    r.memory.transient_bytes =
+        std::max({r.memory.transient_bytes, st.forward_peak, st.backward_out + st.backward_peak});
   }
 
   // Shared state on the ranks other than its first layer's.
@@ -733,8 +700,7 @@ StatusOr<Estimate> Estimator::combine(const LayerCosts& costs, const Scheme& sch
   // earlier by the backwards and sends below them) and waits for its gradients' reductions.
   double step = pipeline, finish = pipeline, critical_update = 0;
   for (int64_t r = 0; r < p; ++r) {
-    if (r > 0)
-      finish -= rank[r - 1].backward / static_cast<double>(v) + stage[r - 1].send_backward;
+    if (r > 0) finish -= rank[r - 1].backward / static_cast<double>(v) + stage[r - 1].send_backward;
     const double update = costs.training ? rank[r].tail + rank[r].update : 0.0;
     if (r == 0 || finish + update > step) {
       step = std::max(step, finish + update);
@@ -748,11 +714,12 @@ StatusOr<Estimate> Estimator::combine(const LayerCosts& costs, const Scheme& sch
     e.ranks.push_back({r.forward, r.backward, costs.training ? r.tail + r.update : 0.0});
   }
   e.breakdown.compute_s = 0;
-  for (const Rank& r : rank) e.breakdown.compute_s = std::max(e.breakdown.compute_s, dm * r.compute);
+  for (const Rank& r : rank)
+    e.breakdown.compute_s = std::max(e.breakdown.compute_s, dm * r.compute);
   e.breakdown.optimizer_s = critical_update;
   e.breakdown.bubble_s = std::max(0.0, pipeline - dm * busiest);
-  e.breakdown.exposed_comm_s = std::max(0.0, step - e.breakdown.compute_s - e.breakdown.bubble_s -
-                                                 e.breakdown.optimizer_s);
+  e.breakdown.exposed_comm_s =
+      std::max(0.0, step - e.breakdown.compute_s - e.breakdown.bubble_s - e.breakdown.optimizer_s);
 
   const double reserve = profile_.device.reserved_bytes;
   for (int64_t r = 0; r < p; ++r) {
@@ -781,8 +748,8 @@ StatusOr<Estimate> Estimator::combine(const LayerCosts& costs, const Scheme& sch
     e.memory.push_back(memory);
   }
   e.model_flops = (costs.training ? 3.0 : 1.0) * costs.model_flops * dm;
-  const double peak = profile_.device.peak(arithmetic(scheme.precision)) *
-                      static_cast<double>(mesh.num_devices());
+  const double peak =
+      profile_.device.peak(peak_key(scheme.precision)) * static_cast<double>(mesh.num_devices());
   e.mfu = step > 0 && peak > 0 ? e.model_flops / (peak * step) : 0.0;
   return e;
 }

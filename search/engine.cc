@@ -299,7 +299,8 @@ StatusOr<SearchResult> search(const SearchSpace& space, const SearchProblem& pro
           } else {
             const auto by_time = partition_stages(c, virtual_stages, recompute);
             consider(by_time);
-            if (c.balanced(virtual_stages) != by_time) consider(c.balanced(virtual_stages));
+            const auto& by_flops = c.balanced(virtual_stages);
+            if (by_flops != by_time) consider(by_flops);
           }
         }
       }

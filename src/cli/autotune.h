@@ -18,6 +18,7 @@ struct Tuning {
   SearchSpace space;
   SearchProblem problem;
   LoweringOptions options;
+  ModelAt model_at;  // the model shape-only at a batch
   std::unique_ptr<Estimator> estimator;
 };
 

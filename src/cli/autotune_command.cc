@@ -36,9 +36,9 @@ StatusOr<Tuning> prepare_tuning(const std::string& model, const std::string& hw,
   ASSIGN_OR_RETURN(Graph probe, load_model_at(model, 1, dims));
   t.problem.devices = t.profile.num_devices();
   t.problem.devices_per_node = t.profile.devices_per_node;
-  t.problem.global_batch = t.space.global_batch  ? *t.space.global_batch
-                           : batch               ? *batch
-                                                 : 8 * t.problem.devices;
+  t.problem.global_batch = t.space.global_batch ? *t.space.global_batch
+                           : batch              ? *batch
+                                                : 8 * t.problem.devices;
   for (const Node& n : probe.nodes()) t.problem.layers = std::max(t.problem.layers, n.layer + 1);
   t.problem.parameters = static_cast<double>(probe.num_parameter_elements());
 
@@ -54,8 +54,8 @@ StatusOr<Tuning> prepare_tuning(const std::string& model, const std::string& hw,
     // Adam and AdamW keep two fp32 moments per parameter; SGD one momentum buffer (none
     // without momentum).
     t.problem.optimizer_bytes = t.options.optimizer.kind != OptimizerKind::kSgd ? 8
-                                : t.options.optimizer.momentum != 0         ? 4
-                                                                            : 0;
+                                : t.options.optimizer.momentum != 0             ? 4
+                                                                                : 0;
     t.source.loss = loss_name(t.options.loss.kind);
     t.source.optimizer = optimizer_name(t.options.optimizer.kind);
   } else {
@@ -63,13 +63,14 @@ StatusOr<Tuning> prepare_tuning(const std::string& model, const std::string& hw,
     t.source.optimizer = "none";
     t.problem.optimizer_bytes = 0;
   }
-  ModelAt model_at = [model, dims](int64_t b) { return load_model_at(model, b, dims); };
-  t.estimator = std::make_unique<Estimator>(model_at, t.options, t.profile);
+  t.model_at = [model, dims](int64_t b) { return load_model_at(model, b, dims); };
+  t.estimator = std::make_unique<Estimator>(t.model_at, t.options, t.profile);
   return t;
 }
 
 StatusOr<double> simulate_scheme(const Tuning& tuning, const Scheme& scheme) {
-  ASSIGN_OR_RETURN(BuiltPlan built, build_plan(tuning.model, scheme, tuning.source, "scheme", false));
+  ASSIGN_OR_RETURN(BuiltPlan built,
+                   build_plan(tuning.model, scheme, tuning.source, "scheme", false));
   ASSIGN_OR_RETURN(Simulation sim, simulate(built.plan, tuning.profile));
   return sim.step_seconds;
 }
@@ -77,15 +78,15 @@ StatusOr<double> simulate_scheme(const Tuning& tuning, const Scheme& scheme) {
 std::string mesh_text(const DeviceMesh& mesh) {
   std::vector<std::string> parts;
   for (const MeshAxis& a : mesh.axes()) {
-    if (a.size > 1 || mesh.axes().size() == 1) parts.push_back(fmt::format("{} {}", a.name, a.size));
+    if (a.size > 1 || mesh.axes().size() == 1)
+      parts.push_back(fmt::format("{} {}", a.name, a.size));
   }
   return fmt::format("{}", fmt::join(parts, " × "));
 }
 
 std::string pipeline_text(const Scheme& s) {
   if (s.pp() == 1) return "-";
-  if (s.schedule == PipelineSchedule::kInterleaved)
-    return fmt::format("interleaved ×{}", s.chunks);
+  if (s.schedule == PipelineSchedule::kInterleaved) return fmt::format("interleaved ×{}", s.chunks);
   return schedule_name(s.schedule);
 }
 
@@ -119,22 +120,19 @@ struct Row {
   double step = 0, samples = 0, tflops = 0, mfu = 0, memory = 0;
 };
 
-Row row_of(const Candidate& c, const Tuning& t) {
+Row row_of(const Candidate& c) {
   Row r;
   r.step = c.step_s();
   r.samples = static_cast<double>(c.scheme.global_batch) / r.step;
   const double devices = static_cast<double>(c.scheme.mesh.num_devices());
   r.tflops = c.estimate.model_flops / (r.step * devices) / 1e12;
-  const char* dtype = c.scheme.precision == Precision::kBf16   ? "bf16"
-                      : c.scheme.precision == Precision::kFp16 ? "fp16"
-                                                               : "fp32";
-  r.mfu = c.estimate.model_flops / (r.step * devices * t.profile.device.peak(dtype));
+  r.mfu = c.estimate.mfu * c.estimate.step_time_s / r.step;  // at the (simulated) step
   r.memory = c.estimate.peak_memory_bytes;
   return r;
 }
 
 nlohmann::json candidate_json(const Candidate& c, const Tuning& t) {
-  const Row r = row_of(c, t);
+  const Row r = row_of(c);
   nlohmann::json j = {{"scheme", c.scheme.to_yaml()},
                       {"mesh", mesh_text(c.scheme.mesh)},
                       {"pipeline", pipeline_text(c.scheme)},
@@ -161,7 +159,7 @@ std::string table(const std::vector<Candidate>& top, const Tuning& t,
       "TFLOP/s/d", "MFU", "memory", measured.empty() ? "" : "   measured");
   for (size_t i = 0; i < top.size(); ++i) {
     const Candidate& c = top[i];
-    const Row r = row_of(c, t);
+    const Row r = row_of(c);
     out += fmt::format(
         "{:>3}  {:<22} {:<15} {:<11} {:>5} {:>4} {:<9} {:<5} {:>10} {:>10.1f} {:>9.1f} {:>5.1f}% "
         "{:>10}",
@@ -184,10 +182,10 @@ std::string baselines_text(const SearchResult& result, const Tuning& t) {
       out += fmt::format("  {:<14} {}\n", b.name, b.note);
       continue;
     }
-    const Row r = row_of(*b.candidate, t);
-    out += fmt::format("  {:<14} {:<36} step {:>10}, MFU {:>5.1f}%, memory {:>10}: best is {:.2f}× faster\n",
-                       b.name, b.note, seconds_text(r.step), r.mfu * 100, human_bytes(r.memory),
-                       r.step / best);
+    const Row r = row_of(*b.candidate);
+    out += fmt::format(
+        "  {:<14} {:<36} step {:>10}, MFU {:>5.1f}%, memory {:>10}: best is {:.2f}× faster\n",
+        b.name, b.note, seconds_text(r.step), r.mfu * 100, human_bytes(r.memory), r.step / best);
   }
   return out;
 }
@@ -272,29 +270,28 @@ Status run_autotune(const AutotuneFlags& f) {
   const Candidate& best = result.top.front();
   ASSIGN_OR_RETURN(BuiltPlan built, build_plan(t.model, best.scheme, t.source, "autotune", false));
   RETURN_IF_ERROR(write_plan(built.plan, f.out));
-  ASSIGN_OR_RETURN(Simulation sim,
-                   simulate(built.plan, t.profile, true));
+  ASSIGN_OR_RETURN(Simulation sim, simulate(built.plan, t.profile, true));
   {
     std::ofstream trace(f.out + "/trace.json");
     trace << chrome_trace(built.plan, sim);
     if (!trace) return error("-o {}: cannot write trace.json", f.out);
   }
-  const std::string header = fmt::format(
-      "{} on {} × {} ({} devices), global batch {}, space {}", f.model, t.profile.nodes,
-      t.profile.name, t.problem.devices, t.problem.global_batch, f.space);
+  const std::string header =
+      fmt::format("{} on {} × {} ({} devices), global batch {}, space {}", f.model, t.profile.nodes,
+                  t.profile.name, t.problem.devices, t.problem.global_batch, f.space);
   const std::string summary = fmt::format(
       "{} meshes ({} pruned by memory), {} configurations ({} more pruned by memory), {} "
       "candidates evaluated ({} fit) in {:.2f} s",
       result.meshes, result.meshes_pruned, result.configurations, result.configurations_pruned,
-      result.candidates_evaluated,
-      result.feasible, result.search_time_s);
+      result.candidates_evaluated, result.feasible, result.search_time_s);
   std::string exported;
   if (!f.export_to.empty()) {
     ASSIGN_OR_RETURN(exported, export_scheme(f.export_to, best.scheme, built.model));
   }
   {
     std::ofstream report(f.out + "/report.md");
-    report << "# autotune: " << header << "\n\n" << summary << "\n\n```\n"
+    report << "# autotune: " << header << "\n\n"
+           << summary << "\n\n```\n"
            << table(result.top, t, measured) << "```\n\nBaselines:\n\n```\n"
            << baselines_text(result, t) << "```\n\nThe best scheme (scheme.yaml):\n\n```yaml\n"
            << best.scheme.to_yaml() << "```\n";
@@ -348,8 +345,9 @@ void add_autotune_command(CLI::App& app, Command& command) {
   CLI::App* c = app.add_subcommand(
       "autotune", "search a space of parallel schemes for the fastest plan on a cluster");
   c->add_option("model", flags->model, "ONNX file, or a zoo name (default gpt2-small)");
-  c->add_option("--hw", flags->hw, "hardware profile: a YAML file or a name in configs/hw/ "
-                                   "(default dgx-a100-80g)");
+  c->add_option("--hw", flags->hw,
+                "hardware profile: a YAML file or a name in configs/hw/ "
+                "(default dgx-a100-80g)");
   c->add_option("--nodes", flags->nodes, "nodes of the profile (default 1)");
   c->add_option("--space", flags->space, "search space YAML (default configs/spaces/default.yaml)");
   c->add_option("-o,--output", flags->out, "plan directory for the best scheme (default plan)");

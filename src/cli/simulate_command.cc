@@ -32,8 +32,7 @@ Status run_simulate(const SimulateFlags& f) {
     return error("--nodes {}: {} nodes of {} devices hold {}, the plan needs {}", profile.nodes,
                  profile.nodes, profile.devices_per_node, profile.num_devices(), devices);
   }
-  ASSIGN_OR_RETURN(Simulation sim,
-                   simulate(built.plan, profile, !f.trace.empty()));
+  ASSIGN_OR_RETURN(Simulation sim, simulate(built.plan, profile, !f.trace.empty()));
   if (!f.trace.empty()) {
     std::ofstream out(f.trace);
     out << chrome_trace(built.plan, sim);
@@ -44,10 +43,8 @@ Status run_simulate(const SimulateFlags& f) {
   double forward = 0;
   for (const Node& n : built.model.nodes()) forward += node_flops(built.model, n);
   const double model_flops = 3.0 * forward * static_cast<double>(built.plan.microbatches);
-  const char* dtype = built.plan.scheme.precision == Precision::kBf16   ? "bf16"
-                      : built.plan.scheme.precision == Precision::kFp16 ? "fp16"
-                                                                        : "fp32";
-  const double peak = profile.device.peak(dtype) * static_cast<double>(devices);
+  const double peak =
+      profile.device.peak(peak_key(built.plan.scheme.precision)) * static_cast<double>(devices);
   const double mfu = sim.step_seconds > 0 ? model_flops / (peak * sim.step_seconds) : 0.0;
   double exposed = 0;
   for (const RoleTimeline& t : sim.roles) exposed = std::max(exposed, t.exposed_comm);

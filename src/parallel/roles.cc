@@ -31,6 +31,25 @@ bool is_comm(const Node& n) { return n.domain == kAutoparDomain; }
 
 }  // namespace
 
+bool kept_by_selective_recompute(const Graph& g, const Node& node,
+                                 const std::function<bool(ValueId)>& is_state) {
+  if (is_comm(node)) return true;
+  static const char* const kKept[] = {"Gemm", "Conv", "ConvTranspose", "LayerNormalization",
+                                      "BatchNormalization"};
+  for (const char* op : kKept) {
+    if (node.op_type == op) return true;
+  }
+  if (node.op_type == "MatMul") {
+    for (ValueId in : node.inputs) {
+      ValueId x = in;
+      while (x != kNoId && g.value(x).producer != kNoId && is_comm(g.node(g.value(x).producer)))
+        x = g.node(g.value(x).producer).inputs[0];
+      if (x != kNoId && is_state(x)) return true;
+    }
+  }
+  return false;
+}
+
 StatusOr<std::vector<Role>> build_roles(const SpmdResult& spmd,
                                         const std::vector<int32_t>& source_stage,
                                         const LoweringPolicy& policy, bool training) {
@@ -174,24 +193,8 @@ StatusOr<std::vector<Role>> build_roles(const SpmdResult& spmd,
   auto recomputable = [&](NodeId f) {
     if (policy.recompute == Recompute::kNone) return false;
     if (policy.recompute == Recompute::kFull) return true;
-    const Node& node = g.node(f);
-    if (is_comm(node)) return false;
-    static const char* const kKept[] = {"Gemm", "Conv", "ConvTranspose", "LayerNormalization",
-                                        "BatchNormalization"};
-    for (const char* op : kKept) {
-      if (node.op_type == op) return false;
-    }
-    if (node.op_type == "MatMul") {
-      // Projections (a parameter operand, gathered or not) are kept; the attention core's
-      // activation × activation products are recomputed.
-      for (ValueId in : node.inputs) {
-        ValueId x = in;
-        while (x != kNoId && g.value(x).producer != kNoId && is_comm(g.node(g.value(x).producer)))
-          x = g.node(g.value(x).producer).inputs[0];
-        if (x != kNoId && state_input(x)) return false;
-      }
-    }
-    return true;
+    return !kept_by_selective_recompute(g, g.node(f),
+                                        [&](ValueId v) { return state_input(v) != nullptr; });
   };
 
   std::vector<Role> roles(p);

@@ -7,6 +7,7 @@
 
 #include "autopar/cost/hardware_profile.h"
 #include "autopar/ir/graph.h"
+#include "autopar/parallel/scheme.h"
 
 namespace autopar {
 
@@ -18,6 +19,8 @@ std::optional<OpClass> op_class_of(const Graph& graph, const Node& node);
 
 // The profile's peak key for arithmetic in `dtype`: fp32, bf16, fp16 (fp64 for f64).
 const char* peak_key(DType dtype);
+// The peak key of a scheme's arithmetic: bf16 or fp16 under mixed precision, else fp32.
+const char* peak_key(Precision precision);
 
 struct NodeCost {
   double seconds = 0;

@@ -112,6 +112,13 @@ StatusOr<Graph> to_mixed_precision(const Graph& model, DType low);
 // batch and spatial dims, with the same outputs (values keep their names).
 StatusOr<Graph> batch_norm_statistics_as_reductions(const Graph& training);
 
+// Whether recompute selective keeps `node`'s output for the backward instead of re-running
+// it: projections (a MatMul with a state operand, gathered or not), Gemm, convolutions, norms
+// and collectives; the attention core and elementwise work are re-run. `is_state(v)` says
+// whether value v is held state (a parameter).
+bool kept_by_selective_recompute(const Graph& g, const Node& node,
+                                 const std::function<bool(ValueId)>& is_state);
+
 // Programs and their placement: role graphs from the SPMD graph, one role per pipeline rank.
 StatusOr<std::vector<Role>> build_roles(const SpmdResult& spmd,
                                         const std::vector<int32_t>& source_stage,
