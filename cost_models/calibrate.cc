@@ -4,6 +4,7 @@
 #include <Eigen/Dense>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -24,6 +25,15 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// The fast end of repeated timings: their 10th percentile. What slows a repeat on a shared
+// host (another tenant on the core, an interrupt, a page fault) only ever adds time, so the
+// fast end is the machine's own speed, stable where the median follows the neighbours; `run`
+// reports a plan's steps the same way (p10_step_s), which is what a prediction is held to.
+double fast_end(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 10];
+}
+
 // Bytes of the core's private (level 2) cache, from sysfs; 1 MiB when it does not say.
 double private_cache_bytes() {
   std::ifstream in("/sys/devices/system/cpu/cpu0/cache/index2/size");
@@ -32,19 +42,78 @@ double private_cache_bytes() {
   return 1 << 20;
 }
 
-// Median seconds of a run of `g` on one thread, unfused, over enough repeats to run for
-// `seconds` (at least `repeats`), after a warm-up run.
-StatusOr<double> time_graph(const Graph& g, int repeats, double seconds) {
-  runtime::ExecutorOptions options;
-  options.num_threads = 1;
-  options.fuse_elementwise = false;
-  ASSIGN_OR_RETURN(runtime::Executor ex, runtime::Executor::create(g, options));
+// Every benchmark's seconds over the sweeps so far, by its place in the sequence. Calibration
+// runs its whole sequence of benchmarks several times, and each benchmark counts at the median
+// of its sweeps: a machine whose speed drifts over seconds (a shared host, frequency scaling)
+// is measured at its typical speed rather than at whatever one moment gave one benchmark.
+class Sweeps {
+ public:
+  double record(double seconds) {
+    if (next_ == times_.size()) times_.emplace_back();
+    std::vector<double>& t = times_[next_++];
+    t.push_back(seconds);
+    return median(t);
+  }
+  void restart() { next_ = 0; }
+
+ private:
+  std::vector<std::vector<double>> times_;
+  size_t next_ = 0;
+};
+
+std::vector<TensorPtr> bench_inputs(const Graph& g) {
   std::vector<TensorPtr> inputs;
   for (ValueId in : g.inputs()) {
     Tensor t(g.value(in).dtype, g.value(in).shape.dims);
     for (int64_t i = 0; i < t.num_elements(); ++i) t.set_from_double(i, 0.5 + 1e-3 * (i % 97));
     inputs.push_back(std::make_shared<const Tensor>(std::move(t)));
   }
+  return inputs;
+}
+
+// Runs `g` on `threads` threads of their own, over and over, until destroyed: every other
+// device of this machine at work while one is timed. A plan keeps every core busy, and cores
+// that share a physical core, a cache or the memory bus run slower together than alone (two
+// vCPUs here run a GEMM-bound step about 5% slower together than one alone).
+class Load {
+ public:
+  Load(const Graph& g, int threads, bool fuse) {
+    for (int k = 0; k < threads; ++k) {
+      threads_.emplace_back([this, &g, fuse] {
+        runtime::ExecutorOptions options;
+        options.num_threads = 1;
+        options.fuse_elementwise = fuse;
+        auto ex = runtime::Executor::create(g, options);
+        if (!ex.is_ok()) return;
+        const std::vector<TensorPtr> inputs = bench_inputs(g);
+        while (!stop_.load(std::memory_order_relaxed))
+          if (!ex->run_inputs(inputs).is_ok()) return;
+      });
+    }
+  }
+  ~Load() {
+    stop_ = true;
+    for (std::thread& t : threads_) t.join();
+  }
+  Load(const Load&) = delete;
+  Load& operator=(const Load&) = delete;
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> threads_;
+};
+
+// Seconds of a run of `g` on one thread, unfused unless `fuse` (the fast end of enough repeats
+// to run for `seconds`, at least `repeats`), after a warm-up run; `load` other threads run
+// copies of `g` meanwhile.
+StatusOr<double> time_graph(const Graph& g, int repeats, double seconds, int load,
+                            bool fuse = false) {
+  runtime::ExecutorOptions options;
+  options.num_threads = 1;
+  options.fuse_elementwise = fuse;
+  ASSIGN_OR_RETURN(runtime::Executor ex, runtime::Executor::create(g, options));
+  const std::vector<TensorPtr> inputs = bench_inputs(g);
+  const Load others(g, load, fuse);
   auto run = [&]() -> StatusOr<double> {
     const auto start = std::chrono::steady_clock::now();
     RETURN_IF_ERROR(ex.run_inputs(inputs).status());
@@ -58,7 +127,7 @@ StatusOr<double> time_graph(const Graph& g, int repeats, double seconds) {
     ASSIGN_OR_RETURN(double t, run());
     times.push_back(t);
   }
-  return median(times);
+  return fast_end(times);
 }
 
 // One op to time: its float inputs' dims and its attributes; a ReduceSum takes its axes as a
@@ -101,6 +170,22 @@ Graph add_chain(int count) {
   const ValueId one = b.input("x0", DType::kFloat32, {1});
   ValueId y = b.input("x1", DType::kFloat32, {1});
   for (int i = 0; i < count; ++i) y = b.op1("Add", {y, one});
+  b.output(y);
+  return b.finish();
+}
+
+// A chain of `count` elementwise ops over `elements`, cycling through an optimizer's kinds
+// (scale, add, divide, square root), each binary one reading the input `x` again: one fused
+// kernel on a runtime that fuses.
+Graph elementwise_chain(int count, int64_t elements) {
+  GraphBuilder b("elementwise_chain");
+  const ValueId x = b.input("x", DType::kFloat32, {elements});
+  ValueId y = b.input("y", DType::kFloat32, {elements});
+  static const char* const kOps[] = {"Mul", "Add", "Div", "Sqrt"};
+  for (int i = 0; i < count; ++i) {
+    const std::string op = kOps[i % 4];
+    y = op == "Sqrt" ? b.op1(op, {y}) : b.op1(op, {y, x});
+  }
   b.output(y);
   return b.finish();
 }
@@ -174,7 +259,7 @@ double total_memory_bytes() {
 }
 
 // Point-to-point seconds of one message of `bytes` between two threads (half a round trip,
-// the median of `rounds` after two to warm up), the echoing thread alive for every round.
+// the fast end of `rounds` after two to warm up), the echoing thread alive for every round.
 double ping_seconds(double bytes, int rounds) {
   auto world = runtime::create_inproc_world(2);
   const auto n = static_cast<int64_t>(std::max(1.0, bytes / 4));
@@ -196,11 +281,11 @@ double ping_seconds(double bytes, int rounds) {
     if (r >= 2) times.push_back(t / 2);  // the first rounds warm up
   }
   echo.join();
-  return median(times);
+  return fast_end(times);
 }
 
 // Seconds of one collective over two threads (each thread runs every round, the first to warm
-// up; the collectives themselves keep them in step): the median round's slower thread.
+// up; the collectives themselves keep them in step): the fast end of the rounds' slower thread.
 double collective_seconds(Collective c, double bytes, int rounds) {
   auto world = runtime::create_inproc_world(2);
   const auto n = static_cast<int64_t>(std::max(2.0, bytes / 4)) / 2 * 2;
@@ -237,7 +322,7 @@ double collective_seconds(Collective c, double bytes, int rounds) {
   std::vector<double> worst;
   for (size_t i = 0; i < times[0].size() && i < times[1].size(); ++i)
     worst.push_back(std::max(times[0][i], times[1][i]));
-  return median(worst);
+  return fast_end(worst);
 }
 
 // A collective (or point-to-point message) timed on two threads; `bytes` is what the
@@ -278,9 +363,8 @@ CommSample measure_comm(Collective c, double bytes, int repeats, double seconds)
   return CommSample{c, c == Collective::kAllGather ? 2 * bytes : bytes, time(rounds)};
 }
 
-}  // namespace
-
-StatusOr<Calibration> calibrate_cpu(const CalibrationOptions& options) {
+// One sweep over every benchmark; each time recorded in `sweeps` counts at its median so far.
+StatusOr<Calibration> calibrate_sweep(const CalibrationOptions& options, Sweeps& sweeps) {
   Calibration cal;
   HardwareProfile& p = cal.profile;
   const int repeats = std::max(options.repeats, 1);
@@ -288,6 +372,9 @@ StatusOr<Calibration> calibrate_cpu(const CalibrationOptions& options) {
   p.device.name = "cpu-core";
   p.devices_per_node = std::max<int64_t>(1, std::thread::hardware_concurrency());
   const double budget = options.quick ? 0.1 * options.seconds : options.seconds;
+  // Every device busy while one is timed, as in a plan (the inproc benchmarks below keep two
+  // threads at work).
+  const int load = options.loaded ? static_cast<int>(p.devices_per_node) - 1 : 0;
 
   // Launch overhead: chains of one-element adds, t(K) = per run + K · per node, fitted by
   // least squares on relative error. The per-node slope is what each node of a plan costs
@@ -297,7 +384,8 @@ StatusOr<Calibration> calibrate_cpu(const CalibrationOptions& options) {
   Eigen::MatrixXd chain_rows(static_cast<Eigen::Index>(chain.size()), 2);
   Eigen::VectorXd chain_ones(static_cast<Eigen::Index>(chain.size()));
   for (size_t i = 0; i < chain.size(); ++i) {
-    ASSIGN_OR_RETURN(double t, time_graph(add_chain(chain[i]), repeats, budget));
+    ASSIGN_OR_RETURN(double t, time_graph(add_chain(chain[i]), repeats, budget, load));
+    t = sweeps.record(t);
     const auto row = static_cast<Eigen::Index>(i);
     chain_rows(row, 0) = 1.0 / t;
     chain_rows(row, 1) = chain[i] / t;
@@ -325,7 +413,8 @@ StatusOr<Calibration> calibrate_cpu(const CalibrationOptions& options) {
         static_cast<int>(std::clamp(std::ceil(cold_bytes / input_bytes), 1.0, 256.0));
     NodeId node = kNoId;
     const Graph g = bench_graph(b, copies, node);
-    ASSIGN_OR_RETURN(double t, time_graph(g, repeats, budget));
+    ASSIGN_OR_RETURN(double t, time_graph(g, repeats, budget, load));
+    t = sweeps.record(t);
     const Node& n = g.node(node);
     return Sample{flops ? node_flops(g, n) : node_bytes(g, n), std::max(t - per_run, 0.0) / copies};
   };
@@ -443,6 +532,34 @@ StatusOr<Calibration> calibrate_cpu(const CalibrationOptions& options) {
       "overhead {:.2f} µs per node, {:.2f} µs per graph run",
       bandwidth * 1e-9, elementwise.size(), elementwise_error * 100,
       p.device.launch_overhead_s * 1e6, per_run * 1e6));
+  double fused_worst = 0;
+  // Fused elementwise kernels (the runtime runs a run of elementwise nodes tile by tile):
+  // seconds per element and operation, the slope between a short and a long chain over data
+  // that stays in cache, so neither the launch nor memory traffic enters it.
+  {
+    const int64_t elements = options.quick ? 4096 : 8192;
+    const std::vector<int> lengths = {8, 64};
+    const int held_length = 24;
+    std::vector<double> fused_t;
+    for (int k : {lengths[0], lengths[1], held_length}) {
+      ASSIGN_OR_RETURN(double t,
+                       time_graph(elementwise_chain(k, elements), repeats, budget, load, true));
+      fused_t.push_back(sweeps.record(t));
+    }
+    p.device.fused_op_element_s =
+        std::max((fused_t[1] - fused_t[0]) / (static_cast<double>(lengths[1] - lengths[0]) *
+                                              static_cast<double>(elements)),
+                 1e-12);
+    // Held out: the middle chain under the model the simulator prices fused runs with.
+    double predicted = per_run;
+    for (double s : fused_node_seconds(p, elementwise_chain(held_length, elements)))
+      predicted += std::max(s, 0.0);
+    const double fused_error = std::fabs(predicted - fused_t[2]) / fused_t[2];
+    cal.report.push_back(
+        fmt::format("fused elementwise: {:.3f} ns per element and op, held-out error {:.1f}%",
+                    p.device.fused_op_element_s * 1e9, fused_error * 100));
+    fused_worst = fused_error;
+  }
   p.device.memory_bytes = total_memory_bytes() / static_cast<double>(p.devices_per_node);
   p.device.reserved_bytes = std::min(64e6, 0.05 * p.device.memory_bytes);
 
@@ -458,7 +575,9 @@ StatusOr<Calibration> calibrate_cpu(const CalibrationOptions& options) {
   std::vector<CommSample> comm;
   for (Collective c : collectives) {
     for (double bytes : sizes) {
-      comm.push_back(measure_comm(c, bytes, repeats, budget));
+      CommSample s = measure_comm(c, bytes, repeats, budget);
+      s.seconds = sweeps.record(s.seconds);
+      comm.push_back(s);
     }
   }
   // Unknowns: α, 1/β, then 1/(β · efficiency) of each collective.
@@ -491,7 +610,8 @@ StatusOr<Calibration> calibrate_cpu(const CalibrationOptions& options) {
   };
   double comm_error = 0;
   for (Collective c : {Collective::kPointToPoint, Collective::kAllReduce}) {
-    const CommSample s = measure_comm(c, options.quick ? 3e5 : 2e6, repeats, budget);
+    CommSample s = measure_comm(c, options.quick ? 3e5 : 2e6, repeats, budget);
+    s.seconds = sweeps.record(s.seconds);
     comm_error = std::max(comm_error, std::fabs(model_seconds(s) - s.seconds) / s.seconds);
   }
   p.tiers = {tier};
@@ -500,7 +620,19 @@ StatusOr<Calibration> calibrate_cpu(const CalibrationOptions& options) {
       "collectives fitted, held-out error {:.1f}%",
       tier.alpha_s * 1e6, tier.bandwidth * 1e-9, tier.efficiency[Collective::kAllReduce] * 100,
       comm.size(), comm_error * 100));
-  cal.worst_held_out_error = std::max({gemm_error, elementwise_error, comm_error});
+  cal.worst_held_out_error = std::max({gemm_error, elementwise_error, fused_worst, comm_error});
+  return cal;
+}
+
+}  // namespace
+
+StatusOr<Calibration> calibrate_cpu(const CalibrationOptions& options) {
+  Sweeps sweeps;
+  Calibration cal;
+  for (int k = 0; k < std::max(options.sweeps, 1); ++k) {
+    sweeps.restart();
+    ASSIGN_OR_RETURN(cal, calibrate_sweep(options, sweeps));
+  }
   return cal;
 }
 
@@ -525,6 +657,8 @@ std::string profile_yaml(const HardwareProfile& p, const std::string& header) {
   if (p.device.program_overhead_s > 0)
     y += fmt::format("  program_overhead_s: {:.6g}\n", p.device.program_overhead_s);
   if (!p.device.overlap_communication) y += "  overlap_communication: false\n";
+  if (p.device.fused_op_element_s > 0)
+    y += fmt::format("  fused_op_element_s: {:.6g}\n", p.device.fused_op_element_s);
   y += fmt::format("  reserved_bytes: {:.6g}\n  efficiency:\n", p.device.reserved_bytes);
   for (const auto& [op_class, curve] : p.device.efficiency)
     y += fmt::format("    {}: {}\n", op_class_name(op_class), points(curve));

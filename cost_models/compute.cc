@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "autopar/ops/op_def.h"
+#include "autopar/runtime/executor.h"
 
 namespace autopar {
 namespace {
@@ -73,6 +74,25 @@ const char* peak_key(DType dtype) {
     default:
       return "fp32";
   }
+}
+
+std::vector<double> fused_node_seconds(const HardwareProfile& profile, const Graph& g,
+                                       const std::vector<NodeId>& cut_before) {
+  const DeviceSpec& device = profile.device;
+  if (device.fused_op_element_s <= 0) return {};
+  std::vector<double> seconds(static_cast<size_t>(g.num_nodes()), -1.0);
+  const auto curve = device.efficiency.find(OpClass::kElementwise);
+  for (const runtime::FusedRun& run : runtime::fused_runs(g, cut_before)) {
+    const double efficiency =
+        curve != device.efficiency.end() ? curve->second.at(run.external_bytes) : 1.0;
+    const double memory = run.external_bytes / (device.memory_bandwidth * efficiency);
+    const double compute =
+        static_cast<double>(run.ops) * static_cast<double>(run.elements) * device.fused_op_element_s;
+    const double kernel = std::max(memory, compute) + device.launch_overhead_s;
+    for (NodeId n = run.first; n <= run.last; ++n)
+      seconds[n] = kernel / static_cast<double>(run.last - run.first + 1);
+  }
+  return seconds;
 }
 
 NodeCost node_cost(const HardwareProfile& profile, const Graph& g, const Node& n) {

@@ -219,11 +219,21 @@ LayerCosts layer_costs_of(const SpmdLowering& lowered, const Graph& model, const
     }
   }
 
-  // Seconds per layer, stream and phase.
+  // Seconds per layer, stream and phase; where the runtime fuses elementwise runs, as the
+  // simulator prices them (a plan's programs begin where the phase does).
+  std::vector<NodeId> phase_starts;
+  for (NodeId n = 1; n < nodes; ++n) {
+    if (g.node(n).phase != g.node(n - 1).phase) phase_starts.push_back(n);
+  }
+  const std::vector<double> fused = fused_node_seconds(profile, g, phase_starts);
+  auto node_seconds = [&](NodeId n) {
+    if (!fused.empty() && fused[n] >= 0) return fused[n];
+    return device_node_seconds(profile, mesh, g, g.node(n), 0);
+  };
   for (NodeId n = 0; n < nodes; ++n) {
     const Node& node = g.node(n);
     LayerCost& c = costs.layers[layer[n]];
-    const double seconds = device_node_seconds(profile, mesh, g, node, 0);
+    const double seconds = node_seconds(n);
     const bool comm = is_comm(node);
     switch (node.phase) {
       case Phase::kForward:
@@ -329,7 +339,7 @@ LayerCosts layer_costs_of(const SpmdLowering& lowered, const Graph& model, const
       if (!recompute_full[n] && !recompute_selective[n]) continue;
       const Node& node = g.node(n);
       LayerCost& c = costs.layers[layer[n]];
-      const double seconds = device_node_seconds(profile, mesh, g, node, 0);
+      const double seconds = node_seconds(n);
       if (recompute_full[n]) (is_comm(node) ? c.full_comm : c.full_compute) += seconds;
       if (recompute_selective[n]) c.selective_compute += seconds;
     }

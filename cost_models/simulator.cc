@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <deque>
 #include <map>
+#include <memory>
 #include <tuple>
 
 #include "autopar/cost/communication.h"
@@ -77,8 +78,17 @@ double device_node_seconds(const HardwareProfile& profile, const DeviceMesh& mes
 
 NodeSeconds profile_costs(const Plan& plan, const HardwareProfile& profile) {
   const DeviceMesh mesh = plan.scheme.mesh;
-  return [mesh, &profile](const Role& role, const Node& node, int64_t device) -> double {
-    return device_node_seconds(profile, mesh, role.graph, node, device);
+  // Fused kernels per role, within each program (the runtime runs each on an executor).
+  auto fused = std::make_shared<std::map<int32_t, std::vector<double>>>();
+  for (const Role& role : plan.roles) {
+    std::vector<NodeId> starts;
+    for (const Program& p : role.programs) starts.push_back(p.begin);
+    (*fused)[role.id] = fused_node_seconds(profile, role.graph, starts);
+  }
+  return [mesh, fused, &profile](const Role& role, NodeId n, int64_t device) -> double {
+    const std::vector<double>& kernels = fused->at(role.id);
+    if (!kernels.empty() && kernels[n] >= 0) return kernels[n];
+    return device_node_seconds(profile, mesh, role.graph, role.graph.node(n), device);
   };
 }
 
@@ -163,7 +173,7 @@ StatusOr<Simulation> simulate(const Plan& plan, const NodeSeconds& costs, bool r
           } else if (comm) {
             start = std::max(comm_free[r], inputs_ready);
             if (!streams.overlap_communication) start = std::max(start, compute_free[r]);
-            end = start + costs(role, node, device);
+            end = start + costs(role, n, device);
             comm_free[r] = end;
             if (!streams.overlap_communication) compute_free[r] = end;
             sim.roles[r].comm_busy += end - start;
@@ -175,7 +185,7 @@ StatusOr<Simulation> simulate(const Plan& plan, const NodeSeconds& costs, bool r
             start = std::max(compute_free[r], inputs_ready);
             if (waited_on_comm && inputs_ready > compute_free[r])
               sim.roles[r].exposed_comm += inputs_ready - compute_free[r];
-            end = start + costs(role, node, device);
+            end = start + costs(role, n, device);
             compute_free[r] = end;
             sim.roles[r].compute_busy += end - start;
           }

@@ -15,6 +15,7 @@ struct CalibrateFlags {
   std::string comm = "inproc";
   std::string out;
   bool quick = false;
+  int sweeps = 0;  // 0: five, or one with --quick
 };
 
 Status run_calibrate(const CalibrateFlags& f) {
@@ -23,14 +24,16 @@ Status run_calibrate(const CalibrateFlags& f) {
     return error("--comm {}: calibration measures the inproc communicator (threads)", f.comm);
   CalibrationOptions options;
   options.quick = f.quick;
+  if (f.sweeps < 0) return error("--sweeps {}: must be at least 1", f.sweeps);
+  options.sweeps = f.sweeps > 0 ? f.sweeps : f.quick ? 1 : 5;
   ASSIGN_OR_RETURN(Calibration cal, calibrate_cpu(options));
   const std::time_t now = std::time(nullptr);
   char date[32];
   std::strftime(date, sizeof(date), "%Y-%m-%d", std::gmtime(&now));
   std::string header = fmt::format(
-      "# Measured by `autopar calibrate --backend cpu` on {} ({}): one device per core, the\n"
-      "# inproc communicator between them. Fit (held-out sizes):\n",
-      date, f.quick ? "quick" : "full");
+      "# Measured by `autopar calibrate --backend cpu` on {} ({}, median of {} sweeps): one\n"
+      "# device per core, the inproc communicator between them. Fit (held-out sizes):\n",
+      date, f.quick ? "quick" : "full", options.sweeps);
   for (const std::string& line : cal.report) header += "#   " + line + "\n";
   std::ofstream out(f.out);
   out << profile_yaml(cal.profile, header);
@@ -51,6 +54,9 @@ void add_calibrate_command(CLI::App& app, Command& command) {
   c->add_option("--comm", flags->comm, "inproc (the default)");
   c->add_option("-o,--output", flags->out, "profile YAML to write")->required();
   c->add_flag("--quick", flags->quick, "fewer, smaller sizes (seconds instead of a minute)");
+  c->add_option("--sweeps", flags->sweeps,
+                "sweeps over every benchmark, each counted at its median over them (default 5, "
+                "1 with --quick)");
   c->callback([flags, &command] { command = [flags] { return run_calibrate(*flags); }; });
 }
 

@@ -76,8 +76,9 @@ StatusOr<Profile> predict(const Plan& plan, const NodeSeconds& model_costs,
   Profile p;
   std::vector<std::map<std::string, double>> by_class(plan.roles.size());
   std::vector<std::map<std::string, double>> by_op(plan.roles.size());
-  const NodeSeconds costs = [&](const Role& role, const Node& node, int64_t device) {
-    const double seconds = model_costs(role, node, device);
+  const NodeSeconds costs = [&](const Role& role, NodeId n, int64_t device) {
+    const Node& node = role.graph.node(n);
+    const double seconds = model_costs(role, n, device);
     by_class[role.id][class_of(role.graph, node)] += seconds;
     by_op[role.id][node.op_type] += seconds;
     return seconds;
@@ -225,7 +226,7 @@ void print_slowest_nodes(const Plan& plan, const runtime::PlanResult& result,
     for (const auto& seconds : on_device)
       measured.push_back(fmt::format("{:>9.1f}", seconds[n] * 1e6));
     fmt::print("{:<18} {:<13} {:>12.1f} {:>12.1f} {}  {} -> {}  {}\n", node.op_type,
-               class_of(role.graph, node), model_costs(role, node, devices.front()) * runs[n] * 1e6,
+               class_of(role.graph, node), model_costs(role, n, devices.front()) * runs[n] * 1e6,
                mean[n] * 1e6, fmt::join(measured, " "), shapes(role.graph, node.inputs),
                shapes(role.graph, node.outputs), node.name);
   }

@@ -3,10 +3,12 @@
 
 #include <cmath>
 #include <map>
+#include <set>
 
 #include <Eigen/Core>
 #include <unsupported/Eigen/SpecialFunctions>
 
+#include "autopar/runtime/executor.h"
 #include "kernels/for_lanes.h"
 #include "kernels/kernel_util.h"
 
@@ -178,7 +180,11 @@ void run_typed(const FusedGroup& group, std::vector<TensorPtr>& slots) {
 
 }  // namespace
 
-std::vector<FusedGroup> find_fused_groups(const Graph& g) {
+std::vector<FusedGroup> find_fused_groups(const Graph& g, const std::vector<NodeId>& cut_before) {
+  std::vector<bool> cut(static_cast<size_t>(g.num_nodes()), false);
+  for (NodeId id : cut_before) {
+    if (id >= 0 && id < g.num_nodes()) cut[id] = true;
+  }
   std::vector<FusedGroup> groups;
   FusedGroup current;
   std::map<ValueId, int> internal_of;
@@ -198,7 +204,8 @@ std::vector<FusedGroup> find_fused_groups(const Graph& g) {
   };
   for (NodeId id = 0; id < g.num_nodes(); ++id) {
     const Node& node = g.node(id);
-    const bool extends = !current.ops.empty() && fits(g, node, current.dims, current.dtype);
+    const bool extends =
+        !current.ops.empty() && !cut[id] && fits(g, node, current.dims, current.dtype);
     if (!extends) {
       close();
       if (!fusible_code(node) || node.outputs.size() != 1 || node.output(0) == kNoId) continue;
@@ -242,6 +249,32 @@ void run_fused_group(const FusedGroup& group, std::vector<TensorPtr>& slots) {
   } else {
     run_typed<double>(group, slots);
   }
+}
+
+std::vector<FusedRun> fused_runs(const Graph& g, const std::vector<NodeId>& cut_before) {
+  std::vector<FusedRun> runs;
+  for (const FusedGroup& group : find_fused_groups(g, cut_before)) {
+    FusedRun run;
+    run.first = group.first;
+    run.last = group.last;
+    run.ops = static_cast<int>(group.ops.size());
+    run.elements = 1;
+    for (int64_t d : group.dims) run.elements *= d;
+    const double element_bytes = static_cast<double>(dtype_size(group.dtype));
+    std::set<ValueId> read;
+    for (const FusedGroup::Op& op : group.ops) {
+      for (const FusedGroup::Operand* o : {&op.a, &op.b}) {
+        if (o->value == kNoId || o->kind == FusedGroup::Operand::Kind::kInternal) continue;
+        if (read.insert(o->value).second)
+          run.external_bytes += static_cast<double>(g.value(o->value).num_bytes());
+      }
+    }
+    for (size_t i = 0; i < group.internals.size(); ++i) {
+      if (group.escapes[i]) run.external_bytes += element_bytes * static_cast<double>(run.elements);
+    }
+    runs.push_back(run);
+  }
+  return runs;
 }
 
 }  // namespace autopar::runtime

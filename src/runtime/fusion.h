@@ -37,7 +37,9 @@ struct FusedGroup {
 // Groups of at least two consecutive fusible nodes (Add, Sub, Mul, Div, Neg, Sqrt, Reciprocal,
 // Exp, Erf, Tanh on f32/f64) whose operands have the group's shape, one element, or the
 // shape of its trailing dims (broadcast along the leading ones).
-std::vector<FusedGroup> find_fused_groups(const Graph& graph);
+// A group never spans `cut_before` (a node that must start a kernel of its own).
+std::vector<FusedGroup> find_fused_groups(const Graph& graph,
+                                          const std::vector<NodeId>& cut_before = {});
 
 // Runs a group: inputs from `slots`, escaping values allocated and stored into `slots`.
 // Results are bit-identical to running the nodes one by one.

@@ -123,6 +123,8 @@ TEST_F(PlanErrors, SimulateWithAMissingOrBrokenProfile) {
 TEST_F(PlanErrors, CalibrateOtherBackends) {
   expect_error({"calibrate", "--backend", "gpu", "-o", "p.yaml"},
                "autopar: error: --backend gpu: only cpu can be calibrated here");
+  expect_error({"calibrate", "--sweeps", "-1", "-o", "p.yaml"},
+               "autopar: error: --sweeps -1: must be at least 1");
   expect_error(
       {"calibrate", "--comm", "mpi", "-o", "p.yaml"},
       "autopar: error: --comm mpi: calibration measures the inproc communicator (threads)");

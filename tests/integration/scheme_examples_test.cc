@@ -52,6 +52,8 @@ TEST(SchemeExamples, Bf16PlanTracksItsFp32Twin) {
     // The median step leaves the warm-up out: one of the steps, below their sum.
     EXPECT_GT(json["median_step_s"].get<double>(), 0.0);
     EXPECT_LT(json["median_step_s"].get<double>(), json["seconds"].get<double>());
+    // One step timed: its 10th percentile is that step too.
+    EXPECT_EQ(json["p10_step_s"].get<double>(), json["median_step_s"].get<double>());
   }
   EXPECT_NEAR(first_loss[1], first_loss[0], 2e-2 * first_loss[0]);
   EXPECT_NE(first_loss[1], first_loss[0]);

@@ -105,11 +105,14 @@ TEST(HardwareProfile, ErrorsNameTheField) {
             "p.yaml: device.overlap_communication: expected true or false");
   EXPECT_EQ(with("reserved_bytes: 2e9", "reserved_bytes: 2e9\n  program_overhead_s: -1"),
             "p.yaml: device.program_overhead_s: -1 must be positive");
-  // Both optional: a GPU profile leaves them out (no per-program cost, NCCL's own streams).
+  EXPECT_EQ(with("reserved_bytes: 2e9", "reserved_bytes: 2e9\n  fused_op_element_s: 0"),
+            "p.yaml: device.fused_op_element_s: 0 must be positive");
+  // All optional: a GPU profile leaves them out (no per-program cost, NCCL's own streams).
   auto p = parse_hardware_profile(kFixture, "p.yaml");
   ASSERT_TRUE(p.is_ok());
   EXPECT_EQ(p->device.program_overhead_s, 0.0);
   EXPECT_TRUE(p->device.overlap_communication);
+  EXPECT_EQ(p->device.fused_op_element_s, 0.0);
 }
 
 TEST(Communication, RingFormulasInsideANode) {
@@ -179,6 +182,39 @@ TEST(Compute, NodesAreRooflinesWithTheirClassCurves) {
       m.seconds,
       mul_bytes / (2e12 * p.device.efficiency.at(OpClass::kElementwise).at(mul_bytes)) + 5e-6,
       1e-15);
+}
+
+// Where the runtime fuses, a run of elementwise nodes is one kernel: one launch, the bytes that
+// cross its boundary, and fused_op_element_s per element and op; nodes outside runs are -1.
+TEST(Compute, FusedRunsAreOneKernel) {
+  GraphBuilder b("chain");
+  const ValueId x = b.input("x", DType::kFloat32, {1024, 256});
+  const ValueId bias = b.input("bias", DType::kFloat32, {256});
+  ValueId y = b.op1("Add", {x, bias});  // a run of three: Add, Mul, Sqrt
+  y = b.op1("Mul", {y, x});
+  y = b.op1("Sqrt", {y});
+  y = b.op1("Softmax", {y}, {{"axis", int64_t{-1}}});  // not fusible: ends the run
+  y = b.op1("Neg", {y});                                // a run of one is no run
+  b.output(y);
+  const Graph g = b.finish();
+  HardwareProfile p = fixture();
+  EXPECT_TRUE(fused_node_seconds(p, g).empty());  // the profile does not fuse
+  p.device.fused_op_element_s = 1e-10;
+  const std::vector<double> s = fused_node_seconds(p, g);
+  ASSERT_EQ(s.size(), 5u);
+  // Reads x and the bias row, writes the Sqrt (the Softmax reads it); 3 ops over 262144
+  // elements at 0.1 ns is 78.6 µs, above the 2.1 MB over 2 TB/s at the curve's fraction.
+  const double elements = 1024.0 * 256, bytes = 4.0 * (2 * elements + 256);
+  const double memory = bytes / (2e12 * p.device.efficiency.at(OpClass::kElementwise).at(bytes));
+  EXPECT_LT(memory, 3 * elements * 1e-10);
+  const double kernel = 3 * elements * 1e-10 + 5e-6;
+  for (int n = 0; n < 3; ++n) EXPECT_NEAR(s[n], kernel / 3, 1e-15) << n;
+  EXPECT_EQ(s[3], -1.0);
+  EXPECT_EQ(s[4], -1.0);
+  // A program boundary at the Mul splits the run: Add is alone, Mul and Sqrt a run of two.
+  const std::vector<double> cut = fused_node_seconds(p, g, {1});
+  EXPECT_EQ(cut[0], -1.0);
+  EXPECT_NEAR(cut[1] + cut[2], 2 * elements * 1e-10 + 5e-6, 1e-15);
 }
 
 // The shipped profiles in configs/hw/, read by name as `--hw` does. Their numbers come from

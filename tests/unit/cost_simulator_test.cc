@@ -25,7 +25,8 @@ Plan mlp_plan(const std::string& scheme_yaml, int64_t micro_global) {
 
 // MatMuls take one unit; with `all_reduce`, an all-reduce of a matrix takes that many.
 NodeSeconds unit_costs(double all_reduce = 0) {
-  return [all_reduce](const Role& role, const Node& node, int64_t) -> double {
+  return [all_reduce](const Role& role, NodeId n, int64_t) -> double {
+    const Node& node = role.graph.node(n);
     if (node.op_type == "MatMul") return 1.0;
     const auto& dims = role.graph.value(node.inputs[0]).shape.dims;
     if (node.op_type == "AllReduce" && dims.size() == 2 && dims[0] > 1 && dims[1] > 1)

@@ -15,6 +15,12 @@ struct CalibrationOptions {
   bool quick = false;     // fewer and smaller sizes, a tenth of `seconds` (tests)
   int repeats = 5;        // runs per size at least; the median counts
   double seconds = 0.02;  // each benchmark repeats until it has run this long
+  // Sweeps over every benchmark; each counts at its median over them (the first sweep of a
+  // drifting machine can be a burst of speed or of load).
+  int sweeps = 5;
+  // Compute benchmarks run while every other core runs a copy of them, as every device of a
+  // plan works at once; false times one core on an idle machine.
+  bool loaded = true;
 };
 
 struct Calibration {

@@ -52,6 +52,10 @@ struct DeviceSpec {
   // Whether collectives run on a stream of their own beside the compute (GPUs with NCCL), or
   // in line on the compute stream (autopar's CPU runtime). Optional, true by default.
   bool overlap_communication = true;
+  // Seconds per element per operation inside a fused elementwise kernel, where the runtime
+  // runs runs of consecutive elementwise nodes as one kernel (autopar's CPU runtime does;
+  // frameworks running kernels one by one do not). Optional; 0: every node is its own kernel.
+  double fused_op_element_s = 0;
   double reserved_bytes = 0;  // held by the runtime and framework, not available to a plan
   std::map<OpClass, EfficiencyCurve> efficiency;
 

@@ -36,8 +36,9 @@ struct Simulation {
   double bubble_seconds = 0;     // the step minus the busiest role's compute
 };
 
-// Seconds one node takes on its stream; `device` is the global id of the role's device.
-using NodeSeconds = std::function<double(const Role& role, const Node& node, int64_t device)>;
+// Seconds node `node` of the role's graph takes on its stream; `device` is the global id of
+// the role's device.
+using NodeSeconds = std::function<double(const Role& role, NodeId node, int64_t device)>;
 
 // Seconds of one node of a per-device graph on `device` of the profile: the compute roofline,
 // or the communication model for collectives and transfers (groups from the mesh).
@@ -45,7 +46,9 @@ double device_node_seconds(const HardwareProfile& profile, const DeviceMesh& mes
                            const Graph& graph, const Node& node, int64_t device);
 
 // Node costs from the profile: the compute roofline, the communication model for collectives
-// and transfers (groups resolved from the device's mesh coordinates).
+// and transfers (groups resolved from the device's mesh coordinates). Where the profile's
+// runtime fuses elementwise runs, each run within a program is one kernel, its seconds spread
+// evenly over the run's nodes.
 NodeSeconds profile_costs(const Plan& plan, const HardwareProfile& profile);
 
 // What the device's runtime adds beyond its nodes: a cost per program run, and whether

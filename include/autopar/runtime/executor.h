@@ -39,6 +39,19 @@ using Feed = std::pair<ValueId, std::shared_ptr<const Tensor>>;
 
 struct FusedGroup;
 
+// A run of nodes [first, last] the executor computes as one elementwise kernel, tile by tile
+// (fuse_elementwise): `ops` operations over `elements` each, reading and writing only
+// `external_bytes` (its inputs from outside, and the values read after it).
+struct FusedRun {
+  NodeId first = kNoId, last = kNoId;
+  int ops = 0;
+  int64_t elements = 0;
+  double external_bytes = 0;
+};
+// The runs the executor fuses in `graph`; none spans a node of `cut_before` (where a program
+// of a plan begins, each program running on an executor of its own).
+std::vector<FusedRun> fused_runs(const Graph& graph, const std::vector<NodeId>& cut_before = {});
+
 class Executor {
  public:
   // Checks the graph (static shapes, an OpDef and a kernel per node) and plans buffer
