@@ -406,7 +406,10 @@ std::string spmd_structure_key(const Scheme& scheme) {
 }
 
 Estimator::Estimator(ModelAt model_at, LoweringOptions options, HardwareProfile profile)
-    : model_at_(std::move(model_at)), options_(std::move(options)), profile_(std::move(profile)) {}
+    : model_at_(std::move(model_at)), options_(std::move(options)), profile_(std::move(profile)) {
+  // Every structure lowers the same model: its nodes' strategies are worked out once.
+  if (!options_.strategies) options_.strategies = std::make_shared<StrategyCache>();
+}
 
 size_t Estimator::structures() const {
   std::lock_guard<std::mutex> lock(mutex_);

@@ -212,6 +212,16 @@ class LayoutParser {
 
 StatusOr<Layout> Layout::parse(std::string_view text) { return LayoutParser(text).parse(); }
 
-size_t Layout::hash() const { return std::hash<std::string>()(to_string()); }
+size_t Layout::hash() const {
+  const std::hash<std::string> axis_hash;
+  size_t h = dims_.size();
+  auto mix = [&h](size_t x) { h ^= x + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); };
+  for (const std::vector<std::string>& axes : dims_) {
+    for (const std::string& a : axes) mix(axis_hash(a));
+    mix(0x51);  // end of a dim
+  }
+  for (const std::string& a : partial_) mix(axis_hash(a) * 3);
+  return h;
+}
 
 }  // namespace autopar

@@ -138,6 +138,7 @@ StatusOr<SpmdLowering> lower_to_spmd(const Graph& model, const Scheme& scheme,
                    axis.name, axis.name);
     }
   }
+  policy.spmd.strategies = options.strategies;
   auto contributions = policy.input_layouts;
   policy.spmd.input_layout = [contributions](const Value& v) {
     Layout layout = Layout::replicated(v.shape.rank());

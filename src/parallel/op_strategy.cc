@@ -20,19 +20,19 @@ std::string OpStrategy::to_string(const IterationSpace& space) const {
 
 StatusOr<OpStrategy> derive_strategy(const Graph& g, const Node& n, const IterationSpace& space,
                                      const LoopAssignment& assignment, const DeviceMesh& mesh) {
-  const std::string where = fmt::format("node '{}' ({})", n.name, n.op_type);
+  auto where = [&] { return fmt::format("node '{}' ({})", n.name, n.op_type); };
   std::set<std::string> used;
   for (const auto& [axis, loop] : assignment) {
     if (!mesh.has_axis(axis))
-      return error("{}: the mesh {} has no axis '{}'", where, mesh.to_string(), axis);
-    if (!used.insert(axis).second) return error("{}: axis '{}' splits two loops", where, axis);
+      return error("{}: the mesh {} has no axis '{}'", where(), mesh.to_string(), axis);
+    if (!used.insert(axis).second) return error("{}: axis '{}' splits two loops", where(), axis);
     if (loop < 0 || loop >= static_cast<int>(space.loops.size()))
-      return error("{}: loop {} does not exist", where, loop);
+      return error("{}: loop {} does not exist", where(), loop);
     const Loop& l = space.loops[loop];
     if (!l.splittable)
-      return error("{}: loop {} cannot be split (it is read whole)", where, l.name);
+      return error("{}: loop {} cannot be split (it is read whole)", where(), l.name);
     if (l.kind == LoopKind::kReduction && space.combine == Combine::kMax) {
-      return error("{}: splitting reduction loop {} needs a max, not a sum, of the parts", where,
+      return error("{}: splitting reduction loop {} needs a max, not a sum, of the parts", where(),
                    l.name);
     }
   }
@@ -58,13 +58,13 @@ StatusOr<OpStrategy> derive_strategy(const Graph& g, const Node& n, const Iterat
     s.inputs.push_back(layout_of(space.inputs[i], false));
     if (n.input(i) == kNoId) continue;
     Status valid = s.inputs.back().validate(g.value(n.inputs[i]).shape.dims, mesh);
-    if (!valid.is_ok()) return error("{}: input {}: {}", where, i, valid.message());
+    if (!valid.is_ok()) return error("{}: input {}: {}", where(), i, valid.message());
   }
   for (size_t i = 0; i < space.outputs.size(); ++i) {
     s.outputs.push_back(layout_of(space.outputs[i], true));
     if (n.output(i) == kNoId) continue;
     Status valid = s.outputs.back().validate(g.value(n.outputs[i]).shape.dims, mesh);
-    if (!valid.is_ok()) return error("{}: output {}: {}", where, i, valid.message());
+    if (!valid.is_ok()) return error("{}: output {}: {}", where(), i, valid.message());
   }
   return s;
 }
@@ -102,6 +102,116 @@ std::vector<OpStrategy> enumerate_strategies(const Graph& g, const Node& n, cons
     if (a == axes.size()) break;
   }
   return result;
+}
+
+namespace {
+
+template <typename T>
+void append_raw(std::string& key, const T& x) {
+  key.append(reinterpret_cast<const char*>(&x), sizeof(T));
+}
+
+void append_text(std::string& key, const std::string& text) {
+  append_raw(key, text.size());
+  key += text;
+}
+
+void append_attribute(std::string& key, const Attribute& a) {
+  append_raw(key, a.kind());
+  switch (a.kind()) {
+    case Attribute::Kind::kInt:
+      append_raw(key, a.i());
+      break;
+    case Attribute::Kind::kFloat:
+      append_raw(key, a.f());
+      break;
+    case Attribute::Kind::kString:
+      append_text(key, a.s());
+      break;
+    case Attribute::Kind::kInts:
+      append_raw(key, a.ints().size());
+      for (int64_t v : a.ints()) append_raw(key, v);
+      break;
+    case Attribute::Kind::kFloats:
+      append_raw(key, a.floats().size());
+      for (float v : a.floats()) append_raw(key, v);
+      break;
+    case Attribute::Kind::kStrings:
+      append_raw(key, a.strings().size());
+      for (const std::string& v : a.strings()) append_text(key, v);
+      break;
+    case Attribute::Kind::kTensor: {
+      // Tensor attributes (a Constant's value) do not shape the iteration space; their
+      // type and dims stand for them.
+      const TensorPtr& t = a.tensor();
+      append_raw(key, t ? t->dtype() : DType::kUndefined);
+      if (t) {
+        for (int64_t d : t->dims()) append_raw(key, d);
+      }
+      break;
+    }
+  }
+}
+
+// Small constant operands are read by iteration spaces (reduction axes, target shapes):
+// their bytes are part of the signature; larger data (masks, tables) only by type and shape.
+constexpr int64_t kSignatureDataBytes = 256;
+
+void append_value(std::string& key, const Graph& g, ValueId v) {
+  if (v == kNoId) {
+    key += 'n';
+    return;
+  }
+  const Value& value = g.value(v);
+  key += 'v';
+  append_raw(key, value.dtype);
+  append_raw(key, value.shape.dims.size());
+  for (int64_t d : value.shape.dims) append_raw(key, d);
+  if (value.data && value.data->num_bytes() <= kSignatureDataBytes) {
+    key += 'd';
+    append_raw(key, value.data->num_bytes());
+    key.append(reinterpret_cast<const char*>(value.data->bytes().data()),
+               static_cast<size_t>(value.data->num_bytes()));
+  } else if (value.data) {
+    key += 'D';
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<const std::vector<OpStrategy>> StrategyCache::get(
+    const Graph& g, const Node& n, const DeviceMesh& mesh, const std::vector<std::string>& axes) {
+  std::string key;
+  key.reserve(256);
+  append_text(key, n.domain);
+  append_text(key, n.op_type);
+  append_raw(key, g.opset(n.domain));
+  append_raw(key, n.attrs.size());
+  for (const auto& [name, value] : n.attrs) {
+    append_text(key, name);
+    append_attribute(key, value);
+  }
+  append_raw(key, n.inputs.size());
+  for (ValueId v : n.inputs) append_value(key, g, v);
+  append_raw(key, n.outputs.size());
+  for (ValueId v : n.outputs) append_value(key, g, v);
+  for (const std::string& a : axes) {
+    append_text(key, a);
+    append_raw(key, mesh.size(a));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = strategies_.find(key);
+    if (it != strategies_.end()) return it->second;
+  }
+  auto made = std::make_shared<const std::vector<OpStrategy>>(enumerate_strategies(g, n, mesh, axes));
+  std::lock_guard<std::mutex> lock(mutex_);
+  return strategies_.emplace(std::move(key), std::move(made)).first->second;
+}
+
+size_t StrategyCache::size() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return strategies_.size();
 }
 
 }  // namespace autopar

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <unordered_map>
 
 #include "autopar/autodiff/emitter.h"
 #include "autopar/ops/op_def.h"
@@ -45,7 +46,11 @@ int64_t split_degree(const Layout& layout, const DeviceMesh& mesh) {
 class Spmd {
  public:
   Spmd(const SpmdInput& input, const DeviceMesh& mesh, const SpmdPolicy& policy)
-      : in_(input), src_(*input.graph), mesh_(mesh), policy_(policy) {
+      : in_(input),
+        src_(*input.graph),
+        mesh_(mesh),
+        policy_(policy),
+        strategies_(policy.strategies ? policy.strategies : std::make_shared<StrategyCache>()) {
     const int32_t n = src_.num_values();
     local_.assign(n, kNoId);
     layout_.assign(n, std::nullopt);
@@ -138,11 +143,38 @@ class Spmd {
   Status accumulate_gradients();
   Status accumulate(ValueId parameter, ValueId gradient);
 
-  mutable std::map<std::string, StatusOr<std::vector<ReshardStep>>> reshard_cache_;
+  // Planned reshards by (from, to, shape), bucketed by their hash so a lookup copies nothing.
+  struct PlannedReshard {
+    Layout from, to;
+    std::vector<int64_t> shape;
+    StatusOr<std::vector<ReshardStep>> steps;
+  };
+  const StatusOr<std::vector<ReshardStep>>& planned_reshard(
+      const Layout& from, const Layout& to, const std::vector<int64_t>& shape) const {
+    size_t h = from.hash() * 31 + to.hash();
+    for (int64_t d : shape) h = h * 1000003 + static_cast<size_t>(d);
+    std::vector<PlannedReshard>& bucket = reshard_cache_[h];
+    for (const PlannedReshard& p : bucket) {
+      if (p.from == from && p.to == to && p.shape == shape) return p.steps;
+    }
+    bucket.push_back({from, to, shape, reshard_steps(from, to, shape, mesh_)});
+    return bucket.back().steps;
+  }
+  // The reshard already emitted for a value into a layout.
+  std::optional<ValueId> resharded(ValueId v, const Layout& want) const {
+    auto it = resharded_.find(v);
+    if (it == resharded_.end()) return std::nullopt;
+    for (const auto& [layout, x] : it->second) {
+      if (layout == want) return x;
+    }
+    return std::nullopt;
+  }
+  mutable std::unordered_map<size_t, std::vector<PlannedReshard>> reshard_cache_;
   const SpmdInput& in_;
   const Graph& src_;
   const DeviceMesh& mesh_;
   const SpmdPolicy& policy_;
+  std::shared_ptr<StrategyCache> strategies_;
   SpmdResult result_;
   std::vector<ValueId> local_;
   std::vector<std::optional<Layout>> layout_;
@@ -155,7 +187,7 @@ class Spmd {
   std::set<ValueId> accumulated_;             // gradients already in their update layout
   std::map<ValueId, ValueId> parameter_of_;   // gradient → its parameter
   std::map<ValueId, Layout> compute_layout_;  // parameters: the layout their consumers read
-  std::map<std::pair<ValueId, std::string>, ValueId> resharded_;
+  std::unordered_map<ValueId, std::vector<std::pair<Layout, ValueId>>> resharded_;
   std::vector<bool> override_used_ = std::vector<bool>(policy_.overrides.size(), false);
 };
 
@@ -173,18 +205,14 @@ double Spmd::input_cost(ValueId v, const Layout& want, const Node& consumer) con
     return kept * kFlopsPerByte;
   }
   const Value& value = src_.value(v);
-  Layout from = layout_[v] ? *layout_[v] : Layout::replicated(value.shape.rank());
-  if (slot_param_.count(v) && !layout_[v]) from = slot_storage(v);
+  std::optional<Layout> unplaced;  // a value not placed yet: replicated, or a slot's storage
+  if (!layout_[v])
+    unplaced = slot_param_.count(v) ? slot_storage(v) : Layout::replicated(value.shape.rank());
+  const Layout& from = layout_[v] ? *layout_[v] : *unplaced;
   if (from == want) return 0.0;
-  const std::string target = want.to_string();
-  if (resharded_.count({v, target})) return 0.0;
+  if (resharded(v, want)) return 0.0;
   // Strategies ask for the same reshards again and again: plan each (from, to, shape) once.
-  std::string key = from.to_string() + ">" + target;
-  for (int64_t d : value.shape.dims) key += fmt::format(",{}", d);
-  auto cached = reshard_cache_.find(key);
-  if (cached == reshard_cache_.end())
-    cached = reshard_cache_.emplace(key, reshard_steps(from, want, value.shape.dims, mesh_)).first;
-  const auto& steps = cached->second;
+  const auto& steps = planned_reshard(from, want, value.shape.dims);
   if (!steps.is_ok()) return kInfinite;
   const bool constant = value.kind == ValueKind::kConstant && !state_[v];
   const double bytes =
@@ -315,16 +343,14 @@ StatusOr<ValueId> Spmd::local_as(ValueId v, const Layout& want, const Node& cons
     }
   }
   if (*layout_[v] == want) return local_[v];
-  const std::pair<ValueId, std::string> key{v, want.to_string()};
-  auto it = resharded_.find(key);
-  if (it != resharded_.end()) return it->second;
+  if (std::optional<ValueId> x = resharded(v, want)) return *x;
   auto x = augment_reshard(result_.graph, local_[v], *layout_[v], want, value.shape.dims, mesh_,
                            consumer.phase, consumer.layer);
   if (!x.is_ok()) {
     return error("node '{}' ({}): input '{}' from {} to {}: {}", consumer.name, consumer.op_type,
                  value.name, layout_[v]->to_string(), want.to_string(), x.status().message());
   }
-  resharded_.emplace(key, x.value());
+  resharded_[v].emplace_back(want, x.value());
   return x.value();
 }
 
@@ -439,9 +465,9 @@ Status Spmd::lower_node(NodeId id) {
     axes.push_back(a);
     if (a != "sp") without_sp.push_back(a);
   }
-  std::vector<Candidate> candidates;
-  for (OpStrategy& s : enumerate_strategies(src_, node, mesh_, axes))
-    candidates.push_back({std::move(s), std::nullopt});
+  const std::shared_ptr<const std::vector<OpStrategy>> bases =
+      strategies_->get(src_, node, mesh_, axes);
+  std::vector<Candidate> derived;  // strategies beyond the op's own
   // Linear data movement (and negation) commutes with the sum: a partial input may stay
   // partial through it, and the reduction happens where a consumer needs the whole value.
   static const char* const kLinear[] = {"Reshape",   "Transpose", "Identity", "Squeeze",
@@ -452,23 +478,32 @@ Status Spmd::lower_node(NodeId id) {
                                   [&](const char* op) { return node.op_type == op; });
   if (linear) {
     const std::vector<std::string> partial = layout_[node.inputs[0]]->partial_axes();
-    const size_t bases = candidates.size();
-    for (size_t k = 0; k < bases; ++k) {
-      Candidate c = candidates[k];
+    for (const OpStrategy& base : *bases) {
+      Candidate c{base, std::nullopt};
       if (c.strategy.inputs.empty() || c.strategy.outputs.size() != 1) continue;
       for (const std::string& a : partial) {
         if (c.strategy.inputs[0].uses(a) || c.strategy.outputs[0].uses(a)) continue;
         c.strategy.inputs[0] = c.strategy.inputs[0].with_partial(a);
         c.strategy.outputs[0] = c.strategy.outputs[0].with_partial(a);
       }
-      candidates.push_back(std::move(c));
+      derived.push_back(std::move(c));
     }
   }
   if (without_sp.size() < axes.size()) {
     std::vector<Candidate> extra =
-        windowed(node, enumerate_strategies(src_, node, mesh_, without_sp));
-    for (Candidate& c : extra) candidates.push_back(std::move(c));
+        windowed(node, *strategies_->get(src_, node, mesh_, without_sp));
+    for (Candidate& c : extra) derived.push_back(std::move(c));
   }
+  // The choices, in order: the op's own strategies (shared, not copied), then the derived.
+  struct Choice {
+    const OpStrategy* strategy;
+    const Window* window;
+  };
+  std::vector<Choice> candidates;
+  candidates.reserve(bases->size() + derived.size());
+  for (const OpStrategy& s : *bases) candidates.push_back({&s, nullptr});
+  for (const Candidate& c : derived)
+    candidates.push_back({&c.strategy, c.window ? &*c.window : nullptr});
   for (size_t k = 0; k < policy_.overrides.size(); ++k) {
     const OpOverride& o = policy_.overrides[k];
     if (!glob_match(o.pattern, node.name)) continue;
@@ -478,14 +513,14 @@ Status Spmd::lower_node(NodeId id) {
       return error("tensor.{}: '{}' is not a layout ({})", o.pattern, o.strategy,
                    want.status().message());
     }
-    std::vector<Candidate> kept;
+    std::vector<Choice> kept;
     std::vector<std::string> offered;
-    for (Candidate& c : candidates) {
-      if (c.strategy.outputs.empty()) continue;
-      if (c.strategy.outputs[0] == *want) {
-        kept.push_back(std::move(c));
+    for (const Choice& c : candidates) {
+      if (c.strategy->outputs.empty()) continue;
+      if (c.strategy->outputs[0] == *want) {
+        kept.push_back(c);
       } else if (offered.size() < 6) {
-        offered.push_back(c.strategy.outputs[0].to_string());
+        offered.push_back(c.strategy->outputs[0].to_string());
       }
     }
     if (kept.empty()) {
@@ -495,10 +530,10 @@ Status Spmd::lower_node(NodeId id) {
     candidates = std::move(kept);
     break;
   }
-  const Candidate* best = nullptr;
+  const Choice* best = nullptr;
   double best_cost = kInfinite;
-  for (const Candidate& c : candidates) {
-    const double cost = strategy_cost(node, c.strategy);
+  for (const Choice& c : candidates) {
+    const double cost = strategy_cost(node, *c.strategy);
     if (cost < best_cost) {
       best_cost = cost;
       best = &c;
@@ -509,7 +544,7 @@ Status Spmd::lower_node(NodeId id) {
     // cannot take one is always reducible, so this is a replicated fallback).
     best = &candidates.front();
   }
-  const OpStrategy& strategy = best->strategy;
+  const OpStrategy& strategy = *best->strategy;
   std::vector<ValueId> inputs;
   for (size_t i = 0; i < node.inputs.size(); ++i) {
     if (node.inputs[i] == kNoId) {
@@ -600,8 +635,7 @@ Status Spmd::accumulate(ValueId p, ValueId g) {
     result_.origin.resize(dst.num_nodes(), grad.producer);
     local_[g] = x;
     layout_[g] = acc;
-    for (auto it = resharded_.begin(); it != resharded_.end();)
-      it = it->first.first == g ? resharded_.erase(it) : std::next(it);
+    resharded_.erase(g);
   }
   return Status::ok();
 }

@@ -37,6 +37,8 @@ struct LoweringOptions {
   std::function<StatusOr<std::shared_ptr<const PreparedGraph>>(
       const std::string& key, const std::function<StatusOr<PreparedGraph>()>& make)>
       prepared;
+  // Node strategies shared by the lowerings of one model under many schemes (the search).
+  std::shared_ptr<StrategyCache> strategies;
 };
 
 // What the paradigms decide, composed in the order of paradigms().

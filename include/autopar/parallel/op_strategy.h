@@ -1,7 +1,10 @@
 // OpStrategy: one way to run one node on the mesh, derived from its parallel semantics.
 #pragma once
 
+#include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -39,5 +42,21 @@ StatusOr<OpStrategy> derive_strategy(const Graph& graph, const Node& node,
 std::vector<OpStrategy> enumerate_strategies(const Graph& graph, const Node& node,
                                              const DeviceMesh& mesh,
                                              const std::vector<std::string>& axes);
+
+// enumerate_strategies by the node's signature: its op, opset, attributes, operand types and
+// shapes (and the data of small constant operands: reduction axes, target shapes), and the
+// axes with their sizes. The nodes of repeated layers, and one model lowered under many
+// schemes, ask for the same strategies again and again. Safe to share between threads.
+class StrategyCache {
+ public:
+  std::shared_ptr<const std::vector<OpStrategy>> get(const Graph& graph, const Node& node,
+                                                     const DeviceMesh& mesh,
+                                                     const std::vector<std::string>& axes);
+  size_t size() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::unordered_map<std::string, std::shared_ptr<const std::vector<OpStrategy>>> strategies_;
+};
 
 }  // namespace autopar

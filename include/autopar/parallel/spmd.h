@@ -6,6 +6,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "autopar/ir/graph.h"
 #include "autopar/parallel/device_mesh.h"
 #include "autopar/parallel/layout.h"
+#include "autopar/parallel/op_strategy.h"
 #include "autopar/parallel/plan.h"
 #include "autopar/parallel/scheme.h"
 #include "autopar/support/status.h"
@@ -39,6 +41,9 @@ struct SpmdPolicy {
   // Per-op overrides (scheme `tensor: {pattern: layout}`): nodes whose name matches the glob
   // take the strategy giving their first output that layout.
   std::vector<OpOverride> overrides;
+  // Strategies shared with other lowerings (of the same model under other schemes); each
+  // lowering keeps its own when unset.
+  std::shared_ptr<StrategyCache> strategies;
 };
 
 // The gradient pairs of the graph being lowered, and the state it updates.
