@@ -337,17 +337,7 @@ StatusOr<SearchResult> search(const SearchSpace& space, const SearchProblem& pro
   }
   keep_best(all, keep);
 
-  // Re-score the best few by simulating their plans; they rank by the simulation.
   const size_t simulated = std::min(all.size(), static_cast<size_t>(std::max(options.simulate_top, 0)));
-  if (options.simulate && simulated > 0) {
-    for (size_t i = 0; i < simulated; ++i) {
-      ASSIGN_OR_RETURN(double seconds, options.simulate(all[i].scheme));
-      all[i].simulated_s = seconds;
-    }
-    std::sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(simulated), better);
-  }
-  if (all.size() > static_cast<size_t>(options.top)) all.resize(options.top);
-  result.top = std::move(all);
 
   // Baselines: pure data parallel (the least ZeRO that fits), and Megatron's recipe (tp = a
   // node, pp as needed to fit, dp the rest).
@@ -426,13 +416,28 @@ StatusOr<SearchResult> search(const SearchSpace& space, const SearchProblem& pro
     if (!b.candidate) b.note = fmt::format("does not fit with tp {} at any pp", tp);
     result.baselines.push_back(std::move(b));
   }
+  // Re-score the best few, and the baselines, by simulating their plans (in parallel: each
+  // builds a whole plan); the best few rank by the simulation.
   if (options.simulate && simulated > 0) {
+    std::vector<Candidate*> to_simulate;
+    for (size_t i = 0; i < simulated; ++i) to_simulate.push_back(&all[i]);
     for (Baseline& b : result.baselines) {
-      if (!b.candidate) continue;
-      ASSIGN_OR_RETURN(double seconds, options.simulate(b.candidate->scheme));
-      b.candidate->simulated_s = seconds;
+      if (b.candidate) to_simulate.push_back(&*b.candidate);
     }
+    std::vector<Status> failed(to_simulate.size(), Status::ok());
+    tbb::parallel_for(size_t{0}, to_simulate.size(), [&](size_t i) {
+      auto seconds = options.simulate(to_simulate[i]->scheme);
+      if (seconds.is_ok()) {
+        to_simulate[i]->simulated_s = *seconds;
+      } else {
+        failed[i] = seconds.status();
+      }
+    });
+    for (const Status& s : failed) RETURN_IF_ERROR(s);
+    std::sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(simulated), better);
   }
+  if (all.size() > static_cast<size_t>(options.top)) all.resize(options.top);
+  result.top = std::move(all);
   result.search_time_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;

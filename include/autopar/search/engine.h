@@ -40,7 +40,8 @@ struct SearchOptions {
   bool exhaustive = false;  // every stage partition, not the dynamic program's
   // Called with the fraction of configurations done (from the calling thread's view).
   std::function<void(double)> progress;
-  // Builds and simulates a scheme's plan: its simulated step time (for simulate_top).
+  // Builds and simulates a scheme's plan: its simulated step time (for simulate_top and the
+  // baselines). Called from several threads at once.
   std::function<StatusOr<double>(const Scheme&)> simulate;
 };
 
