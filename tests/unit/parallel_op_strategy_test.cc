@@ -134,5 +134,39 @@ TEST(OpStrategy, EnumerationCoversEveryValidAssignment) {
             2u);
 }
 
+// The cache hands out one list per signature: nodes of equal op, attributes, shapes and
+// small constants share it; a different shape, axis size or constant axes does not.
+TEST(StrategyCache, OneListPerSignature) {
+  StrategyCache cache;
+  const DeviceMesh dp2tp2 = mesh({{"dp", 2}, {"tp", 2}});
+  const OneNode a = one_node("MatMul", {{8, 16, 32}, {32, 64}});
+  const OneNode b = one_node("MatMul", {{8, 16, 32}, {32, 64}});  // another graph, same node
+  const auto first = cache.get(a.graph, a.graph.node(0), dp2tp2, {"dp", "tp"});
+  EXPECT_EQ(*first, enumerate_strategies(a.graph, a.graph.node(0), dp2tp2, {"dp", "tp"}));
+  EXPECT_EQ(cache.get(b.graph, b.graph.node(0), dp2tp2, {"dp", "tp"}), first);
+  EXPECT_EQ(cache.size(), 1u);
+  // Another shape is another signature, even where its list comes out the same.
+  const OneNode wider = one_node("MatMul", {{8, 16, 48}, {48, 64}});
+  EXPECT_NE(cache.get(wider.graph, wider.graph.node(0), dp2tp2, {"dp", "tp"}), first);
+  const auto tp8 = cache.get(a.graph, a.graph.node(0), mesh({{"dp", 2}, {"tp", 8}}), {"dp", "tp"});
+  EXPECT_EQ(*tp8, enumerate_strategies(a.graph, a.graph.node(0), mesh({{"dp", 2}, {"tp", 8}}),
+                                        {"dp", "tp"}));
+  EXPECT_LT(tp8->size(), first->size());  // dp · tp = 16 no longer divides b0 = 8 or k = 32
+  EXPECT_EQ(cache.get(a.graph, a.graph.node(0), dp2tp2, {"tp"})->size(), 5u);
+  EXPECT_EQ(cache.size(), 4u);
+  // ReduceSum reads its axes from a constant: axes 0 and axes 1 are different signatures.
+  Tensor axis0(DType::kInt64, {1}), axis1(DType::kInt64, {1});
+  axis0.set_from_double(0, 0);
+  axis1.set_from_double(0, 1);
+  const OneNode r0 = one_node("ReduceSum", {{8, 16}}, {}, {axis0});
+  const OneNode r1 = one_node("ReduceSum", {{8, 16}}, {}, {axis1});
+  const auto s0 = cache.get(r0.graph, r0.graph.node(0), dp2tp2, {"dp", "tp"});
+  const auto s1 = cache.get(r1.graph, r1.graph.node(0), dp2tp2, {"dp", "tp"});
+  EXPECT_NE(s0, s1);
+  EXPECT_EQ(*s0, enumerate_strategies(r0.graph, r0.graph.node(0), dp2tp2, {"dp", "tp"}));
+  EXPECT_EQ(*s1, enumerate_strategies(r1.graph, r1.graph.node(0), dp2tp2, {"dp", "tp"}));
+  EXPECT_NE(*s0, *s1);
+}
+
 }  // namespace
 }  // namespace autopar
