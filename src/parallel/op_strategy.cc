@@ -1,6 +1,7 @@
 // Strategies from iteration spaces: operand layouts follow the loops their dims index.
 #include "autopar/parallel/op_strategy.h"
 
+#include <algorithm>
 #include <set>
 
 namespace autopar {
@@ -179,7 +180,7 @@ void append_value(std::string& key, const Graph& g, ValueId v) {
 
 }  // namespace
 
-std::shared_ptr<const std::vector<OpStrategy>> StrategyCache::get(
+std::shared_ptr<const StrategySet> StrategyCache::get(
     const Graph& g, const Node& n, const DeviceMesh& mesh, const std::vector<std::string>& axes) {
   std::string key;
   key.reserve(256);
@@ -204,7 +205,22 @@ std::shared_ptr<const std::vector<OpStrategy>> StrategyCache::get(
     auto it = strategies_.find(key);
     if (it != strategies_.end()) return it->second;
   }
-  auto made = std::make_shared<const std::vector<OpStrategy>>(enumerate_strategies(g, n, mesh, axes));
+  auto made = std::make_shared<StrategySet>();
+  made->strategies = enumerate_strategies(g, n, mesh, axes);
+  for (const OpStrategy& s : made->strategies) {
+    std::vector<int> choice;
+    for (size_t i = 0; i < s.inputs.size(); ++i) {
+      if (made->input_layouts.size() <= i) made->input_layouts.emplace_back();
+      std::vector<Layout>& seen = made->input_layouts[i];
+      const auto at = std::find(seen.begin(), seen.end(), s.inputs[i]);
+      choice.push_back(static_cast<int>(at - seen.begin()));
+      if (at == seen.end()) seen.push_back(s.inputs[i]);
+    }
+    made->input_choice.push_back(std::move(choice));
+    int64_t degree = 1;
+    for (const auto& [axis, loop] : s.assignment) degree *= mesh.size(axis);
+    made->degree.push_back(degree);
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   return strategies_.emplace(std::move(key), std::move(made)).first->second;
 }

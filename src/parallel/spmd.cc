@@ -465,8 +465,8 @@ Status Spmd::lower_node(NodeId id) {
     axes.push_back(a);
     if (a != "sp") without_sp.push_back(a);
   }
-  const std::shared_ptr<const std::vector<OpStrategy>> bases =
-      strategies_->get(src_, node, mesh_, axes);
+  const std::shared_ptr<const StrategySet> own = strategies_->get(src_, node, mesh_, axes);
+  const std::vector<OpStrategy>& bases = own->strategies;
   std::vector<Candidate> derived;  // strategies beyond the op's own
   // Linear data movement (and negation) commutes with the sum: a partial input may stay
   // partial through it, and the reduction happens where a consumer needs the whole value.
@@ -478,7 +478,7 @@ Status Spmd::lower_node(NodeId id) {
                                   [&](const char* op) { return node.op_type == op; });
   if (linear) {
     const std::vector<std::string> partial = layout_[node.inputs[0]]->partial_axes();
-    for (const OpStrategy& base : *bases) {
+    for (const OpStrategy& base : bases) {
       Candidate c{base, std::nullopt};
       if (c.strategy.inputs.empty() || c.strategy.outputs.size() != 1) continue;
       for (const std::string& a : partial) {
@@ -491,19 +491,21 @@ Status Spmd::lower_node(NodeId id) {
   }
   if (without_sp.size() < axes.size()) {
     std::vector<Candidate> extra =
-        windowed(node, *strategies_->get(src_, node, mesh_, without_sp));
+        windowed(node, strategies_->get(src_, node, mesh_, without_sp)->strategies);
     for (Candidate& c : extra) derived.push_back(std::move(c));
   }
   // The choices, in order: the op's own strategies (shared, not copied), then the derived.
   struct Choice {
     const OpStrategy* strategy;
     const Window* window;
+    int own;  // its index among the op's own strategies, or -1
   };
   std::vector<Choice> candidates;
-  candidates.reserve(bases->size() + derived.size());
-  for (const OpStrategy& s : *bases) candidates.push_back({&s, nullptr});
+  candidates.reserve(bases.size() + derived.size());
+  for (size_t k = 0; k < bases.size(); ++k)
+    candidates.push_back({&bases[k], nullptr, static_cast<int>(k)});
   for (const Candidate& c : derived)
-    candidates.push_back({&c.strategy, c.window ? &*c.window : nullptr});
+    candidates.push_back({&c.strategy, c.window ? &*c.window : nullptr, -1});
   for (size_t k = 0; k < policy_.overrides.size(); ++k) {
     const OpOverride& o = policy_.overrides[k];
     if (!glob_match(o.pattern, node.name)) continue;
@@ -530,10 +532,27 @@ Status Spmd::lower_node(NodeId id) {
     candidates = std::move(kept);
     break;
   }
+  // What bringing each input into each of its distinct layouts costs, worked out when a
+  // strategy first asks (the op's own strategies share a few layouts per input).
+  std::vector<std::vector<double>> input_costs(own->input_layouts.size());
+  for (size_t i = 0; i < input_costs.size(); ++i)
+    input_costs[i].assign(own->input_layouts[i].size(), -1.0);
+  const double flops = node_flops(src_, node);
+  auto own_cost = [&](int k) {
+    const OpStrategy& s = bases[k];
+    double cost = 0.0;
+    for (size_t i = 0; i < s.inputs.size() && i < node.inputs.size(); ++i) {
+      double& in = input_costs[i][own->input_choice[k][i]];
+      if (in < 0) in = input_cost(node.inputs[i], own->input_layouts[i][own->input_choice[k][i]], node);
+      cost += in;
+      if (cost >= kInfinite) return kInfinite;
+    }
+    return cost + flops / static_cast<double>(own->degree[k]);
+  };
   const Choice* best = nullptr;
   double best_cost = kInfinite;
   for (const Choice& c : candidates) {
-    const double cost = strategy_cost(node, *c.strategy);
+    const double cost = c.own >= 0 ? own_cost(c.own) : strategy_cost(node, *c.strategy);
     if (cost < best_cost) {
       best_cost = cost;
       best = &c;

@@ -142,17 +142,27 @@ TEST(StrategyCache, OneListPerSignature) {
   const OneNode a = one_node("MatMul", {{8, 16, 32}, {32, 64}});
   const OneNode b = one_node("MatMul", {{8, 16, 32}, {32, 64}});  // another graph, same node
   const auto first = cache.get(a.graph, a.graph.node(0), dp2tp2, {"dp", "tp"});
-  EXPECT_EQ(*first, enumerate_strategies(a.graph, a.graph.node(0), dp2tp2, {"dp", "tp"}));
+  EXPECT_EQ(first->strategies, enumerate_strategies(a.graph, a.graph.node(0), dp2tp2, {"dp", "tp"}));
   EXPECT_EQ(cache.get(b.graph, b.graph.node(0), dp2tp2, {"dp", "tp"}), first);
+  // 25 strategies ask for 16 layouts of [b0, m, k] (each axis on b0, m, k, or elsewhere) and
+  // 9 of [k, n]; each strategy's degree is the product of its axes' sizes.
+  ASSERT_EQ(first->input_layouts.size(), 2u);
+  EXPECT_EQ(first->input_layouts[0].size(), 16u);
+  EXPECT_EQ(first->input_layouts[1].size(), 9u);
+  for (size_t s = 0; s < first->strategies.size(); ++s) {
+    for (size_t i = 0; i < 2; ++i)
+      EXPECT_EQ(first->input_layouts[i][first->input_choice[s][i]], first->strategies[s].inputs[i]);
+    EXPECT_EQ(first->degree[s], 1 << first->strategies[s].assignment.size());
+  }
   EXPECT_EQ(cache.size(), 1u);
   // Another shape is another signature, even where its list comes out the same.
   const OneNode wider = one_node("MatMul", {{8, 16, 48}, {48, 64}});
   EXPECT_NE(cache.get(wider.graph, wider.graph.node(0), dp2tp2, {"dp", "tp"}), first);
   const auto tp8 = cache.get(a.graph, a.graph.node(0), mesh({{"dp", 2}, {"tp", 8}}), {"dp", "tp"});
-  EXPECT_EQ(*tp8, enumerate_strategies(a.graph, a.graph.node(0), mesh({{"dp", 2}, {"tp", 8}}),
+  EXPECT_EQ(tp8->strategies, enumerate_strategies(a.graph, a.graph.node(0), mesh({{"dp", 2}, {"tp", 8}}),
                                         {"dp", "tp"}));
-  EXPECT_LT(tp8->size(), first->size());  // dp · tp = 16 no longer divides b0 = 8 or k = 32
-  EXPECT_EQ(cache.get(a.graph, a.graph.node(0), dp2tp2, {"tp"})->size(), 5u);
+  EXPECT_LT(tp8->strategies.size(), first->strategies.size());  // dp · tp = 16 no longer divides b0 = 8 or k = 32
+  EXPECT_EQ(cache.get(a.graph, a.graph.node(0), dp2tp2, {"tp"})->strategies.size(), 5u);
   EXPECT_EQ(cache.size(), 4u);
   // ReduceSum reads its axes from a constant: axes 0 and axes 1 are different signatures.
   Tensor axis0(DType::kInt64, {1}), axis1(DType::kInt64, {1});
@@ -163,9 +173,9 @@ TEST(StrategyCache, OneListPerSignature) {
   const auto s0 = cache.get(r0.graph, r0.graph.node(0), dp2tp2, {"dp", "tp"});
   const auto s1 = cache.get(r1.graph, r1.graph.node(0), dp2tp2, {"dp", "tp"});
   EXPECT_NE(s0, s1);
-  EXPECT_EQ(*s0, enumerate_strategies(r0.graph, r0.graph.node(0), dp2tp2, {"dp", "tp"}));
-  EXPECT_EQ(*s1, enumerate_strategies(r1.graph, r1.graph.node(0), dp2tp2, {"dp", "tp"}));
-  EXPECT_NE(*s0, *s1);
+  EXPECT_EQ(s0->strategies, enumerate_strategies(r0.graph, r0.graph.node(0), dp2tp2, {"dp", "tp"}));
+  EXPECT_EQ(s1->strategies, enumerate_strategies(r1.graph, r1.graph.node(0), dp2tp2, {"dp", "tp"}));
+  EXPECT_NE(s0->strategies, s1->strategies);
 }
 
 }  // namespace

@@ -43,20 +43,30 @@ std::vector<OpStrategy> enumerate_strategies(const Graph& graph, const Node& nod
                                              const DeviceMesh& mesh,
                                              const std::vector<std::string>& axes);
 
+// A node's strategies with what choosing among them needs: each input's distinct layouts
+// (many strategies ask for the same one, so what it costs to bring an input into a layout is
+// worked out once per layout), and each strategy's degree (the devices its work divides over).
+struct StrategySet {
+  std::vector<OpStrategy> strategies;
+  std::vector<std::vector<Layout>> input_layouts;  // per input: its distinct layouts
+  std::vector<std::vector<int>> input_choice;      // per strategy, per input: into input_layouts
+  std::vector<int64_t> degree;                     // per strategy
+};
+
 // enumerate_strategies by the node's signature: its op, opset, attributes, operand types and
 // shapes (and the data of small constant operands: reduction axes, target shapes), and the
 // axes with their sizes. The nodes of repeated layers, and one model lowered under many
 // schemes, ask for the same strategies again and again. Safe to share between threads.
 class StrategyCache {
  public:
-  std::shared_ptr<const std::vector<OpStrategy>> get(const Graph& graph, const Node& node,
-                                                     const DeviceMesh& mesh,
-                                                     const std::vector<std::string>& axes);
+  std::shared_ptr<const StrategySet> get(const Graph& graph, const Node& node,
+                                         const DeviceMesh& mesh,
+                                         const std::vector<std::string>& axes);
   size_t size() const;
 
  private:
   mutable std::mutex mutex_;
-  std::unordered_map<std::string, std::shared_ptr<const std::vector<OpStrategy>>> strategies_;
+  std::unordered_map<std::string, std::shared_ptr<const StrategySet>> strategies_;
 };
 
 }  // namespace autopar
