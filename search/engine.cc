@@ -253,7 +253,19 @@ StatusOr<SearchResult> search(const SearchSpace& space, const SearchProblem& pro
   std::vector<std::string> errors(configs.size());
   std::atomic<int64_t> done{0};
   std::mutex progress_mutex;
-  tbb::parallel_for(size_t{0}, configs.size(), [&](size_t i) {
+  // Configurations grouped by the SPMD structure they share (pipeline degrees and every dp > 1
+  // lower alike): one task lowers a structure and prices each configuration on it, so no
+  // thread waits for a structure another is lowering.
+  std::vector<std::vector<size_t>> groups;
+  {
+    std::map<std::string, size_t> group_of;
+    for (size_t i = 0; i < configs.size(); ++i) {
+      auto [it, added] = group_of.emplace(spmd_structure_key(configs[i]), groups.size());
+      if (added) groups.emplace_back();
+      groups[it->second].push_back(i);
+    }
+  }
+  auto evaluate = [&](size_t i) {
     const Scheme& base = configs[i];
     auto costs = estimator.layer_costs(base);
     if (!costs.is_ok()) {
@@ -311,6 +323,9 @@ StatusOr<SearchResult> search(const SearchSpace& space, const SearchProblem& pro
       std::lock_guard<std::mutex> lock(progress_mutex);
       options.progress(static_cast<double>(now) / static_cast<double>(configs.size()));
     }
+  };
+  tbb::parallel_for(size_t{0}, groups.size(), [&](size_t g) {
+    for (size_t i : groups[g]) evaluate(i);
   });
 
   std::vector<Candidate> all;
