@@ -2,6 +2,8 @@
 #include "autopar/parallel/spmd.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -533,17 +535,20 @@ Status Spmd::lower_node(NodeId id) {
     break;
   }
   // What bringing each input into each of its distinct layouts costs, worked out when a
-  // strategy first asks (the op's own strategies share a few layouts per input).
+  // strategy first asks (the op's own strategies share a few layouts per input; a cost can be
+  // negative, a whole parameter kept split further than tp splits it, so NaN marks unknown).
+  constexpr double kUnknown = std::numeric_limits<double>::quiet_NaN();
   std::vector<std::vector<double>> input_costs(own->input_layouts.size());
   for (size_t i = 0; i < input_costs.size(); ++i)
-    input_costs[i].assign(own->input_layouts[i].size(), -1.0);
+    input_costs[i].assign(own->input_layouts[i].size(), kUnknown);
   const double flops = node_flops(src_, node);
   auto own_cost = [&](int k) {
     const OpStrategy& s = bases[k];
     double cost = 0.0;
     for (size_t i = 0; i < s.inputs.size() && i < node.inputs.size(); ++i) {
-      double& in = input_costs[i][own->input_choice[k][i]];
-      if (in < 0) in = input_cost(node.inputs[i], own->input_layouts[i][own->input_choice[k][i]], node);
+      const int layout = own->input_choice[k][i];
+      double& in = input_costs[i][layout];
+      if (std::isnan(in)) in = input_cost(node.inputs[i], own->input_layouts[i][layout], node);
       cost += in;
       if (cost >= kInfinite) return kInfinite;
     }
