@@ -547,8 +547,8 @@ StatusOr<Calibration> calibrate_sweep(const CalibrationOptions& options, Sweeps&
       fused_t.push_back(sweeps.record(t));
     }
     p.device.fused_op_element_s =
-        std::max((fused_t[1] - fused_t[0]) / (static_cast<double>(lengths[1] - lengths[0]) *
-                                              static_cast<double>(elements)),
+        std::max((fused_t[1] - fused_t[0]) /
+                     (static_cast<double>(lengths[1] - lengths[0]) * static_cast<double>(elements)),
                  1e-12);
     // Held out: the middle chain under the model the simulator prices fused runs with.
     double predicted = per_run;

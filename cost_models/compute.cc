@@ -86,8 +86,8 @@ std::vector<double> fused_node_seconds(const HardwareProfile& profile, const Gra
     const double efficiency =
         curve != device.efficiency.end() ? curve->second.at(run.external_bytes) : 1.0;
     const double memory = run.external_bytes / (device.memory_bandwidth * efficiency);
-    const double compute =
-        static_cast<double>(run.ops) * static_cast<double>(run.elements) * device.fused_op_element_s;
+    const double compute = static_cast<double>(run.ops) * static_cast<double>(run.elements) *
+                           device.fused_op_element_s;
     const double kernel = std::max(memory, compute) + device.launch_overhead_s;
     for (NodeId n = run.first; n <= run.last; ++n)
       seconds[n] = kernel / static_cast<double>(run.last - run.first + 1);

@@ -159,12 +159,10 @@ StatusOr<HardwareProfile> parse_hardware_profile(std::string_view yaml, std::str
   ASSIGN_OR_RETURN(p.device.reserved_bytes,
                    r.positive(device["reserved_bytes"], "device.reserved_bytes"));
   if (const YAML::Node program = device["program_overhead_s"]) {
-    ASSIGN_OR_RETURN(p.device.program_overhead_s,
-                     r.positive(program, "device.program_overhead_s"));
+    ASSIGN_OR_RETURN(p.device.program_overhead_s, r.positive(program, "device.program_overhead_s"));
   }
   if (const YAML::Node fused = device["fused_op_element_s"]) {
-    ASSIGN_OR_RETURN(p.device.fused_op_element_s,
-                     r.positive(fused, "device.fused_op_element_s"));
+    ASSIGN_OR_RETURN(p.device.fused_op_element_s, r.positive(fused, "device.fused_op_element_s"));
   }
   if (const YAML::Node overlap = device["overlap_communication"]) {
     try {

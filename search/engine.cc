@@ -122,8 +122,8 @@ StatusOr<std::vector<DeviceMesh>> enumerate_meshes(const SearchSpace& space,
           continue;
         }
         const int64_t dp = p.devices / (tp * sp * pp);
-        if (!space.dp.automatic &&
-            std::find(space.dp.values.begin(), space.dp.values.end(), dp) == space.dp.values.end()) {
+        if (!space.dp.automatic && std::find(space.dp.values.begin(), space.dp.values.end(), dp) ==
+                                       space.dp.values.end()) {
           ++no_dp;
           continue;
         }
@@ -145,18 +145,19 @@ StatusOr<std::vector<DeviceMesh>> enumerate_meshes(const SearchSpace& space,
     std::vector<std::string> why;
     if (no_dp) why.push_back(fmt::format("{} leave no dp the space allows", no_dp));
     if (over_node)
-      why.push_back(fmt::format("{} put tp · sp over a node's {} devices (constraints."
-                                "tp_within_node)",
-                                over_node, p.devices_per_node));
+      why.push_back(
+          fmt::format("{} put tp · sp over a node's {} devices (constraints."
+                      "tp_within_node)",
+                      over_node, p.devices_per_node));
     if (over_layers)
       why.push_back(fmt::format("{} have more pipeline stages than the model's {} layers",
                                 over_layers, p.layers));
     if (batch)
-      why.push_back(
-          fmt::format("{} have a dp that does not divide the global batch {}", batch,
-                      p.global_batch));
-    return error("{}: mesh: no tp × pp × dp × sp the space allows makes {} devices ({} of {} tried: {})",
-                 space.source, p.devices, tried, tried, fmt::join(why, "; "));
+      why.push_back(fmt::format("{} have a dp that does not divide the global batch {}", batch,
+                                p.global_batch));
+    return error(
+        "{}: mesh: no tp × pp × dp × sp the space allows makes {} devices ({} of {} tried: {})",
+        space.source, p.devices, tried, tried, fmt::join(why, "; "));
   }
   return meshes;
 }
@@ -226,9 +227,10 @@ StatusOr<SearchResult> search(const SearchSpace& space, const SearchProblem& pro
           space.source, problem.devices, problem.parameters,
           *std::max_element(space.zero.begin(), space.zero.end()), capacity / (1 << 30));
     }
-    return error("{}: batch.micro: no microbatch size the space allows divides the samples per "
-                 "data-parallel replica of the global batch {} ({} meshes)",
-                 space.source, problem.global_batch, micro_mismatch);
+    return error(
+        "{}: batch.micro: no microbatch size the space allows divides the samples per "
+        "data-parallel replica of the global batch {} ({} meshes)",
+        space.source, problem.global_batch, micro_mismatch);
   }
 
   if (options.exhaustive) {
@@ -352,7 +354,8 @@ StatusOr<SearchResult> search(const SearchSpace& space, const SearchProblem& pro
   }
   keep_best(all, keep);
 
-  const size_t simulated = std::min(all.size(), static_cast<size_t>(std::max(options.simulate_top, 0)));
+  const size_t simulated =
+      std::min(all.size(), static_cast<size_t>(std::max(options.simulate_top, 0)));
 
   // Baselines: pure data parallel (the least ZeRO that fits), and Megatron's recipe (tp = a
   // node, pp as needed to fit, dp the rest).
@@ -392,7 +395,8 @@ StatusOr<SearchResult> search(const SearchSpace& space, const SearchProblem& pro
           schemes.push_back(s);
         }
         b.candidate = best_of(schemes);
-        if (b.candidate) b.note = fmt::format("dp {}, ZeRO {}", problem.devices, b.candidate->scheme.zero);
+        if (b.candidate)
+          b.note = fmt::format("dp {}, ZeRO {}", problem.devices, b.candidate->scheme.zero);
       }
       if (!b.candidate) b.note = "does not fit, even with ZeRO 3";
     } else {

@@ -88,9 +88,8 @@ StatusOr<Graph> load_model_at(const std::string& model, int64_t batch,
   return load_at(model, batch, dims, false);
 }
 
-StatusOr<BuiltPlan> resolve_model(const std::string& model, Scheme scheme,
-                                  const PlanSource& given, const std::string& scheme_source,
-                                  bool weights) {
+StatusOr<BuiltPlan> resolve_model(const std::string& model, Scheme scheme, const PlanSource& given,
+                                  const std::string& scheme_source, bool weights) {
   BuiltPlan built;
   // The global batch: the scheme's, else the model's (at --batch when given).
   std::optional<int64_t> user_batch;
@@ -158,8 +157,8 @@ StatusOr<BuiltPlan> resolve_model(const std::string& model, Scheme scheme,
 
 StatusOr<BuiltPlan> build_plan(const std::string& model, Scheme scheme, const PlanSource& given,
                                const std::string& scheme_source, bool weights) {
-  ASSIGN_OR_RETURN(BuiltPlan built, resolve_model(model, std::move(scheme), given, scheme_source,
-                                                  weights));
+  ASSIGN_OR_RETURN(BuiltPlan built,
+                   resolve_model(model, std::move(scheme), given, scheme_source, weights));
   auto plan = lower(built.model, built.plan.scheme, built.options);
   if (!plan.is_ok()) return error("{}: {}", scheme_source, plan.status().message());
   built.plan = std::move(plan).value();

@@ -52,7 +52,7 @@ std::string ScheduleStep::to_string() const {
 }
 
 StatusOr<SpmdLowering> lower_to_spmd(const Graph& model, const Scheme& scheme,
-                                      const LoweringOptions& options) {
+                                     const LoweringOptions& options) {
   SpmdLowering out;
   int32_t layers = 0;
   for (const Node& n : model.nodes()) layers = std::max(layers, n.layer + 1);

@@ -180,8 +180,9 @@ void append_value(std::string& key, const Graph& g, ValueId v) {
 
 }  // namespace
 
-std::shared_ptr<const StrategySet> StrategyCache::get(
-    const Graph& g, const Node& n, const DeviceMesh& mesh, const std::vector<std::string>& axes) {
+std::shared_ptr<const StrategySet> StrategyCache::get(const Graph& g, const Node& n,
+                                                      const DeviceMesh& mesh,
+                                                      const std::vector<std::string>& axes) {
   std::string key;
   key.reserve(256);
   append_text(key, n.domain);

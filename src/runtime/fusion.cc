@@ -65,7 +65,6 @@ bool fits(const Graph& g, const Node& node, const std::vector<int64_t>& dims, DT
   return true;
 }
 
-
 // One op over a tile, with the operand patterns split out so each loop vectorises like the
 // unfused kernels' (stride 0 is a scalar operand).
 template <typename T, typename F>

@@ -194,7 +194,7 @@ TEST(Compute, FusedRunsAreOneKernel) {
   y = b.op1("Mul", {y, x});
   y = b.op1("Sqrt", {y});
   y = b.op1("Softmax", {y}, {{"axis", int64_t{-1}}});  // not fusible: ends the run
-  y = b.op1("Neg", {y});                                // a run of one is no run
+  y = b.op1("Neg", {y});                               // a run of one is no run
   b.output(y);
   const Graph g = b.finish();
   HardwareProfile p = fixture();

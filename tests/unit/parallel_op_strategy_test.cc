@@ -142,7 +142,8 @@ TEST(StrategyCache, OneListPerSignature) {
   const OneNode a = one_node("MatMul", {{8, 16, 32}, {32, 64}});
   const OneNode b = one_node("MatMul", {{8, 16, 32}, {32, 64}});  // another graph, same node
   const auto first = cache.get(a.graph, a.graph.node(0), dp2tp2, {"dp", "tp"});
-  EXPECT_EQ(first->strategies, enumerate_strategies(a.graph, a.graph.node(0), dp2tp2, {"dp", "tp"}));
+  EXPECT_EQ(first->strategies,
+            enumerate_strategies(a.graph, a.graph.node(0), dp2tp2, {"dp", "tp"}));
   EXPECT_EQ(cache.get(b.graph, b.graph.node(0), dp2tp2, {"dp", "tp"}), first);
   // 25 strategies ask for 16 layouts of [b0, m, k] (each axis on b0, m, k, or elsewhere) and
   // 9 of [k, n]; each strategy's degree is the product of its axes' sizes.
@@ -159,9 +160,10 @@ TEST(StrategyCache, OneListPerSignature) {
   const OneNode wider = one_node("MatMul", {{8, 16, 48}, {48, 64}});
   EXPECT_NE(cache.get(wider.graph, wider.graph.node(0), dp2tp2, {"dp", "tp"}), first);
   const auto tp8 = cache.get(a.graph, a.graph.node(0), mesh({{"dp", 2}, {"tp", 8}}), {"dp", "tp"});
-  EXPECT_EQ(tp8->strategies, enumerate_strategies(a.graph, a.graph.node(0), mesh({{"dp", 2}, {"tp", 8}}),
-                                        {"dp", "tp"}));
-  EXPECT_LT(tp8->strategies.size(), first->strategies.size());  // dp · tp = 16 no longer divides b0 = 8 or k = 32
+  EXPECT_EQ(tp8->strategies, enumerate_strategies(a.graph, a.graph.node(0),
+                                                  mesh({{"dp", 2}, {"tp", 8}}), {"dp", "tp"}));
+  EXPECT_LT(tp8->strategies.size(),
+            first->strategies.size());  // dp · tp = 16 no longer divides b0 = 8 or k = 32
   EXPECT_EQ(cache.get(a.graph, a.graph.node(0), dp2tp2, {"tp"})->strategies.size(), 5u);
   EXPECT_EQ(cache.size(), 4u);
   // ReduceSum reads its axes from a constant: axes 0 and axes 1 are different signatures.

@@ -32,8 +32,8 @@ NodeCost node_cost(const HardwareProfile& profile, const Graph& graph, const Nod
 
 // Where the profile's runtime fuses elementwise runs (device.fused_op_element_s > 0): per node
 // of `graph`, its share of the fused kernel its run makes (spread evenly over the run, as the
-// runtime's profiling attributes it), and −1 at nodes outside runs (priced by node_cost). A kernel reads and
-// writes only what crosses its boundary, and spends `fused_op_element_s` per element and
+// runtime's profiling attributes it), and −1 at nodes outside runs (priced by node_cost). A kernel
+// reads and writes only what crosses its boundary, and spends `fused_op_element_s` per element and
 // operation, plus one launch. No run spans a node of `cut_before` (a program's first node).
 // Empty when the profile does not fuse.
 std::vector<double> fused_node_seconds(const HardwareProfile& profile, const Graph& graph,

@@ -30,7 +30,7 @@ struct SearchProblem {
   int64_t devices_per_node = 1;
   int64_t global_batch = 0;
   int32_t layers = 0;
-  double parameters = 0;  // trainable elements of the model
+  double parameters = 0;       // trainable elements of the model
   double optimizer_bytes = 8;  // optimizer state per parameter (Adam: two fp32 moments)
 };
 
@@ -53,7 +53,7 @@ struct Candidate {
 };
 
 struct Baseline {
-  std::string name;  // "data parallel", "megatron"
+  std::string name;                    // "data parallel", "megatron"
   std::optional<Candidate> candidate;  // none when nothing of its kind fits
   std::string note;                    // how it was chosen, or why it does not fit
 };
@@ -61,9 +61,9 @@ struct Baseline {
 struct SearchResult {
   std::vector<Candidate> top;  // best first
   std::vector<Baseline> baselines;
-  int64_t meshes = 0;          // meshes the space and cluster allow
-  int64_t meshes_pruned = 0;   // pruned by memory before lowering
-  int64_t configurations = 0;  // layer costs computed
+  int64_t meshes = 0;                 // meshes the space and cluster allow
+  int64_t meshes_pruned = 0;          // pruned by memory before lowering
+  int64_t configurations = 0;         // layer costs computed
   int64_t configurations_pruned = 0;  // ZeRO stages whose state cannot fit, before lowering
   int64_t candidates_evaluated = 0;
   int64_t feasible = 0;
@@ -80,7 +80,7 @@ StatusOr<SearchResult> search(const SearchSpace& space, const SearchProblem& pro
 
 // Contiguous layer ranges for `stages` stages that minimise the slowest stage (forward and
 // backward of one microbatch under `recompute`), by dynamic programming over the layers.
-std::vector<std::pair<int32_t, int32_t>> partition_stages(const LayerCosts& costs,
-                                                          int64_t stages, Recompute recompute);
+std::vector<std::pair<int32_t, int32_t>> partition_stages(const LayerCosts& costs, int64_t stages,
+                                                          Recompute recompute);
 
 }  // namespace autopar
