@@ -21,6 +21,11 @@ constexpr double kInfinite = 1e300;
 // Arithmetic a byte of communication is worth: an accelerator does about a thousand
 // floating-point operations in the time its interconnect moves one byte.
 constexpr double kFlopsPerByte = 1000.0;
+// Arithmetic a byte of device memory traffic is worth (an accelerator does 100 to 200 FLOPs in
+// the time its memory moves a byte). An optimizer's update is memory-bound: counted in FLOPs
+// alone, running it whole on every replica looks free, and ZeRO's sharded update would gather
+// its intermediate values instead of the new parameter.
+constexpr double kFlopsPerMemoryByte = 100.0;
 // Arithmetic one collective's latency is worth (about 10 µs at 10 TFLOP/s): between plans
 // that move as many bytes, fewer collectives win.
 constexpr double kFlopsPerCollective = 1e8;
@@ -119,6 +124,8 @@ class Spmd {
 
   double input_cost(ValueId v, const Layout& want, const Node& consumer) const;
   double strategy_cost(const Node& node, const OpStrategy& s) const;
+  // The node's work in FLOPs; an update node's in its memory traffic too, whichever is more.
+  double work(const Node& node) const;
   // The dst value holding `v` in layout `want`, emitting what it takes.
   StatusOr<ValueId> local_as(ValueId v, const Layout& want, const Node& consumer);
   // Makes state `v` a graph input with its storage layout `storage`.
@@ -248,9 +255,11 @@ double Spmd::input_cost(ValueId v, const Layout& want, const Node& consumer) con
       // count that gather too, or it always undercuts the all-reduce it stands for.
       // (Megatron-SP scatters the row projection's sum onto the sequence by design: the norms
       // and the residual between the projections run on shards, so it pays the real cost.)
+      // So does ZeRO's sharded update reading accumulated gradients: it runs on the shards.
       case ReshardStep::Kind::kReduceScatter:
-        if (step.axis == "tp" &&
-            policy_.tp_activations == SpmdPolicy::TpActivations::kReduceScatter) {
+        if ((step.axis == "tp" &&
+             policy_.tp_activations == SpmdPolicy::TpActivations::kReduceScatter) ||
+            (step.axis == "dp" && policy_.zero >= 1 && consumer.phase == Phase::kOptimizer)) {
           cost += bytes;
         } else {
           cost += 2.0 * bytes + kFlopsPerCollective / kFlopsPerByte;
@@ -277,7 +286,13 @@ double Spmd::strategy_cost(const Node& node, const OpStrategy& s) const {
   }
   int64_t degree = 1;
   for (const auto& [axis, loop] : s.assignment) degree *= mesh_.size(axis);
-  return cost + node_flops(src_, node) / static_cast<double>(degree);
+  return cost + work(node) / static_cast<double>(degree);
+}
+
+double Spmd::work(const Node& node) const {
+  const double flops = node_flops(src_, node);
+  if (node.phase != Phase::kOptimizer) return flops;
+  return std::max(flops, node_bytes(src_, node) * kFlopsPerMemoryByte);
 }
 
 void Spmd::place_state(ValueId v, const Layout& compute) {
@@ -474,10 +489,20 @@ Status Spmd::lower_node(NodeId id) {
   // partial through it, and the reduction happens where a consumer needs the whole value.
   static const char* const kLinear[] = {"Reshape",   "Transpose", "Identity", "Squeeze",
                                         "Unsqueeze", "Flatten",   "Neg"};
-  const bool linear = node.domain.empty() && !node.inputs.empty() && node.inputs[0] != kNoId &&
-                      layout_[node.inputs[0]] && layout_[node.inputs[0]]->is_partial() &&
-                      std::any_of(std::begin(kLinear), std::end(kLinear),
-                                  [&](const char* op) { return node.op_type == op; });
+  // Under mixed precision a weight gradient is computed in the low type and cast to fp32:
+  // it stays a partial sum through that cast when microbatches accumulate or ZeRO shards the
+  // update, so it is reduced as without mixed precision (once per step, or reduce-scattered
+  // onto the update's shards), in fp32 as Megatron reduces its main gradients, rather than
+  // all-reduced in every microbatch's backward. (With neither, the half-size all-reduce
+  // before the cast is cheaper.)
+  const bool gradient_cast = node.op_type == "Cast" && node.outputs.size() == 1 &&
+                             parameter_of_.count(node.outputs[0]) &&
+                             (policy_.microbatches > 1 || policy_.zero >= 1);
+  const bool linear =
+      node.domain.empty() && !node.inputs.empty() && node.inputs[0] != kNoId &&
+      layout_[node.inputs[0]] && layout_[node.inputs[0]]->is_partial() &&
+      (gradient_cast || std::any_of(std::begin(kLinear), std::end(kLinear),
+                                    [&](const char* op) { return node.op_type == op; }));
   if (linear) {
     const std::vector<std::string> partial = layout_[node.inputs[0]]->partial_axes();
     for (const OpStrategy& base : bases) {
@@ -541,7 +566,7 @@ Status Spmd::lower_node(NodeId id) {
   std::vector<std::vector<double>> input_costs(own->input_layouts.size());
   for (size_t i = 0; i < input_costs.size(); ++i)
     input_costs[i].assign(own->input_layouts[i].size(), kUnknown);
-  const double flops = node_flops(src_, node);
+  const double flops = work(node);
   auto own_cost = [&](int k) {
     const OpStrategy& s = bases[k];
     double cost = 0.0;

@@ -1,6 +1,9 @@
 // Pipeline schedules, their deadlock check, shards of whole tensors, and fused projections.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <string>
+
 #include "autopar/parallel/lowering.h"
 #include "autopar/parallel/primitives.h"
 #include "autopar/runtime/executor.h"
@@ -104,6 +107,56 @@ TEST(SplitProjections, GptTinyAttentionBecomesThreeProjectionsPerLayer) {
   for (int64_t i = 0; i < (*ya)[0]->num_elements(); ++i)
     worst = std::max(worst, std::fabs((*ya)[0]->float_at(i) - (*yb)[0]->float_at(i)));
   EXPECT_LT(worst, 1e-5);
+}
+
+// The data-parallel collectives of kind `op` on the first role of gpt-tiny's plan, counted by
+// phase and by the type they move: {"bwd bf16": 52, ...}.
+std::map<std::string, int> dp_collectives(const std::string& scheme_yaml, const std::string& op) {
+  auto scheme = parse_scheme(scheme_yaml, "scheme");
+  EXPECT_TRUE(scheme.is_ok()) << scheme.status().message();
+  ZooOptions zoo;
+  zoo.batch = scheme->micro_batch * scheme->dp();
+  auto model = build_zoo_model("gpt-tiny", zoo);
+  EXPECT_TRUE(model.is_ok());
+  auto plan = lower(*model, *scheme, LoweringOptions{});
+  EXPECT_TRUE(plan.is_ok()) << plan.status().message();
+  std::map<std::string, int> counts;
+  if (!plan.is_ok()) return counts;
+  const Graph& g = plan->roles[0].graph;
+  for (const Node& n : g.nodes()) {
+    const Attribute* axes = n.attr("axes");
+    if (n.domain != kAutoparDomain || n.op_type != op || !axes ||
+        axes->strings() != std::vector<std::string>{"dp"})
+      continue;
+    ++counts[fmt::format("{} {}", phase_name(n.phase), dtype_name(g.value(n.inputs[0]).dtype))];
+  }
+  return counts;
+}
+
+// Under mixed precision a weight gradient is computed in bf16 and cast to fp32. With one
+// microbatch per replica and no ZeRO, each of gpt-tiny's 52 gradients is all-reduced in bf16
+// before its cast, right after the backward computes it. When microbatches accumulate, the
+// partial sums pass through the cast and the update reduces them once, in fp32, as without
+// mixed precision; under ZeRO they are reduce-scattered in fp32 onto the update's shards (in
+// the backward with one microbatch or sharded accumulators, ZeRO 2; in the update for ZeRO 1's
+// whole accumulators). Two gradients stay bf16 all-reduces in every case: wpe's and the tied
+// wte's, whose partial sums meet an Add before their cast; the forward all-reduces the loss.
+TEST(MixedPrecision, GradientsAreReducedWhereTheyWouldBeInFp32) {
+  using Counts = std::map<std::string, int>;
+  auto scheme = [](int micro, int zero) {
+    return fmt::format(
+        "mesh: {{dp: 2}}\nbatch: {{global: 8, micro: {}}}\nzero: {}\n"
+        "precision: bf16\n",
+        micro, zero);
+  };
+  EXPECT_EQ(dp_collectives(scheme(4, 0), "AllReduce"), (Counts{{"bwd bf16", 52}, {"fwd f32", 1}}));
+  EXPECT_EQ(dp_collectives(scheme(4, 0), "ReduceScatter"), Counts{});
+  EXPECT_EQ(dp_collectives(scheme(1, 0), "AllReduce"),
+            (Counts{{"bwd bf16", 2}, {"fwd f32", 1}, {"opt f32", 50}}));
+  EXPECT_EQ(dp_collectives(scheme(4, 1), "ReduceScatter"), (Counts{{"bwd f32", 50}}));
+  EXPECT_EQ(dp_collectives(scheme(1, 1), "ReduceScatter"), (Counts{{"opt f32", 50}}));
+  EXPECT_EQ(dp_collectives(scheme(1, 2), "ReduceScatter"), (Counts{{"bwd f32", 50}}));
+  EXPECT_EQ(dp_collectives(scheme(1, 1), "AllReduce"), (Counts{{"bwd bf16", 2}, {"fwd f32", 1}}));
 }
 
 }  // namespace
