@@ -516,6 +516,35 @@ Status Spmd::lower_node(NodeId id) {
       derived.push_back(std::move(c));
     }
   }
+  // A sum (or difference) of partial sums over the same axes is a partial sum: it is reduced
+  // once, where a consumer needs the whole value (the gradient contributions of the
+  // projections split from a fused one meet in a Sum before a single all-reduce, as the fused
+  // projection's would).
+  bool partial_sum = node.domain.empty() &&
+                     (node.op_type == "Add" || node.op_type == "Sub" || node.op_type == "Sum") &&
+                     node.inputs.size() >= 2 && node.outputs.size() == 1;
+  for (size_t i = 0; partial_sum && i < node.inputs.size(); ++i) {
+    const ValueId in = node.inputs[i];
+    partial_sum = in != kNoId && layout_[in] && layout_[in]->is_partial() &&
+                  layout_[in]->partial_axes() == layout_[node.inputs[0]]->partial_axes();
+  }
+  if (partial_sum) {
+    const std::vector<std::string> partial = layout_[node.inputs[0]]->partial_axes();
+    for (const OpStrategy& base : bases) {
+      if (base.inputs.size() != node.inputs.size() || base.outputs.size() != 1) continue;
+      Candidate c{base, std::nullopt};
+      OpStrategy& s = c.strategy;
+      bool valid = true;
+      for (const std::string& a : partial) {
+        valid = valid && !s.outputs[0].uses(a);
+        for (const Layout& in : s.inputs) valid = valid && !in.uses(a);
+        if (!valid) break;
+        for (Layout& in : s.inputs) in = in.with_partial(a);
+        s.outputs[0] = s.outputs[0].with_partial(a);
+      }
+      if (valid) derived.push_back(std::move(c));
+    }
+  }
   if (without_sp.size() < axes.size()) {
     std::vector<Candidate> extra =
         windowed(node, strategies_->get(src_, node, mesh_, without_sp)->strategies);

@@ -109,9 +109,10 @@ TEST(SplitProjections, GptTinyAttentionBecomesThreeProjectionsPerLayer) {
   EXPECT_LT(worst, 1e-5);
 }
 
-// The data-parallel collectives of kind `op` on the first role of gpt-tiny's plan, counted by
+// The collectives of kind `op` over `axis` on the first role of gpt-tiny's plan, counted by
 // phase and by the type they move: {"bwd bf16": 52, ...}.
-std::map<std::string, int> dp_collectives(const std::string& scheme_yaml, const std::string& op) {
+std::map<std::string, int> collectives(const std::string& scheme_yaml, const std::string& op,
+                                       const std::string& axis) {
   auto scheme = parse_scheme(scheme_yaml, "scheme");
   EXPECT_TRUE(scheme.is_ok()) << scheme.status().message();
   ZooOptions zoo;
@@ -126,7 +127,7 @@ std::map<std::string, int> dp_collectives(const std::string& scheme_yaml, const 
   for (const Node& n : g.nodes()) {
     const Attribute* axes = n.attr("axes");
     if (n.domain != kAutoparDomain || n.op_type != op || !axes ||
-        axes->strings() != std::vector<std::string>{"dp"})
+        axes->strings() != std::vector<std::string>{axis})
       continue;
     ++counts[fmt::format("{} {}", phase_name(n.phase), dtype_name(g.value(n.inputs[0]).dtype))];
   }
@@ -140,7 +141,8 @@ std::map<std::string, int> dp_collectives(const std::string& scheme_yaml, const 
 // mixed precision; under ZeRO they are reduce-scattered in fp32 onto the update's shards (in
 // the backward with one microbatch or sharded accumulators, ZeRO 2; in the update for ZeRO 1's
 // whole accumulators). Two gradients stay bf16 all-reduces in every case: wpe's and the tied
-// wte's, whose partial sums meet an Add before their cast; the forward all-reduces the loss.
+// wte's, whose partial sums meet a term that is not one before their cast; the forward
+// all-reduces the loss.
 TEST(MixedPrecision, GradientsAreReducedWhereTheyWouldBeInFp32) {
   using Counts = std::map<std::string, int>;
   auto scheme = [](int micro, int zero) {
@@ -149,14 +151,27 @@ TEST(MixedPrecision, GradientsAreReducedWhereTheyWouldBeInFp32) {
         "precision: bf16\n",
         micro, zero);
   };
-  EXPECT_EQ(dp_collectives(scheme(4, 0), "AllReduce"), (Counts{{"bwd bf16", 52}, {"fwd f32", 1}}));
-  EXPECT_EQ(dp_collectives(scheme(4, 0), "ReduceScatter"), Counts{});
-  EXPECT_EQ(dp_collectives(scheme(1, 0), "AllReduce"),
+  EXPECT_EQ(collectives(scheme(4, 0), "AllReduce", "dp"),
+            (Counts{{"bwd bf16", 52}, {"fwd f32", 1}}));
+  EXPECT_EQ(collectives(scheme(4, 0), "ReduceScatter", "dp"), Counts{});
+  EXPECT_EQ(collectives(scheme(1, 0), "AllReduce", "dp"),
             (Counts{{"bwd bf16", 2}, {"fwd f32", 1}, {"opt f32", 50}}));
-  EXPECT_EQ(dp_collectives(scheme(4, 1), "ReduceScatter"), (Counts{{"bwd f32", 50}}));
-  EXPECT_EQ(dp_collectives(scheme(1, 1), "ReduceScatter"), (Counts{{"opt f32", 50}}));
-  EXPECT_EQ(dp_collectives(scheme(1, 2), "ReduceScatter"), (Counts{{"bwd f32", 50}}));
-  EXPECT_EQ(dp_collectives(scheme(1, 1), "AllReduce"), (Counts{{"bwd bf16", 2}, {"fwd f32", 1}}));
+  EXPECT_EQ(collectives(scheme(4, 1), "ReduceScatter", "dp"), (Counts{{"bwd f32", 50}}));
+  EXPECT_EQ(collectives(scheme(1, 1), "ReduceScatter", "dp"), (Counts{{"opt f32", 50}}));
+  EXPECT_EQ(collectives(scheme(1, 2), "ReduceScatter", "dp"), (Counts{{"bwd f32", 50}}));
+  EXPECT_EQ(collectives(scheme(1, 1), "AllReduce", "dp"),
+            (Counts{{"bwd bf16", 2}, {"fwd f32", 1}}));
+}
+
+// Under Megatron's tensor parallelism a layer all-reduces twice forward and twice backward.
+// gpt-tiny's attention projection is split into three (so heads shard): their input
+// gradients are partial sums that meet in one Sum and are all-reduced once after it, not once
+// each. 4 layers: 8 forward, 8 backward, and 2 [8, 16, 1] means where layer 0's first norm's
+// backward runs on hidden shards (it feeds the embedding's gradient).
+TEST(TensorParallel, SplitProjectionsReduceTheirInputGradientOnce) {
+  using Counts = std::map<std::string, int>;
+  const std::string megatron = "mesh: {tp: 2}\nbatch: {global: 8}\ntensor: megatron\n";
+  EXPECT_EQ(collectives(megatron, "AllReduce", "tp"), (Counts{{"bwd f32", 10}, {"fwd f32", 8}}));
 }
 
 }  // namespace
