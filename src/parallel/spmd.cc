@@ -108,6 +108,24 @@ class Spmd {
     return d < 0 ? base : base.with_split(d, "dp");
   }
 
+  // Whether `v` is a parameter, or a parameter moved without arithmetic (transposed, reshaped,
+  // cast): a weight, whatever the graph did to lay it out for its reader.
+  bool is_weight(ValueId v) const {
+    static const char* const kMoves[] = {"Transpose", "Reshape", "Cast",
+                                         "Identity",  "Squeeze", "Unsqueeze"};
+    for (int depth = 0; depth < 8 && v != kNoId; ++depth) {
+      const Value& value = src_.value(v);
+      if (value.kind == ValueKind::kParameter) return true;
+      if (value.producer == kNoId) return false;
+      const Node& p = src_.node(value.producer);
+      if (!p.domain.empty() || p.inputs.empty() ||
+          std::none_of(std::begin(kMoves), std::end(kMoves),
+                       [&](const char* op) { return p.op_type == op; }))
+        return false;
+      v = p.inputs[0];
+    }
+    return false;
+  }
   bool is_free(ValueId v) const {
     return (state_[v] && !layout_[v] && !slot_param_.count(v)) || deferred_cast_.count(v);
   }
@@ -228,7 +246,7 @@ double Spmd::input_cost(ValueId v, const Layout& want, const Node& consumer) con
       static_cast<double>(value.num_bytes()) / static_cast<double>(split_degree(from, mesh_));
   double cost = 0.0;
   for (const ReshardStep& step : steps.value()) {
-    if (step.axis == "tp" && !constant &&
+    if (step.axis == "tp" && !constant && !is_weight(v) &&
         policy_.tp_activations != SpmdPolicy::TpActivations::kAny) {
       // Megatron-SP enters a sequence-parallel region only by reduce-scattering a row
       // projection's sum onto the sequence ([batch, seq, hidden]) or the image rows; slicing a
