@@ -359,14 +359,20 @@ StatusOr<ValueId> Spmd::local_as(ValueId v, const Layout& want, const Node& cons
     const Node& cast = src_.node(deferred->second);
     deferred_cast_.erase(deferred);
     const Layout at = want.is_partial() ? Layout::replicated(want.rank()) : want;
-    ASSIGN_OR_RETURN(ValueId param, local_as(cast.inputs[0], at, cast));
+    // The parameter takes the reader's layout as its compute layout, and is cast where it is
+    // stored: a ZeRO-3 shard is gathered in the low type, half the bytes, as DeepSpeed
+    // gathers its bf16 parameters.
+    const ValueId p = cast.inputs[0];
+    if (local_[p] == kNoId && state_[p]) place_state(p, at);
+    const Layout stored = layout_[p] ? *layout_[p] : at;
+    ASSIGN_OR_RETURN(ValueId param, local_as(p, stored, cast));
     OpStrategy s;
-    s.inputs = {at};
-    s.outputs = {at};
+    s.inputs = {stored};
+    s.outputs = {stored};
     ASSIGN_OR_RETURN(std::vector<ValueId> outs,
                      split(result_.graph, src_, cast, {param}, s, mesh_));
     local_[v] = outs[0];
-    layout_[v] = at;
+    layout_[v] = stored;
   }
   if (local_[v] == kNoId) {
     if (state_[v]) {

@@ -161,6 +161,11 @@ TEST(MixedPrecision, GradientsAreReducedWhereTheyWouldBeInFp32) {
   EXPECT_EQ(collectives(scheme(1, 2), "ReduceScatter", "dp"), (Counts{{"bwd f32", 50}}));
   EXPECT_EQ(collectives(scheme(1, 1), "AllReduce", "dp"),
             (Counts{{"bwd bf16", 2}, {"fwd f32", 1}}));
+  // ZeRO 3 casts each parameter's shard and gathers it in bf16 (half the bytes of its fp32
+  // master), once per parameter in the forward.
+  Counts gathers = collectives(scheme(1, 3), "AllGather", "dp");
+  EXPECT_EQ(gathers["fwd bf16"], 52);
+  EXPECT_EQ(gathers.count("fwd f32"), 0u);
 }
 
 // Under Megatron's tensor parallelism a layer all-reduces twice forward and twice backward.
