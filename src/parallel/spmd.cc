@@ -126,6 +126,14 @@ class Spmd {
     }
     return false;
   }
+  // Whether `consumer` is an update node another of whose operands is already in `want`.
+  bool aligned_update(ValueId v, const Layout& want, const Node& consumer) const {
+    if (consumer.phase != Phase::kOptimizer) return false;
+    for (ValueId other : consumer.inputs) {
+      if (other != kNoId && other != v && layout_[other] && *layout_[other] == want) return true;
+    }
+    return false;
+  }
   bool is_free(ValueId v) const {
     return (state_[v] && !layout_[v] && !slot_param_.count(v)) || deferred_cast_.count(v);
   }
@@ -246,7 +254,10 @@ double Spmd::input_cost(ValueId v, const Layout& want, const Node& consumer) con
       static_cast<double>(value.num_bytes()) / static_cast<double>(split_degree(from, mesh_));
   double cost = 0.0;
   for (const ReshardStep& step : steps.value()) {
-    if (step.axis == "tp" && !constant && !is_weight(v) &&
+    // (The update slices whole values onto its state's shards: that is no activation.)
+    const bool update_slice =
+        step.kind == ReshardStep::Kind::kSlice && consumer.phase == Phase::kOptimizer;
+    if (step.axis == "tp" && !constant && !is_weight(v) && !update_slice &&
         policy_.tp_activations != SpmdPolicy::TpActivations::kAny) {
       // Megatron-SP enters a sequence-parallel region only by reduce-scattering a row
       // projection's sum onto the sequence ([batch, seq, hidden]) or the image rows; slicing a
@@ -286,10 +297,11 @@ double Spmd::input_cost(ValueId v, const Layout& want, const Node& consumer) con
       case ReshardStep::Kind::kAllToAll:
         cost += bytes;
         break;
-      // Slicing is free for constants; for activations it stands for the gather that a
-      // later consumer will need to undo it.
+      // Slicing is free for constants, and in the update where another operand already has
+      // the split (state in its storage layout: the update runs where its state lives); for
+      // activations it stands for the gather that a later consumer will need to undo it.
       case ReshardStep::Kind::kSlice:
-        cost += constant ? 0.0 : bytes;
+        cost += constant || aligned_update(v, want, consumer) ? 0.0 : bytes;
         break;
     }
   }
