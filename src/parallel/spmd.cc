@@ -21,11 +21,6 @@ constexpr double kInfinite = 1e300;
 // Arithmetic a byte of communication is worth: an accelerator does about a thousand
 // floating-point operations in the time its interconnect moves one byte.
 constexpr double kFlopsPerByte = 1000.0;
-// Arithmetic a byte of device memory traffic is worth (an accelerator does 100 to 200 FLOPs in
-// the time its memory moves a byte). An optimizer's update is memory-bound: counted in FLOPs
-// alone, running it whole on every replica looks free, and ZeRO's sharded update would gather
-// its intermediate values instead of the new parameter.
-constexpr double kFlopsPerMemoryByte = 100.0;
 // Arithmetic one collective's latency is worth (about 10 µs at 10 TFLOP/s): between plans
 // that move as many bytes, fewer collectives win.
 constexpr double kFlopsPerCollective = 1e8;
@@ -150,8 +145,6 @@ class Spmd {
 
   double input_cost(ValueId v, const Layout& want, const Node& consumer) const;
   double strategy_cost(const Node& node, const OpStrategy& s) const;
-  // The node's work in FLOPs; an update node's in its memory traffic too, whichever is more.
-  double work(const Node& node) const;
   // The dst value holding `v` in layout `want`, emitting what it takes.
   StatusOr<ValueId> local_as(ValueId v, const Layout& want, const Node& consumer);
   // Makes state `v` a graph input with its storage layout `storage`.
@@ -316,13 +309,7 @@ double Spmd::strategy_cost(const Node& node, const OpStrategy& s) const {
   }
   int64_t degree = 1;
   for (const auto& [axis, loop] : s.assignment) degree *= mesh_.size(axis);
-  return cost + work(node) / static_cast<double>(degree);
-}
-
-double Spmd::work(const Node& node) const {
-  const double flops = node_flops(src_, node);
-  if (node.phase != Phase::kOptimizer) return flops;
-  return std::max(flops, node_bytes(src_, node) * kFlopsPerMemoryByte);
+  return cost + node_flops(src_, node) / static_cast<double>(degree);
 }
 
 void Spmd::place_state(ValueId v, const Layout& compute) {
@@ -631,7 +618,7 @@ Status Spmd::lower_node(NodeId id) {
   std::vector<std::vector<double>> input_costs(own->input_layouts.size());
   for (size_t i = 0; i < input_costs.size(); ++i)
     input_costs[i].assign(own->input_layouts[i].size(), kUnknown);
-  const double flops = work(node);
+  const double flops = node_flops(src_, node);
   auto own_cost = [&](int k) {
     const OpStrategy& s = bases[k];
     double cost = 0.0;
