@@ -140,7 +140,9 @@ StatusOr<Simulation> simulate(const Plan& plan, const NodeSeconds& costs, bool r
         // The runtime's dispatch of the program, on the device's compute stream.
         compute_free[r] += streams.program_overhead_s;
         sim.roles[r].compute_busy += streams.program_overhead_s;
-        const int32_t micro = step.kind == ProgramKind::kUpdate ? last_micro : step.micro;
+        const int32_t micro =
+            step.kind == ProgramKind::kUpdate || step.kind == ProgramKind::kExchange ? last_micro
+                                                                                     : step.micro;
         std::map<ValueId, double> local;  // ready times of this run's values
         auto ready_at = [&](ValueId v, bool* from_comm) -> double {
           if (v == kNoId) return 0.0;

@@ -15,6 +15,8 @@ const char* program_kind_name(ProgramKind kind) {
       return "backward";
     case ProgramKind::kUpdate:
       return "update";
+    case ProgramKind::kExchange:
+      return "exchange";
   }
   return "";
 }
@@ -27,6 +29,8 @@ std::string Program::name() const {
       return fmt::format("B{}", chunk);
     case ProgramKind::kUpdate:
       return "U";
+    case ProgramKind::kExchange:
+      return "X";
   }
   return "";
 }
@@ -47,6 +51,8 @@ std::string ScheduleStep::to_string() const {
       return fmt::format("B{}.{}", chunk, micro);
     case ProgramKind::kUpdate:
       return "U";
+    case ProgramKind::kExchange:
+      return "X";
   }
   return "";
 }
@@ -212,6 +218,11 @@ StatusOr<Plan> lower(const Graph& model, const Scheme& scheme, const LoweringOpt
   for (Role& role : roles) {
     role.schedule = make_schedule(policy.schedule, role.stage, policy.stages, policy.chunks,
                                   microbatches, train);
+    // The exchange, where the rank has one, runs right before the update.
+    for (const Program& program : role.programs) {
+      if (program.kind != ProgramKind::kExchange) continue;
+      role.schedule.insert(role.schedule.end() - 1, ScheduleStep{ProgramKind::kExchange, 0, 0});
+    }
   }
   RETURN_IF_ERROR(check_schedule(roles));
 

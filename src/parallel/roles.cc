@@ -59,19 +59,21 @@ StatusOr<std::vector<Role>> build_roles(const SpmdResult& spmd,
   const int32_t last = static_cast<int32_t>(p * v - 1);
   auto rank_of = [&](int32_t vs) { return static_cast<int64_t>(vs) % p; };
   auto chunk_of = [&](int32_t vs) { return static_cast<int32_t>(vs / p); };
-  // Program order on a rank: F0 .. F(v-1), B(v-1) .. B0, U.
+  // Program order on a rank: F0 .. F(v-1), B(v-1) .. B0, X, U.
   auto program_index = [&](ProgramKind kind, int32_t chunk) -> int32_t {
     switch (kind) {
       case ProgramKind::kForward:
         return chunk;
       case ProgramKind::kBackward:
         return static_cast<int32_t>(v + (v - 1 - chunk));
-      case ProgramKind::kUpdate:
+      case ProgramKind::kExchange:
         return static_cast<int32_t>(2 * v);
+      case ProgramKind::kUpdate:
+        return static_cast<int32_t>(2 * v + 1);
     }
     return 0;
   };
-  const int32_t num_programs = static_cast<int32_t>(training ? 2 * v + 1 : v);
+  const int32_t num_programs = static_cast<int32_t>(training ? 2 * v + 2 : v);
 
   std::vector<Placement> place(g.num_nodes());
   for (NodeId n = 0; n < g.num_nodes(); ++n) {
@@ -181,9 +183,9 @@ StatusOr<std::vector<Role>> build_roles(const SpmdResult& spmd,
   }
   for (size_t i = 0; i < cuts.size(); ++i) {
     cuts[i].tag = static_cast<int64_t>(i) + 1;
-    // A value read by an update is sent once, by the sender's update, after every microbatch.
+    // A value read by an update is sent once, after every microbatch, by the sender's exchange.
     if (cuts[i].reader == program_index(ProgramKind::kUpdate, 0))
-      cuts[i].sender = program_index(ProgramKind::kUpdate, 0);
+      cuts[i].sender = program_index(ProgramKind::kExchange, 0);
   }
 
   std::multimap<ValueId, size_t> cuts_of;  // value → its cuts
@@ -257,6 +259,8 @@ StatusOr<std::vector<Role>> build_roles(const SpmdResult& spmd,
       } else if (prog < 2 * v) {
         program.kind = ProgramKind::kBackward;
         program.chunk = static_cast<int32_t>(2 * v - 1 - prog);
+      } else if (prog == 2 * v) {
+        program.kind = ProgramKind::kExchange;
       } else {
         program.kind = ProgramKind::kUpdate;
       }
@@ -267,6 +271,17 @@ StatusOr<std::vector<Role>> build_roles(const SpmdResult& spmd,
           if (rank == r && index == prog) nodes.push_back(n);
         }
       }
+      // The exchange sends what other ranks' updates read; a rank without any has none.
+      if (program.kind == ProgramKind::kExchange) {
+        for (const Cut& c : cuts) {
+          if (c.from != r || c.sender != prog) continue;
+          ASSIGN_OR_RETURN(ValueId x, get(c.value));
+          augment_send(rg, x, "pp", c.to, c.tag, Phase::kOptimizer, -1);
+        }
+        program.end = rg.num_nodes();
+        if (program.end > program.begin) role.programs.push_back(program);
+        continue;
+      }
       // Receives first.
       for (const Cut& c : cuts) {
         if (c.to != r || c.reader != prog) continue;
@@ -275,14 +290,6 @@ StatusOr<std::vector<Role>> build_roles(const SpmdResult& spmd,
         ASSIGN_OR_RETURN(ValueId id, augment_recv(rg, val.name, val.dtype, val.shape.dims, "pp",
                                                   c.from, c.tag, producer.phase, producer.layer));
         vmap[c.value] = id;
-      }
-      // The update sends what other ranks' updates read.
-      if (program.kind == ProgramKind::kUpdate) {
-        for (const Cut& c : cuts) {
-          if (c.from != r || c.sender != prog) continue;
-          ASSIGN_OR_RETURN(ValueId x, get(c.value));
-          augment_send(rg, x, "pp", c.to, c.tag, Phase::kOptimizer, -1);
-        }
       }
       // Recomputation: forward nodes of this chunk whose outputs the backward reads.
       std::map<ValueId, ValueId> recomputed;

@@ -258,7 +258,8 @@ StatusOr<DeviceOutcome> DeviceRun::run() {
       const int k = role.program_of(s);
       if (k < 0) return error("role {}: no program for step {}", role.id, s.to_string());
       const ProgramGraph& pg = programs[k];
-      const int32_t micro = s.kind == ProgramKind::kUpdate ? m - 1 : s.micro;
+      const int32_t micro =
+          s.kind == ProgramKind::kUpdate || s.kind == ProgramKind::kExchange ? m - 1 : s.micro;
       std::vector<TensorPtr> inputs;
       inputs.reserve(pg.inputs.size());
       for (size_t i = 0; i < pg.inputs.size(); ++i) {

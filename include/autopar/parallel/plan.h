@@ -47,7 +47,10 @@ struct DataSpec {
 };
 
 // One program of a role: a contiguous range of the role graph's nodes run as a unit.
-enum class ProgramKind : uint8_t { kForward, kBackward, kUpdate };
+// kExchange runs once per step before the update, on ranks whose update is read by another
+// rank's: it sends what those updates read (a tied embedding's gradient accumulators), so
+// two ranks' updates that read each other's values do not wait on each other.
+enum class ProgramKind : uint8_t { kForward, kBackward, kUpdate, kExchange };
 const char* program_kind_name(ProgramKind kind);
 
 struct Program {
