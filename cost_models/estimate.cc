@@ -209,7 +209,15 @@ LayerCosts layer_costs_of(const SpmdLowering& lowered, const Graph& model, const
       c.optimizer_bytes += bytes;
       shared.kind = SharedState::Kind::kOptimizer;
     }
-    const std::set<int32_t>& at = readers[s.name];
+    std::set<int32_t> at = readers[s.name];
+    // A tied parameter's gradient accumulates on every rank that reads the parameter: each
+    // accumulates its own contribution, and the update adds them.
+    if (shared.kind == SharedState::Kind::kGradient && s.name.rfind("grad_acc/", 0) == 0) {
+      const std::string parameter_name = s.name.substr(std::string_view("grad_acc/").size());
+      auto parameter = readers.find(parameter_name);
+      if (lowered.spmd.gradients_per_rank.count(parameter_name) && parameter != readers.end())
+        at.insert(parameter->second.begin(), parameter->second.end());
+    }
     if (at.size() > 1) {
       shared.layers.push_back(home);
       for (int32_t l : at) {

@@ -152,6 +152,26 @@ StatusOr<SpmdLowering> lower_to_spmd(const Graph& model, const Scheme& scheme,
     return layout;
   };
 
+  const int64_t virtual_stages = policy.stages * policy.chunks;
+  std::vector<int32_t> layer_stage(std::max(layers, 1), 0);
+  for (int32_t s = 0; s < static_cast<int32_t>(policy.stage_layers.size()); ++s) {
+    const auto [first, last] = policy.stage_layers[s];
+    for (int32_t l = std::max(first, 0); l <= last && l < static_cast<int32_t>(layer_stage.size());
+         ++l)
+      layer_stage[l] = s;
+  }
+  out.source_stage = assign(graph, layer_stage, static_cast<int32_t>(virtual_stages));
+  if (policy.stages > 1) {
+    for (int32_t s : out.source_stage)
+      policy.spmd.stage_of.push_back(static_cast<int32_t>(s % policy.stages));
+  }
+  // The layer each node goes with: assign over one stage per layer. Stages are contiguous layer
+  // ranges, so a node's stage is always the stage of its layer.
+  std::vector<int32_t> identity(std::max(layers, 1));
+  for (int32_t l = 0; l < static_cast<int32_t>(identity.size()); ++l) identity[l] = l;
+  out.source_layer = assign(graph, identity, static_cast<int32_t>(identity.size()));
+  policy.spmd.layer_of = out.source_layer;
+
   ASSIGN_OR_RETURN(out.spmd, lower_spmd(input, scheme.mesh, policy.spmd));
   const SpmdResult& spmd = out.spmd;
   // An axis that splits nothing would only replicate the work: say why instead.
@@ -187,20 +207,6 @@ StatusOr<SpmdLowering> lower_to_spmd(const Graph& model, const Scheme& scheme,
                                        ", ")));
   }
 
-  const int64_t virtual_stages = policy.stages * policy.chunks;
-  std::vector<int32_t> layer_stage(std::max(layers, 1), 0);
-  for (int32_t s = 0; s < static_cast<int32_t>(policy.stage_layers.size()); ++s) {
-    const auto [first, last] = policy.stage_layers[s];
-    for (int32_t l = std::max(first, 0); l <= last && l < static_cast<int32_t>(layer_stage.size());
-         ++l)
-      layer_stage[l] = s;
-  }
-  out.source_stage = assign(graph, layer_stage, static_cast<int32_t>(virtual_stages));
-  // The layer each node goes with: assign over one stage per layer. Stages are contiguous layer
-  // ranges, so a node's stage is always the stage of its layer.
-  std::vector<int32_t> identity(std::max(layers, 1));
-  for (int32_t l = 0; l < static_cast<int32_t>(identity.size()); ++l) identity[l] = l;
-  out.source_layer = assign(graph, identity, static_cast<int32_t>(identity.size()));
   out.microbatches = microbatches;
   out.layers = layers;
   out.training = train;

@@ -83,8 +83,9 @@ std::string readme(const Plan& plan) {
     text += fmt::format("- role {}: {}\n", role.id, fmt::join(steps, " "));
   }
   text +=
-      "\nFx.i runs the forward program of chunk x on microbatch i, Bx.i its backward, U the "
-      "update once per step.\n\n"
+      "\nFx.i runs the forward program of chunk x on microbatch i, Bx.i its backward, X sends "
+      "what other ranks' updates read (once per step, where there is any) and U is the update "
+      "once per step.\n\n"
       "Run it with `autopar run PLAN` (threads) or `mpirun -np N autopar run PLAN --comm mpi`, "
       "and check it against one device with `autopar verify PLAN`.\n";
   return text;

@@ -169,7 +169,9 @@ class Spmd {
   std::vector<Candidate> windowed(const Node& node, const std::vector<OpStrategy>& bases) const;
   Status lower_node(NodeId id);
   Status accumulate_gradients();
-  Status accumulate(ValueId parameter, ValueId gradient);
+  // `part` names one of several accumulators of the parameter (empty: its only one).
+  Status accumulate(ValueId parameter, ValueId gradient, const std::string& part = "");
+  Status accumulate_per_stage(NodeId sum);
 
   // Planned reshards by (from, to, shape), bucketed by their hash so a lookup copies nothing.
   struct PlannedReshard {
@@ -498,6 +500,28 @@ Status Spmd::lower_node(NodeId id) {
     deferred_cast_.emplace(node.outputs[0], id);
     return Status::ok();
   }
+  // A parameter's gradient summed from contributions in different layers (a tied embedding).
+  if (policy_.microbatches > 1 && node.domain.empty() &&
+      (node.op_type == "Add" || node.op_type == "Sum") && node.outputs.size() == 1 &&
+      node.inputs.size() >= 2 && parameter_of_.count(node.outputs[0])) {
+    std::set<int32_t> layers, ranks;
+    bool same_layout = true;
+    for (ValueId in : node.inputs) {
+      if (in == kNoId || !layout_[in] || src_.value(in).producer == kNoId) {
+        same_layout = false;
+        break;
+      }
+      const NodeId producer = src_.value(in).producer;
+      layers.insert(policy_.layer_of.empty() ? src_.node(producer).layer
+                                             : policy_.layer_of[producer]);
+      if (!policy_.stage_of.empty()) ranks.insert(policy_.stage_of[producer]);
+      same_layout = same_layout && *layout_[in] == *layout_[node.inputs[0]];
+    }
+    if (same_layout && layers.size() > 1) {
+      result_.gradients_per_rank.insert(src_.value(parameter_of_.at(node.outputs[0])).name);
+      if (ranks.size() > 1) return accumulate_per_stage(id);
+    }
+  }
   std::vector<std::string> axes, without_sp;
   for (const std::string& a : policy_.axes) {
     // Without ZeRO every data-parallel replica runs the whole update.
@@ -676,6 +700,33 @@ Status Spmd::lower_node(NodeId id) {
   return Status::ok();
 }
 
+// A parameter read on several pipeline ranks (a tied embedding) gets a gradient contribution on
+// each, summed by `sum`. With microbatches, each contribution accumulates on the rank that
+// computes it and the update adds the accumulators once per step (each rank's exchange sends
+// its own), as Megatron keeps a tied embedding's copies on the first and last stage in step:
+// no contribution crosses ranks every microbatch.
+Status Spmd::accumulate_per_stage(NodeId id) {
+  const Node& sum = src_.node(id);
+  const ValueId g = sum.outputs[0];
+  const ValueId p = parameter_of_.at(g);
+  for (size_t i = 0; i < sum.inputs.size(); ++i) {
+    const ValueId c = sum.inputs[i];
+    RETURN_IF_ERROR(
+        accumulate(p, c, fmt::format("rank{}.{}", policy_.stage_of[src_.value(c).producer], i)));
+  }
+  Graph& dst = result_.graph;
+  Emitter e(dst, fmt::format("grad_acc/{}", src_.value(p).name), Phase::kOptimizer, -1);
+  ValueId total = local_[sum.inputs[0]];
+  for (size_t i = 1; i < sum.inputs.size(); ++i)
+    total = e.op("Add", {total, local_[sum.inputs[i]]});
+  RETURN_IF_ERROR(e.status());
+  result_.origin.resize(dst.num_nodes(), id);
+  local_[g] = total;
+  layout_[g] = layout_[sum.inputs[0]];
+  accumulated_.insert(g);
+  return Status::ok();
+}
+
 // Gradients accumulate over microbatches into state, each microbatch's share scaled by 1/m;
 // under ZeRO 2 and 3 the accumulator is a dp shard (a reduce-scatter per microbatch).
 Status Spmd::accumulate_gradients() {
@@ -687,8 +738,10 @@ Status Spmd::accumulate_gradients() {
 // reduction overlaps the rest of the backward. With one microbatch the data-parallel sum
 // happens here (an all-reduce, or a reduce-scatter onto the update's shards under ZeRO); with
 // several, partial sums accumulate and are reduced once, by the update.
-Status Spmd::accumulate(ValueId p, ValueId g) {
+Status Spmd::accumulate(ValueId p, ValueId g, const std::string& part) {
   Graph& dst = result_.graph;
+  const std::string name =
+      part.empty() ? src_.value(p).name : fmt::format("{}.{}", src_.value(p).name, part);
   if (local_[g] == kNoId || accumulated_.count(g)) return Status::ok();
   accumulated_.insert(g);
   {
@@ -709,12 +762,11 @@ Status Spmd::accumulate(ValueId p, ValueId g) {
     const Node& producer = src_.node(grad.producer);
     ASSIGN_OR_RETURN(ValueId x, local_as(g, acc, producer));
     if (policy_.microbatches > 1) {
-      Emitter e(dst, fmt::format("grad_acc/{}", src_.value(p).name), Phase::kBackward,
-                producer.layer);
+      Emitter e(dst, fmt::format("grad_acc/{}", name), Phase::kBackward, producer.layer);
       ValueId scaled =
           e.op("Mul", {x, e.scalar(1.0 / static_cast<double>(policy_.microbatches), grad.dtype)});
       Value in;
-      in.name = fmt::format("grad_acc/{}", src_.value(p).name);
+      in.name = fmt::format("grad_acc/{}", name);
       in.dtype = grad.dtype;
       in.shape = Shape(acc.shard_shape(grad.shape.dims, mesh_));
       in.kind = ValueKind::kInput;
@@ -722,8 +774,7 @@ Status Spmd::accumulate(ValueId p, ValueId g) {
       dst.add_input(acc_in);
       x = e.op("Add", {acc_in, scaled});
       RETURN_IF_ERROR(e.status());
-      dst.rename_value(x,
-                       dst.unique_value_name(fmt::format("grad_acc/{}.next", src_.value(p).name)));
+      dst.rename_value(x, dst.unique_value_name(fmt::format("grad_acc/{}.next", name)));
       StateSpec spec;
       spec.name = dst.value(acc_in).name;
       spec.output = dst.value(x).name;

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,12 @@ struct SpmdPolicy {
   // Strategies shared with other lowerings (of the same model under other schemes); each
   // lowering keeps its own when unset.
   std::shared_ptr<StrategyCache> strategies;
+  // Per node of the graph being lowered: its pipeline rank (empty: one rank). A parameter's
+  // gradient contributions from several ranks accumulate where they are computed.
+  std::vector<int32_t> stage_of;
+  // Per node of the graph being lowered: the layer it goes with (nodes outside layers take a
+  // neighbour's). Empty: the nodes' own layers.
+  std::vector<int32_t> layer_of;
 };
 
 // The gradient pairs of the graph being lowered, and the state it updates.
@@ -61,6 +68,9 @@ struct SpmdResult {
   std::vector<DataSpec> data;
   std::string loss;                  // value holding the (replicated) loss
   std::vector<std::string> outputs;  // replicated model outputs (inference)
+  // Parameters read in several layers whose gradient contributions share a layout: on a
+  // pipeline whose ranks split those layers, each rank accumulates its own contribution.
+  std::set<std::string> gradients_per_rank;
 };
 
 // The attribute dim of a value, the one attribute parallelism and Megatron-SP split: the
