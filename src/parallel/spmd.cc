@@ -214,6 +214,15 @@ class Spmd {
   // Casts of a parameter not yet placed (mixed precision): they take the layout their first
   // reader wants, and the parameter with them. Cast output → the Cast node.
   std::map<ValueId, NodeId> deferred_cast_;
+  // Parameter casts once placed: the Cast node and the pipeline rank it was cast for; and the
+  // casts made again for readers on other ranks, by (cast output, rank).
+  struct PlacedCast {
+    NodeId node = kNoId;
+    int32_t rank = 0;
+  };
+  std::map<ValueId, PlacedCast> parameter_cast_;
+  std::map<std::pair<ValueId, int32_t>, ValueId> cast_on_rank_;
+  NodeId current_ = kNoId;                    // the node being lowered
   std::set<ValueId> accumulated_;             // gradients already in their update layout
   std::map<ValueId, ValueId> parameter_of_;   // gradient → its parameter
   std::map<ValueId, Layout> compute_layout_;  // parameters: the layout their consumers read
@@ -356,8 +365,32 @@ StatusOr<ValueId> Spmd::materialise_constant(ValueId v) {
 
 StatusOr<ValueId> Spmd::local_as(ValueId v, const Layout& want, const Node& consumer) {
   const Value& value = src_.value(v);
+  const int32_t rank =
+      policy_.stage_of.empty() || current_ == kNoId ? 0 : policy_.stage_of[current_];
+  // A parameter's cast read on another pipeline rank than the one it was cast for (a tied
+  // embedding's head on the last stage): that rank holds the parameter too and casts it again,
+  // rather than receiving the cast weight every microbatch.
+  if (auto placed = parameter_cast_.find(v);
+      placed != parameter_cast_.end() && placed->second.rank != rank) {
+    ValueId& copy = cast_on_rank_.try_emplace({v, rank}, kNoId).first->second;
+    const Layout stored = *layout_[v];
+    if (copy == kNoId) {
+      const Node& cast = src_.node(placed->second.node);
+      ASSIGN_OR_RETURN(ValueId param, local_as(cast.inputs[0], stored, cast));
+      OpStrategy s;
+      s.inputs = {stored};
+      s.outputs = {stored};
+      ASSIGN_OR_RETURN(std::vector<ValueId> outs,
+                       split(result_.graph, src_, cast, {param}, s, mesh_));
+      copy = outs[0];
+    }
+    if (stored == want) return copy;
+    return augment_reshard(result_.graph, copy, stored, want, value.shape.dims, mesh_,
+                           consumer.phase, consumer.layer);
+  }
   if (auto deferred = deferred_cast_.find(v); deferred != deferred_cast_.end()) {
     const Node& cast = src_.node(deferred->second);
+    parameter_cast_[v] = {deferred->second, rank};
     deferred_cast_.erase(deferred);
     const Layout at = want.is_partial() ? Layout::replicated(want.rank()) : want;
     // The parameter takes the reader's layout as its compute layout, and is cast where it is
@@ -495,6 +528,7 @@ std::vector<Spmd::Candidate> Spmd::windowed(const Node& node,
 
 Status Spmd::lower_node(NodeId id) {
   const Node& node = src_.node(id);
+  current_ = id;
   if (node.op_type == "Cast" && node.domain.empty() && node.inputs.size() == 1 &&
       src_.value(node.inputs[0]).kind == ValueKind::kParameter && is_free(node.inputs[0])) {
     deferred_cast_.emplace(node.outputs[0], id);
