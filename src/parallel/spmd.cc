@@ -261,8 +261,8 @@ double Spmd::input_cost(ValueId v, const Layout& want, const Node& consumer) con
     // (The update slices whole values onto its state's shards: that is no activation.)
     const bool update_slice =
         step.kind == ReshardStep::Kind::kSlice && consumer.phase == Phase::kOptimizer;
-    if (step.axis == "tp" && !constant && !is_weight(v) && !update_slice &&
-        policy_.tp_activations != SpmdPolicy::TpActivations::kAny) {
+    if (step.axis == "tp" && !constant && !update_slice &&
+        policy_.tp_activations != SpmdPolicy::TpActivations::kAny && !is_weight(v)) {
       // Megatron-SP enters a sequence-parallel region only by reduce-scattering a row
       // projection's sum onto the sequence ([batch, seq, hidden]) or the image rows; slicing a
       // whole activation there would let the matmuls run sequence-split instead of on their
@@ -370,7 +370,7 @@ StatusOr<ValueId> Spmd::local_as(ValueId v, const Layout& want, const Node& cons
   // A parameter's cast read on another pipeline rank than the one it was cast for (a tied
   // embedding's head on the last stage): that rank holds the parameter too and casts it again,
   // rather than receiving the cast weight every microbatch.
-  if (auto placed = parameter_cast_.find(v);
+  if (auto placed = policy_.stage_of.empty() ? parameter_cast_.end() : parameter_cast_.find(v);
       placed != parameter_cast_.end() && placed->second.rank != rank) {
     ValueId& copy = cast_on_rank_.try_emplace({v, rank}, kNoId).first->second;
     const Layout stored = *layout_[v];
@@ -390,7 +390,7 @@ StatusOr<ValueId> Spmd::local_as(ValueId v, const Layout& want, const Node& cons
   }
   if (auto deferred = deferred_cast_.find(v); deferred != deferred_cast_.end()) {
     const Node& cast = src_.node(deferred->second);
-    parameter_cast_[v] = {deferred->second, rank};
+    if (!policy_.stage_of.empty()) parameter_cast_[v] = {deferred->second, rank};
     deferred_cast_.erase(deferred);
     const Layout at = want.is_partial() ? Layout::replicated(want.rank()) : want;
     // The parameter takes the reader's layout as its compute layout, and is cast where it is

@@ -257,8 +257,7 @@ std::vector<FusedRun> fused_runs(const Graph& g, const std::vector<NodeId>& cut_
     run.first = group.first;
     run.last = group.last;
     run.ops = static_cast<int>(group.ops.size());
-    run.elements = 1;
-    for (int64_t d : group.dims) run.elements *= d;
+    run.elements = element_count(group.dims);
     const double element_bytes = static_cast<double>(dtype_size(group.dtype));
     std::set<ValueId> read;
     for (const FusedGroup::Op& op : group.ops) {
