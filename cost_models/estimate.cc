@@ -419,9 +419,16 @@ Estimator::Estimator(ModelAt model_at, LoweringOptions options, HardwareProfile 
   if (!options_.strategies) options_.strategies = std::make_shared<StrategyCache>();
 }
 
-size_t Estimator::structures() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return structures_.size();
+void Estimator::release_structure(const Scheme& scheme) {
+  std::shared_future<StatusOr<std::shared_ptr<const Structure>>> released;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = structures_.find(spmd_structure_key(scheme));
+    if (it == structures_.end()) return;
+    released = std::move(it->second);
+    structures_.erase(it);
+  }
+  // The lowering is freed here, outside the lock, unless a caller still holds it.
 }
 
 size_t Estimator::configurations() const {
@@ -489,6 +496,7 @@ StatusOr<std::shared_ptr<const Estimator::Structure>> Estimator::structure(const
       });
     };
     ASSIGN_OR_RETURN(s->lowered, lower_to_spmd(s->model->collapsed.graph, spmd, options));
+    ++lowerings_;
     return std::shared_ptr<const Structure>(std::move(s));
   });
 }

@@ -328,6 +328,7 @@ StatusOr<SearchResult> search(const SearchSpace& space, const SearchProblem& pro
   };
   tbb::parallel_for(size_t{0}, groups.size(), [&](size_t g) {
     for (size_t i : groups[g]) evaluate(i);
+    estimator.release_structure(configs[groups[g].front()]);
   });
 
   std::vector<Candidate> all;

@@ -80,6 +80,13 @@ int64_t Graph::opset(std::string_view domain) const {
   return it == opsets.end() ? 0 : it->second;
 }
 
+void Graph::reserve(int32_t nodes, int32_t values) {
+  nodes_.reserve(static_cast<size_t>(std::max(nodes, 0)));
+  values_.reserve(static_cast<size_t>(std::max(values, 0)));
+  node_by_name_.reserve(static_cast<size_t>(std::max(nodes, 0)));
+  value_by_name_.reserve(static_cast<size_t>(std::max(values, 0)));
+}
+
 ValueId Graph::add_value(Value value) {
   assert(!value_by_name_.count(value.name) && "value names are unique");
   ValueId id = num_values();

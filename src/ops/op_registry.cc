@@ -21,14 +21,14 @@ void OpRegistry::add(OpDef def) {
 }
 
 const OpDef* OpRegistry::find(std::string_view domain, std::string_view op_type) const {
-  std::string d(domain == "ai.onnx" ? "" : domain);
-  auto it = defs_.find(std::make_pair(d, std::string(op_type)));
+  const std::string_view d = domain == "ai.onnx" ? std::string_view() : domain;
+  auto it = defs_.find(std::make_pair(d, op_type));
   return it == defs_.end() ? nullptr : &it->second;
 }
 
 OpDef* OpRegistry::find_mutable(std::string_view domain, std::string_view op_type) {
-  std::string d(domain == "ai.onnx" ? "" : domain);
-  auto it = defs_.find(std::make_pair(d, std::string(op_type)));
+  const std::string_view d = domain == "ai.onnx" ? std::string_view() : domain;
+  auto it = defs_.find(std::make_pair(d, op_type));
   return it == defs_.end() ? nullptr : &it->second;
 }
 

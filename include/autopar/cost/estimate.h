@@ -6,6 +6,7 @@
 // microseconds. The estimate is kept within a few percent of the simulator by tests.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -122,10 +123,15 @@ class Estimator {
   // ranges that do not fit the layers.
   StatusOr<Estimate> combine(const LayerCosts& costs, const Scheme& scheme) const;
 
+  // Drops the SPMD lowering of the scheme's structure; the layer costs computed from it stay.
+  // A search calls it once it has priced every mesh of a structure, so that lowerings do not
+  // pile up (a later mesh of the structure lowers it again).
+  void release_structure(const Scheme& scheme);
+
   const HardwareProfile& profile() const { return profile_; }
   // SPMD lowerings done (one per structure: the scheme's tp, sp, micro batch, tensor strategy,
   // ZeRO stage, precision, and whether dp > 1 and microbatches accumulate).
-  size_t structures() const;
+  size_t structures() const { return lowerings_.load(); }
   // Layer costs computed (one per structure and mesh).
   size_t configurations() const;
 
@@ -141,6 +147,7 @@ class Estimator {
   LoweringOptions options_;
   HardwareProfile profile_;
   mutable std::mutex mutex_;
+  std::atomic<size_t> lowerings_{0};
   std::map<std::string, std::shared_future<StatusOr<std::shared_ptr<const Model>>>> models_;
   std::map<std::string, std::shared_future<StatusOr<std::shared_ptr<const PreparedGraph>>>>
       prepared_;

@@ -110,6 +110,9 @@ class Graph {
   // values without a producer. Sets producers and consumers.
   NodeId add_node(Node node);
 
+  // Room for this many nodes and values without reallocating (a pass that knows its output's
+  // size roughly).
+  void reserve(int32_t nodes, int32_t values);
   void add_input(ValueId id) { inputs_.push_back(id); }
   void add_output(ValueId id) { outputs_.push_back(id); }
   void set_outputs(std::vector<ValueId> ids) { outputs_ = std::move(ids); }

@@ -107,7 +107,17 @@ class OpRegistry {
   size_t size() const { return defs_.size(); }
 
  private:
-  std::map<std::pair<std::string, std::string>, OpDef> defs_;
+  // Ordered by (domain, op type); looked up by views without building strings.
+  struct KeyLess {
+    using is_transparent = void;
+    template <typename A, typename B>
+    bool operator()(const A& a, const B& b) const {
+      const std::string_view ad(a.first), bd(b.first);
+      if (ad != bd) return ad < bd;
+      return std::string_view(a.second) < std::string_view(b.second);
+    }
+  };
+  std::map<std::pair<std::string, std::string>, OpDef, KeyLess> defs_;
 };
 
 // Fills a registry with every supported op; the one explicit list lives in
