@@ -93,10 +93,16 @@ double state_floor(const DeviceMesh& mesh, const SearchSpace& space, const Searc
 }  // namespace
 
 std::vector<std::pair<int32_t, int32_t>> partition_stages(const LayerCosts& costs, int64_t stages,
-                                                          Recompute recompute) {
+                                                          Recompute recompute,
+                                                          int64_t microbatches) {
   std::vector<double> seconds;
   seconds.reserve(costs.layers.size());
-  for (const LayerCost& c : costs.layers) seconds.push_back(layer_seconds(c, recompute));
+  for (const LayerCost& c : costs.layers) {
+    double t = layer_seconds(c, recompute);
+    if (microbatches > 0)
+      t = t * static_cast<double>(microbatches) + c.update_compute + c.update_comm;
+    seconds.push_back(t);
+  }
   return balance_stages(seconds, stages);
 }
 
@@ -313,8 +319,12 @@ StatusOr<SearchResult> search(const SearchSpace& space, const SearchProblem& pro
           } else {
             const auto by_time = partition_stages(c, virtual_stages, recompute);
             consider(by_time);
+            // Few microbatches leave the update a large part of the step: balance each
+            // rank's microbatches and update together too.
+            const auto by_step = partition_stages(c, virtual_stages, recompute, m);
+            if (by_step != by_time) consider(by_step);
             const auto& by_flops = c.balanced(virtual_stages);
-            if (by_flops != by_time) consider(by_flops);
+            if (by_flops != by_time && by_flops != by_step) consider(by_flops);
           }
         }
       }
@@ -354,6 +364,44 @@ StatusOr<SearchResult> search(const SearchSpace& space, const SearchProblem& pro
         space.source, result.candidates_evaluated, result.meshes, capacity / (1 << 30));
   }
   keep_best(all, keep);
+  // The best few's stages, refined: a stage boundary moves by one layer while that makes the
+  // step faster. The dynamic programs balance a proxy (the slowest stage); the estimate also
+  // sees the fill, the drain and where each rank's update runs.
+  if (!options.exhaustive) {
+    std::vector<int64_t> refined(all.size(), 0);
+    tbb::parallel_for(size_t{0}, all.size(), [&](size_t i) {
+      Candidate& cand = all[i];
+      if (cand.scheme.stages.size() < 2) return;
+      auto costs = estimator.layer_costs(cand.scheme);
+      if (!costs.is_ok()) return;
+      for (bool improved = true; improved;) {
+        improved = false;
+        for (size_t b = 0; b + 1 < cand.scheme.stages.size(); ++b) {
+          for (int32_t move : {-1, 1}) {
+            Scheme s = cand.scheme;
+            s.stages[b].second += move;
+            s.stages[b + 1].first += move;
+            if (s.stages[b].second < s.stages[b].first ||
+                s.stages[b + 1].first > s.stages[b + 1].second)
+              continue;
+            auto e = estimator.combine(**costs, s);
+            ++refined[i];
+            if (e.is_ok() && e->feasible && e->step_time_s < cand.estimate.step_time_s) {
+              cand = {std::move(s), std::move(e).value(), {}};
+              improved = true;
+            }
+          }
+        }
+      }
+    });
+    for (int64_t n : refined) result.candidates_evaluated += n;
+    keep_best(all, keep);
+    all.erase(std::unique(all.begin(), all.end(),
+                          [](const Candidate& a, const Candidate& b) {
+                            return a.scheme.to_yaml() == b.scheme.to_yaml();
+                          }),
+              all.end());
+  }
 
   const size_t simulated =
       std::min(all.size(), static_cast<size_t>(std::max(options.simulate_top, 0)));

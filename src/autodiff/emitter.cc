@@ -11,10 +11,13 @@ std::string Emitter::fresh_name(std::string_view base) {
 }
 
 std::vector<ValueId> Emitter::op_n(std::string_view op_type, std::vector<ValueId> inputs,
-                                   Attributes attrs, int num_outputs) {
+                                   Attributes attrs, int num_outputs,
+                                   std::string_view domain) {
   Node node;
   node.name = graph_.unique_node_name(prefix_ + "/" + std::string(op_type));
   node.op_type = std::string(op_type);
+  node.domain = std::string(domain);
+  if (!node.domain.empty()) graph_.opsets.try_emplace(node.domain, 1);
   node.inputs = std::move(inputs);
   node.attrs = std::move(attrs);
   node.phase = phase_;

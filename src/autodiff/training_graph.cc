@@ -262,6 +262,20 @@ StatusOr<TrainingGraph> build_training_graph(const Graph& model, const LossSpec&
         updates.emplace_back(g.value(velocity).name, g.value(step).name);
       }
       p_next = emit.op("Sub", {p, scaled(lr, step)});
+    } else if (t == dtype && (t == DType::kFloat32 || t == DType::kFloat64)) {
+      // One fused node per parameter: the moments and the step in one pass over memory.
+      const ValueId m = add_state(g, pv, pv.name + ".adam_m");
+      const ValueId v = add_state(g, pv, pv.name + ".adam_v");
+      Tensor coefficients(t, {5});
+      const double keep = opt.kind == OptimizerKind::kAdamW && decay > 0 ? 1 - lr * decay : 1.0;
+      const double values[] = {opt.beta1, 1 - opt.beta1, opt.beta2, 1 - opt.beta2, keep};
+      for (int64_t i = 0; i < 5; ++i) coefficients.set_from_double(i, values[i]);
+      const std::vector<ValueId> next =
+          emit.op_n("Adam", {p, grad, m, v, adam_rate, adam_epsilon, emit.constant(coefficients)},
+                    {}, 3, kTrainingDomain);
+      p_next = next[0];
+      updates.emplace_back(g.value(m).name, g.value(next[1]).name);
+      updates.emplace_back(g.value(v).name, g.value(next[2]).name);
     } else {
       const ValueId m = add_state(g, pv, pv.name + ".adam_m");
       const ValueId v = add_state(g, pv, pv.name + ".adam_v");

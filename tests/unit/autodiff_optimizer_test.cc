@@ -133,5 +133,89 @@ TEST(Optimizers, AdamWDecouplesTheDecay) {
   check_two_steps(spec);
 }
 
+// Adam is one fused node per parameter, in its own domain, whose outputs are the next
+// parameter and moments.
+TEST(Optimizers, AdamIsOneFusedNodePerParameter) {
+  OptimizerSpec spec;
+  spec.kind = OptimizerKind::kAdamW;
+  auto training = build_training_graph(linear_model(), {LossKind::kMse, ""}, spec);
+  ASSERT_TRUE(training.is_ok()) << training.status().message();
+  const Graph& g = training->graph;
+  int fused = 0, update_nodes = 0;
+  for (const Node& n : g.nodes()) {
+    if (n.phase != Phase::kOptimizer) continue;
+    ++update_nodes;
+    if (n.domain == kTrainingDomain && n.op_type == "Adam") {
+      ++fused;
+      EXPECT_EQ(g.value(n.outputs[0]).name, "w.updated");
+      EXPECT_EQ(g.value(n.outputs[1]).name, "w.adam_m.updated");
+      EXPECT_EQ(g.value(n.outputs[2]).name, "w.adam_v.updated");
+    }
+  }
+  EXPECT_EQ(fused, 1);
+  // The step count and the two bias-corrected scalars every parameter shares: 9 nodes.
+  EXPECT_EQ(update_nodes, 1 + 9);
+  EXPECT_EQ(g.opset(kTrainingDomain), 1);
+}
+
+// The fused kernel computes what the elementwise chain it replaces computes, bit for bit.
+void expect_fused_adam_matches_chain(DType dtype) {
+  constexpr int64_t kN = 1000;
+  const double b1 = 0.9, b2 = 0.999, keep = 1 - 1e-3 * 0.01;
+  GraphBuilder b("adam");
+  auto in = [&](const char* name) { return b.input(name, dtype, {kN}); };
+  const ValueId p = in("p"), grad = in("g"), m = in("m"), v = in("v");
+  auto scalar = [&](const char* name, double value) {
+    Tensor t(dtype, {});
+    t.set_from_double(0, value);
+    return b.constant(name, std::move(t));
+  };
+  const ValueId rate = scalar("rate", 1e-3 * std::sqrt(1 - b2) / (1 - b1));
+  const ValueId eps = scalar("eps", 1e-8 * std::sqrt(1 - b2));
+  Tensor c(dtype, {5});
+  const double cs[] = {b1, 1 - b1, b2, 1 - b2, keep};
+  for (int64_t i = 0; i < 5; ++i) c.set_from_double(i, cs[i]);
+  std::vector<ValueId> fused = b.op("Adam", {p, grad, m, v, rate, eps, b.constant("c", c)}, {}, 3,
+                                    kTrainingDomain);
+  auto mul = [&](ValueId x, ValueId y) { return b.op1("Mul", {x, y}); };
+  auto add = [&](ValueId x, ValueId y) { return b.op1("Add", {x, y}); };
+  const ValueId m_next =
+      add(mul(scalar("b1", b1), m), mul(scalar("r1", 1 - b1), grad));
+  const ValueId v_next =
+      add(mul(scalar("b2", b2), v), mul(scalar("r2", 1 - b2), mul(grad, grad)));
+  const ValueId direction = b.op1("Div", {m_next, add(b.op1("Sqrt", {v_next}), eps)});
+  const ValueId p_next =
+      b.op1("Sub", {mul(scalar("keep", keep), p), mul(rate, direction)});
+  for (ValueId out : {fused[0], fused[1], fused[2], p_next, m_next, v_next}) b.output(out);
+  const Graph g = b.finish();
+  auto executor = runtime::Executor::create(g, {.num_threads = 2});
+  ASSERT_TRUE(executor.is_ok()) << executor.status().message();
+  std::vector<runtime::Feed> feeds;
+  int salt = 0;
+  for (ValueId x : {p, grad, m, v}) {
+    Tensor t(dtype, {kN});
+    ++salt;
+    for (int64_t i = 0; i < kN; ++i) {
+      const double u = std::sin(static_cast<double>(i * 7 + salt * 13)) * 0.5;
+      t.set_from_double(i, x == v ? u * u : u);  // second moments are not negative
+    }
+    feeds.push_back({x, std::make_shared<const Tensor>(std::move(t))});
+  }
+  auto out = executor->run(feeds);
+  ASSERT_TRUE(out.is_ok()) << out.status().message();
+  for (int k = 0; k < 3; ++k) {
+    const Tensor& a = *(*out)[k];
+    const Tensor& e = *(*out)[k + 3];
+    ASSERT_EQ(a.num_elements(), kN);
+    for (int64_t i = 0; i < kN; ++i)
+      ASSERT_EQ(a.float_at(i), e.float_at(i)) << dtype_name(dtype) << " output " << k << " " << i;
+  }
+}
+
+TEST(Optimizers, FusedAdamIsBitIdenticalToItsChain) {
+  expect_fused_adam_matches_chain(DType::kFloat32);
+  expect_fused_adam_matches_chain(DType::kFloat64);
+}
+
 }  // namespace
 }  // namespace autopar

@@ -193,7 +193,14 @@ TEST(Search, OptimalityGapOnSmallSpaces) {
     const double e = full->top.front().estimate.step_time_s;
     EXPECT_GE(f, e * (1 - 1e-12)) << p.model;  // the exhaustive search is the optimum
     EXPECT_LE(f, e * 1.02) << p.model << " on " << p.nodes << " nodes, batch " << p.batch;
-    if (f <= e * (1 + 1e-9)) ++exact;
+    if (f <= e * (1 + 1e-9)) {
+      ++exact;
+    } else {
+      std::printf("  %s on %d nodes, batch %d:\n%s at %.6g s, exact\n%s at %.6g s\n", p.model.c_str(),
+                  static_cast<int>(p.nodes), static_cast<int>(p.batch),
+                  fast->top.front().scheme.to_yaml().c_str(), f,
+                  full->top.front().scheme.to_yaml().c_str(), e);
+    }
     worst = std::max(worst, f / e - 1);
     EXPECT_GE(full->candidates_evaluated, fast->candidates_evaluated);
   }

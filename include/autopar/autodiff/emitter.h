@@ -21,8 +21,9 @@ class Emitter {
   void set_layer(int32_t layer) { layer_ = layer; }
   void set_prefix(std::string prefix) { prefix_ = std::move(prefix); }
 
+  // `domain` "" is ai.onnx; another domain's opset is imported at version 1 if missing.
   std::vector<ValueId> op_n(std::string_view op_type, std::vector<ValueId> inputs, Attributes attrs,
-                            int num_outputs);
+                            int num_outputs, std::string_view domain = "");
   ValueId op(std::string_view op_type, std::vector<ValueId> inputs, Attributes attrs = {}) {
     return op_n(op_type, std::move(inputs), std::move(attrs), 1)[0];
   }

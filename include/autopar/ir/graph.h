@@ -95,6 +95,8 @@ struct Node {
 };
 
 inline constexpr std::string_view kAutoparDomain = "ai.autopar";
+// Fused training ops (an optimizer's update): computation, unlike ai.autopar's communication.
+inline constexpr std::string_view kTrainingDomain = "ai.autopar.training";
 
 class Graph {
  public:

@@ -8,8 +8,9 @@
 // 2. Per mesh, microbatch, tensor strategy, ZeRO stage and precision: the layer costs of its
 //    SPMD program (each distinct layer once, Estimator), in parallel with oneTBB.
 // 3. Per such configuration: schedules, chunks and recomputation; pipeline stages from a
-//    dynamic program over the layer costs (the slowest stage's forward and backward time) or
-//    balanced forward FLOPs, whichever is faster, or every partition under --exhaustive.
+//    dynamic program over the layer costs (the slowest stage's forward and backward time, or
+//    its microbatches' and update's) or balanced forward FLOPs, whichever is faster, or every
+//    partition under --exhaustive.
 // 4. Results are ordered by predicted step time, then by the scheme's text: deterministic
 //    for a given input whatever the thread count.
 #pragma once
@@ -78,9 +79,11 @@ StatusOr<std::vector<DeviceMesh>> enumerate_meshes(const SearchSpace& space,
 StatusOr<SearchResult> search(const SearchSpace& space, const SearchProblem& problem,
                               Estimator& estimator, const SearchOptions& options);
 
-// Contiguous layer ranges for `stages` stages that minimise the slowest stage (forward and
-// backward of one microbatch under `recompute`), by dynamic programming over the layers.
+// Contiguous layer ranges for `stages` stages that minimise the slowest stage, by dynamic
+// programming over the layers: its forward and backward of one microbatch under `recompute`,
+// or with `microbatches` > 0, of that many microbatches and its update.
 std::vector<std::pair<int32_t, int32_t>> partition_stages(const LayerCosts& costs, int64_t stages,
-                                                          Recompute recompute);
+                                                          Recompute recompute,
+                                                          int64_t microbatches = 0);
 
 }  // namespace autopar

@@ -1,0 +1,79 @@
+// Fused optimizer updates (ai.autopar.training): one node per parameter updates the parameter
+// and its slots in one pass over memory, as fused Adam kernels do, instead of a dozen
+// elementwise nodes each reading and writing whole tensors.
+#include "families.h"
+
+namespace autopar {
+namespace {
+
+// Adam(X, G, M, V, rate, epsilon, coefficients) -> X', M', V' with coefficients
+// [β1, 1 − β1, β2, 1 − β2, keep]:
+//   M' = β1·M + (1 − β1)·G,  V' = β2·V + (1 − β2)·G·G,
+//   X' = keep·X − rate·M' / (√V' + epsilon)
+// where rate and epsilon carry the bias corrections (rate = lr·√c2 / c1, epsilon = ε·√c2) and
+// keep is AdamW's decoupled decay (1 − lr·λ; 1 for Adam).
+Status infer_adam(InferenceContext& ctx) {
+  RETURN_IF_ERROR(check_arity(ctx, 7, 7, 3, 3));
+  const DType dtype = ctx.input_dtype(0);
+  if (dtype != DType::kFloat32 && dtype != DType::kFloat64)
+    return ctx.fail("{} must be float32 or float64", input_text(ctx, 0));
+  for (size_t i = 1; i < 7; ++i) {
+    if (ctx.input_dtype(i) != dtype)
+      return ctx.fail("{} must have the parameter's type {}", input_text(ctx, i),
+                      dtype_name(dtype));
+  }
+  for (size_t i = 1; i < 4; ++i) {
+    if (ctx.input_dims(i) != ctx.input_dims(0))
+      return ctx.fail("{} must have the parameter's shape {}", input_text(ctx, i),
+                      dims_text(dtype, ctx.input_dims(0)));
+  }
+  for (size_t i = 4; i < 6; ++i) {
+    if (ctx.input(i).shape.num_elements() != 1)
+      return ctx.fail("{} must be a scalar", input_text(ctx, i));
+  }
+  if (ctx.input_dims(6) != std::vector<int64_t>{5})
+    return ctx.fail("{} must hold the 5 coefficients [β1, 1 − β1, β2, 1 − β2, keep]",
+                    input_text(ctx, 6));
+  for (size_t i = 0; i < 3; ++i) RETURN_IF_ERROR(set_output_checked(ctx, i, dtype, ctx.input_dims(0)));
+  return Status::ok();
+}
+
+double adam_flops(const Graph& g, const Node& n) { return 12.0 * input_elements(g, n, 0); }
+
+// Loops over the parameter's dims; X, G, M, V and the outputs index them alike, the scalars
+// and coefficients are read whole.
+std::optional<IterationSpace> adam_space(const Graph& g, const Node& n) {
+  if (n.input(0) == kNoId) return std::nullopt;
+  const std::vector<int64_t>& dims = g.value(n.inputs[0]).shape.dims;
+  IterationSpace space;
+  std::vector<int> map;
+  for (size_t d = 0; d < dims.size(); ++d) {
+    space.loops.push_back({fmt::format("d{}", d), dims[d], LoopKind::kParallel, true});
+    map.push_back(static_cast<int>(d));
+  }
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    if (n.inputs[i] == kNoId) {
+      space.inputs.emplace_back();
+    } else if (i < 4) {
+      space.inputs.push_back(map);
+    } else {
+      space.inputs.emplace_back(static_cast<size_t>(g.value(n.inputs[i]).shape.rank()), -1);
+    }
+  }
+  for (ValueId o : n.outputs) space.outputs.push_back(o == kNoId ? std::vector<int>{} : map);
+  return space;
+}
+
+}  // namespace
+
+void register_optimizer_ops(OpRegistry& registry) {
+  OpDef adam = with_semantics(
+      make_op("Adam", infer_adam, adam_flops,
+              "12 per parameter element (two moment updates, a square root, a division and the "
+              "step)"),
+      adam_space);
+  adam.gradient_kind = GradientKind::kNone;
+  registry.add(in_domain(std::string(kTrainingDomain), std::move(adam)));
+}
+
+}  // namespace autopar
