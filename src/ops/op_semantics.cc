@@ -43,6 +43,18 @@ std::optional<IterationSpace> broadcast_space(const Graph& g, const Node& n) {
   return space;
 }
 
+bool is_zero_fill(const Graph& g, ValueId v) {
+  if (v == kNoId || g.value(v).producer == kNoId) return false;
+  const Node& p = g.node(g.value(v).producer);
+  if (p.op_type != "ConstantOfShape" || !p.domain.empty()) return false;
+  const Attribute* value = p.attr("value");
+  if (!value) return true;  // ONNX's default: a float32 zero
+  if (value->kind() != Attribute::Kind::kTensor || !value->tensor() ||
+      value->tensor()->num_elements() != 1)
+    return false;
+  return value->tensor()->float_at(0) == 0.0;
+}
+
 IterationSpace space_with_whole_axes(const Graph& g, const Node& n,
                                      const std::vector<int64_t>& axes) {
   IterationSpace space = *broadcast_space(g, n);

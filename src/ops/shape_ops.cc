@@ -796,6 +796,40 @@ std::optional<IterationSpace> axis_whole_space(const Graph& g, const Node& n) {
   return space;
 }
 
+// ScatterND accumulating into zeros (a Gather's gradient): its update rows are reduction loops
+// (split, each device scatters its rows and the output is a partial sum), the slice dims
+// they carry parallel loops over the output's trailing dims. Scatters into other data run
+// replicated: the data would be counted once per device.
+std::optional<IterationSpace> scatter_nd_space(const Graph& g, const Node& n) {
+  if (n.attr_string("reduction", "none") != "add" || n.inputs.size() != 3 ||
+      n.outputs.size() != 1 || !is_zero_fill(g, n.inputs[0]) || n.inputs[1] == kNoId ||
+      n.inputs[2] == kNoId)
+    return std::nullopt;
+  const std::vector<int64_t>& data = g.value(n.inputs[0]).shape.dims;
+  const std::vector<int64_t>& indices = g.value(n.inputs[1]).shape.dims;
+  if (indices.empty()) return std::nullopt;
+  const auto rows = static_cast<int>(indices.size()) - 1;
+  const int64_t k = indices.back();
+  if (k < 1 || k > static_cast<int64_t>(data.size())) return std::nullopt;
+  IterationSpace space;
+  std::vector<int> index_map, update_map, data_map(data.size(), -1);
+  for (int r = 0; r < rows; ++r) {
+    space.loops.push_back({fmt::format("r{}", r), indices[r], LoopKind::kReduction, true});
+    index_map.push_back(r);
+    update_map.push_back(r);
+  }
+  index_map.push_back(-1);
+  for (size_t d = static_cast<size_t>(k); d < data.size(); ++d) {
+    const int loop = static_cast<int>(space.loops.size());
+    space.loops.push_back({fmt::format("d{}", d), data[d], LoopKind::kParallel, true});
+    update_map.push_back(loop);
+    data_map[d] = loop;
+  }
+  space.inputs = {data_map, index_map, update_map};
+  space.outputs = {data_map};
+  return space;
+}
+
 // A data-movement op; its config inputs are shape inputs too unless `shape_inputs` says which.
 void add_data_op(OpRegistry& registry, const char* op, ShapeFn infer,
                  std::vector<int> config_inputs = {},
@@ -830,8 +864,9 @@ void register_shape_ops(OpRegistry& registry) {
   add_data_op(registry, "GatherND", infer_gather_nd, {1}, std::vector<int>{});
   registry.add(make_op("ScatterElements", infer_scatter_elements, scatter_flops,
                        "0, or 1 per update element with a reduction", {1}));
-  registry.add(make_op("ScatterND", infer_scatter_nd, scatter_flops,
-                       "0, or 1 per update element with a reduction", {1}));
+  registry.add(with_semantics(make_op("ScatterND", infer_scatter_nd, scatter_flops,
+                                      "0, or 1 per update element with a reduction", {1}),
+                              scatter_nd_space));
   registry.add(
       with_shape_inputs(make_op("Resize", infer_resize, resize_flops,
                                 "nearest 0; linear / cubic 2 per tap per output element (2^k / 4^k "

@@ -110,13 +110,17 @@ StatusOr<SpmdLowering> lower_to_spmd(const Graph& model, const Scheme& scheme,
       training.labels = same(training.labels);
       training.graph = std::move(rewritten_training);
     }
+    if (policy.compute != DType::kFloat32 && microbatches > 1) {
+      ASSIGN_OR_RETURN(training, distribute_gradient_casts(std::move(training)));
+    }
     return prepared;
   };
   std::shared_ptr<const PreparedGraph> prepared;
   if (options.prepared) {
     const std::string key =
-        fmt::format("split {}|compute {}|bn {}", policy.split_fused_projections ? 1 : 0,
-                    dtype_name(policy.compute), policy.batch_norm_as_reductions ? 1 : 0);
+        fmt::format("split {}|compute {}|bn {}|acc {}", policy.split_fused_projections ? 1 : 0,
+                    dtype_name(policy.compute), policy.batch_norm_as_reductions ? 1 : 0,
+                    microbatches > 1 ? 1 : 0);
     ASSIGN_OR_RETURN(prepared, options.prepared(key, prepare));
   } else {
     ASSIGN_OR_RETURN(PreparedGraph made, prepare());

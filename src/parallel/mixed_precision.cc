@@ -4,6 +4,7 @@
 // type, and float outputs are cast back up, so the loss, the gradients that reach the parameters
 // (through the casts' gradients) and the optimizer are fp32.
 #include <map>
+#include <set>
 
 #include "autopar/ir/graph_copy.h"
 #include "autopar/ir/precision.h"
@@ -131,6 +132,95 @@ StatusOr<Graph> to_mixed_precision(const Graph& model, DType low) {
   g.set_outputs(std::move(outputs));
   RETURN_IF_ERROR(infer_shapes(g));
   return g;
+}
+
+StatusOr<TrainingGraph> distribute_gradient_casts(TrainingGraph training) {
+  const Graph& src = training.graph;
+  std::map<NodeId, NodeId> cast_after;  // a contributions' sum → the cast to fp32 after it
+  for (const auto& [p, grad] : training.gradients) {
+    if (grad == kNoId || src.value(grad).producer == kNoId) continue;
+    const NodeId c = src.value(grad).producer;
+    const Node& cast = src.node(c);
+    if (cast.op_type != "Cast" || !cast.domain.empty() || cast.inputs.size() != 1 ||
+        cast.inputs[0] == kNoId)
+      continue;
+    const Value& summed = src.value(cast.inputs[0]);
+    if (summed.producer == kNoId || summed.consumers.size() != 1) continue;
+    const Node& sum = src.node(summed.producer);
+    if (!sum.domain.empty() || (sum.op_type != "Sum" && sum.op_type != "Add") ||
+        sum.inputs.size() < 2)
+      continue;
+    // (Where the contributions run, pre- and post-layer nodes alike, only the partition
+    // knows: the SPMD pass accumulates them per rank where they land on several.)
+    bool distributable = true;
+    for (ValueId in : sum.inputs) {
+      if (in == kNoId || src.value(in).producer == kNoId || src.value(in).shape != summed.shape) {
+        distributable = false;
+        break;
+      }
+    }
+    if (distributable) cast_after[summed.producer] = c;
+  }
+  if (cast_after.empty()) return training;
+
+  Graph g;
+  GraphCopy copy(src, g);
+  copy.inputs_and_initializers();
+  std::set<NodeId> casts;
+  for (const auto& [sum, cast] : cast_after) casts.insert(cast);
+  for (NodeId id = 0; id < src.num_nodes(); ++id) {
+    if (casts.count(id)) continue;
+    auto it = cast_after.find(id);
+    if (it == cast_after.end()) {
+      copy.node(src.node(id));
+      continue;
+    }
+    const Node& sum = src.node(id);
+    const Node& cast = src.node(it->second);
+    const Value& wide_grad = src.value(cast.outputs[0]);
+    Node total = sum;
+    total.op_type = "Sum";
+    total.inputs.clear();
+    for (size_t i = 0; i < sum.inputs.size(); ++i) {
+      const ValueId in = sum.inputs[i];
+      const Node& producer = src.node(src.value(in).producer);
+      Value wide = detached(src.value(in));
+      wide.name = g.unique_value_name(fmt::format("{}.{}", src.value(in).name,
+                                                  dtype_name(wide_grad.dtype)));
+      wide.dtype = wide_grad.dtype;
+      const ValueId w = g.add_value(std::move(wide));
+      Node each = cast;
+      each.name = g.unique_node_name(fmt::format("{}/{}", cast.name, i));
+      each.inputs = {copy.value(in)};
+      each.outputs = {w};
+      each.phase = producer.phase;
+      each.layer = producer.layer;
+      g.add_node(std::move(each));
+      total.inputs.push_back(w);
+    }
+    total.outputs = {copy.value(cast.outputs[0])};
+    g.add_node(std::move(total));
+  }
+  copy.outputs();
+
+  TrainingGraph out;
+  Status missing = Status::ok();
+  auto same = [&](ValueId v) -> ValueId {
+    if (v == kNoId) return kNoId;
+    auto found = g.find_value(src.value(v).name);
+    if (!found) {
+      missing = error("distributing gradient casts lost value '{}'", src.value(v).name);
+      return kNoId;
+    }
+    return *found;
+  };
+  out.loss = same(training.loss);
+  out.labels = same(training.labels);
+  for (const auto& [p, grad] : training.gradients) out.gradients.emplace_back(same(p), same(grad));
+  for (const auto& [s, next] : training.updates) out.updates.emplace_back(same(s), same(next));
+  RETURN_IF_ERROR(missing);
+  out.graph = std::move(g);
+  return out;
 }
 
 }  // namespace autopar

@@ -176,6 +176,7 @@ void append_value(std::string& key, const Graph& g, ValueId v) {
   } else if (value.data) {
     key += 'D';
   }
+  if (is_zero_fill(g, v)) key += 'z';
 }
 
 }  // namespace

@@ -578,22 +578,40 @@ Status Spmd::lower_node(NodeId id) {
   // onto the update's shards), in fp32 as Megatron reduces its main gradients, rather than
   // all-reduced in every microbatch's backward. (With neither, the half-size all-reduce
   // before the cast is cheaper.)
+  // (So does each contribution's cast, where several are cast before their sum: a tied
+  // embedding's.)
+  auto feeds_gradient = [&](ValueId v) {
+    if (parameter_of_.count(v)) return true;
+    const std::vector<NodeId>& readers = src_.value(v).consumers;
+    if (readers.size() != 1) return false;
+    const Node& sum = src_.node(readers[0]);
+    return sum.domain.empty() && (sum.op_type == "Sum" || sum.op_type == "Add") &&
+           sum.outputs.size() == 1 && parameter_of_.count(sum.outputs[0]) > 0;
+  };
   const bool gradient_cast = node.op_type == "Cast" && node.outputs.size() == 1 &&
-                             parameter_of_.count(node.outputs[0]) &&
-                             (policy_.microbatches > 1 || policy_.zero >= 1);
-  const bool linear =
-      node.domain.empty() && !node.inputs.empty() && node.inputs[0] != kNoId &&
-      layout_[node.inputs[0]] && layout_[node.inputs[0]]->is_partial() &&
-      (gradient_cast || std::any_of(std::begin(kLinear), std::end(kLinear),
-                                    [&](const char* op) { return node.op_type == op; }));
+                             (policy_.microbatches > 1 || policy_.zero >= 1) &&
+                             feeds_gradient(node.outputs[0]);
+  // (So is an accumulating scatter into zeros in its updates: a Gather's gradient.)
+  size_t linear_input = 0;
+  bool linear_op = gradient_cast || std::any_of(std::begin(kLinear), std::end(kLinear),
+                                                [&](const char* op) { return node.op_type == op; });
+  if (node.op_type == "ScatterND" && node.inputs.size() == 3 &&
+      node.attr_string("reduction", "none") == "add" && is_zero_fill(src_, node.inputs[0])) {
+    linear_op = true;
+    linear_input = 2;
+  }
+  const bool linear = linear_op && node.domain.empty() && node.inputs.size() > linear_input &&
+                      node.inputs[linear_input] != kNoId && layout_[node.inputs[linear_input]] &&
+                      layout_[node.inputs[linear_input]]->is_partial();
   if (linear) {
-    const std::vector<std::string> partial = layout_[node.inputs[0]]->partial_axes();
+    const std::vector<std::string> partial = layout_[node.inputs[linear_input]]->partial_axes();
     for (const OpStrategy& base : bases) {
       Candidate c{base, std::nullopt};
-      if (c.strategy.inputs.empty() || c.strategy.outputs.size() != 1) continue;
+      if (c.strategy.inputs.size() <= linear_input || c.strategy.outputs.size() != 1) continue;
+      Layout& in = c.strategy.inputs[linear_input];
       for (const std::string& a : partial) {
-        if (c.strategy.inputs[0].uses(a) || c.strategy.outputs[0].uses(a)) continue;
-        c.strategy.inputs[0] = c.strategy.inputs[0].with_partial(a);
+        if (in.uses(a) || c.strategy.outputs[0].uses(a)) continue;
+        in = in.with_partial(a);
         c.strategy.outputs[0] = c.strategy.outputs[0].with_partial(a);
       }
       derived.push_back(std::move(c));

@@ -140,9 +140,9 @@ std::map<std::string, int> collectives(const std::string& scheme_yaml, const std
 // partial sums pass through the cast and the update reduces them once, in fp32, as without
 // mixed precision; under ZeRO they are reduce-scattered in fp32 onto the update's shards (in
 // the backward with one microbatch or sharded accumulators, ZeRO 2; in the update for ZeRO 1's
-// whole accumulators). Two gradients stay bf16 all-reduces in every case: wpe's and the tied
-// wte's, whose partial sums meet a term that is not one before their cast; the forward
-// all-reduces the loss.
+// whole accumulators). The embeddings' gradients too: a Gather's gradient scatters each
+// device's rows into zeros, a partial sum like the others (each of the tied wte's two
+// contributions is cast to fp32 before they meet). The forward all-reduces the loss.
 TEST(MixedPrecision, GradientsAreReducedWhereTheyWouldBeInFp32) {
   using Counts = std::map<std::string, int>;
   auto scheme = [](int micro, int zero) {
@@ -155,12 +155,11 @@ TEST(MixedPrecision, GradientsAreReducedWhereTheyWouldBeInFp32) {
             (Counts{{"bwd bf16", 52}, {"fwd f32", 1}}));
   EXPECT_EQ(collectives(scheme(4, 0), "ReduceScatter", "dp"), Counts{});
   EXPECT_EQ(collectives(scheme(1, 0), "AllReduce", "dp"),
-            (Counts{{"bwd bf16", 2}, {"fwd f32", 1}, {"opt f32", 50}}));
-  EXPECT_EQ(collectives(scheme(4, 1), "ReduceScatter", "dp"), (Counts{{"bwd f32", 50}}));
-  EXPECT_EQ(collectives(scheme(1, 1), "ReduceScatter", "dp"), (Counts{{"opt f32", 50}}));
-  EXPECT_EQ(collectives(scheme(1, 2), "ReduceScatter", "dp"), (Counts{{"bwd f32", 50}}));
-  EXPECT_EQ(collectives(scheme(1, 1), "AllReduce", "dp"),
-            (Counts{{"bwd bf16", 2}, {"fwd f32", 1}}));
+            (Counts{{"fwd f32", 1}, {"opt f32", 52}}));
+  EXPECT_EQ(collectives(scheme(4, 1), "ReduceScatter", "dp"), (Counts{{"bwd f32", 52}}));
+  EXPECT_EQ(collectives(scheme(1, 1), "ReduceScatter", "dp"), (Counts{{"opt f32", 52}}));
+  EXPECT_EQ(collectives(scheme(1, 2), "ReduceScatter", "dp"), (Counts{{"bwd f32", 52}}));
+  EXPECT_EQ(collectives(scheme(1, 1), "AllReduce", "dp"), (Counts{{"fwd f32", 1}}));
   // ZeRO 3 casts each parameter's shard and gathers it in bf16 (half the bytes of its fp32
   // master), once per parameter in the forward.
   Counts gathers = collectives(scheme(1, 3), "AllGather", "dp");
@@ -184,52 +183,49 @@ TEST(TensorParallel, SplitProjectionsReduceTheirInputGradientOnce) {
 // gradient contribution every microbatch; each accumulates it where it is computed, and the
 // ranks' exchange programs send the accumulators once per step, before the updates (which add
 // them and apply the same update to both copies). The backward sends only the activations'
-// gradient [2, 16, 64] per microbatch, nothing of the [256, 64] table. (Under bf16 the
-// contributions still meet in bf16 before the gradient's cast, on rank 0.)
+// gradient [2, 16, 64] per microbatch, nothing of the [256, 64] table.
+// Under bf16 as in fp32: the last rank casts its own copy of the table rather than receiving
+// rank 0's cast every microbatch, and each rank casts its contribution to the table's gradient
+// to fp32 and accumulates it, so only activations cross ranks per microbatch and the fp32
+// accumulators once per step.
 TEST(PipelineParallel, TiedEmbeddingGradientsCrossRanksOncePerStep) {
-  auto scheme = parse_scheme("mesh: {pp: 2}\nbatch: {global: 8, micro: 2}\n", "scheme");
-  ASSERT_TRUE(scheme.is_ok());
   ZooOptions zoo;
   zoo.batch = 2;
   auto model = build_zoo_model("gpt-tiny", zoo);
   ASSERT_TRUE(model.is_ok());
-  auto plan = lower(*model, *scheme, LoweringOptions{});
-  ASSERT_TRUE(plan.is_ok()) << plan.status().message();
-  for (const Role& role : plan->roles) {
-    std::vector<std::string> steps;
-    for (const ScheduleStep& s : role.schedule) steps.push_back(s.to_string());
-    EXPECT_EQ(steps.end()[-2], "X") << "rank " << role.id;
-    EXPECT_EQ(steps.back(), "U");
-    std::map<std::string, std::vector<std::string>> sent;  // program → the shapes it sends
-    for (const Program& program : role.programs) {
-      for (int32_t n = program.begin; n < program.end; ++n) {
-        const Node& node = role.graph.node(n);
-        if (node.domain == kAutoparDomain && node.op_type == "Send")
-          sent[program.name()].push_back(
-              fmt::format("{}", fmt::join(role.graph.value(node.inputs[0]).shape.dims, "x")));
+  for (const char* precision : {"fp32", "bf16"}) {
+    auto scheme = parse_scheme(
+        fmt::format("mesh: {{pp: 2}}\nbatch: {{global: 8, micro: 2}}\nprecision: {}\n", precision),
+        "scheme");
+    ASSERT_TRUE(scheme.is_ok());
+    auto plan = lower(*model, *scheme, LoweringOptions{});
+    ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+    for (const Role& role : plan->roles) {
+      std::vector<std::string> steps;
+      for (const ScheduleStep& s : role.schedule) steps.push_back(s.to_string());
+      EXPECT_EQ(steps.end()[-2], "X") << precision << " rank " << role.id;
+      EXPECT_EQ(steps.back(), "U");
+      // program → the types and shapes it sends
+      std::map<std::string, std::vector<std::string>> sent;
+      for (const Program& program : role.programs) {
+        for (int32_t n = program.begin; n < program.end; ++n) {
+          const Node& node = role.graph.node(n);
+          if (node.domain == kAutoparDomain && node.op_type == "Send") {
+            const Value& v = role.graph.value(node.inputs[0]);
+            sent[program.name()].push_back(
+                fmt::format("{}[{}]", dtype_name(v.dtype), fmt::join(v.shape.dims, "x")));
+          }
+        }
       }
+      const std::string activations =
+          fmt::format("{}[2x16x64]", std::string(precision) == "bf16" ? "bf16" : "f32");
+      EXPECT_EQ(sent["X"], std::vector<std::string>{"f32[256x64]"})
+          << precision << " rank " << role.id;
+      EXPECT_EQ(sent[role.id == 0 ? "F0" : "B0"], std::vector<std::string>{activations})
+          << precision << " rank " << role.id;
+      EXPECT_EQ(sent.count(role.id == 0 ? "B0" : "F0"), 0u) << precision << " rank " << role.id;
     }
-    EXPECT_EQ(sent["X"], std::vector<std::string>{"256x64"}) << "rank " << role.id;
-    EXPECT_EQ(sent[role.id == 0 ? "F0" : "B0"], std::vector<std::string>{"2x16x64"});
-    EXPECT_EQ(sent.count(role.id == 0 ? "B0" : "F0"), 0u);
   }
-  // Under bf16 the last rank casts its own copy of the table rather than receiving rank 0's
-  // cast every microbatch: rank 0's forward sends only the activations.
-  auto bf16 =
-      parse_scheme("mesh: {pp: 2}\nbatch: {global: 8, micro: 2}\nprecision: bf16\n", "scheme");
-  ASSERT_TRUE(bf16.is_ok());
-  auto mixed = lower(*model, *bf16, LoweringOptions{});
-  ASSERT_TRUE(mixed.is_ok()) << mixed.status().message();
-  const Role& first = mixed->roles[0];
-  const Program& forward = first.programs[first.program_of({ProgramKind::kForward, 0, 0})];
-  std::vector<std::string> forward_sends;
-  for (int32_t n = forward.begin; n < forward.end; ++n) {
-    const Node& node = first.graph.node(n);
-    if (node.domain == kAutoparDomain && node.op_type == "Send")
-      forward_sends.push_back(
-          fmt::format("{}", fmt::join(first.graph.value(node.inputs[0]).shape.dims, "x")));
-  }
-  EXPECT_EQ(forward_sends, std::vector<std::string>{"2x16x64"});
 }
 
 }  // namespace

@@ -50,4 +50,9 @@ using IterationSpaceFn = std::function<std::optional<IterationSpace>(const Graph
 // The process-wide registry's declaration for this node's op.
 std::optional<IterationSpace> iteration_space(const Graph& graph, const Node& node);
 
+// Whether `v` is zeros made by a ConstantOfShape (what a gradient scatters into): an
+// accumulating scatter into it is linear in its updates, so split or partial updates give
+// partial sums. Strategy signatures record it, as iteration spaces read it.
+bool is_zero_fill(const Graph& graph, ValueId v);
+
 }  // namespace autopar

@@ -109,6 +109,12 @@ StatusOr<Graph> split_fused_projections(const Graph& model, std::vector<Paramete
 // cast down where they are read, constants are stored in `low`, float outputs are cast back
 // to fp32 under their own names.
 StatusOr<Graph> to_mixed_precision(const Graph& model, DType low);
+// A parameter's gradient summed from several contributions in the compute type and
+// then cast to fp32 (a tied embedding under mixed precision) becomes a sum of the
+// contributions each cast to fp32: each contribution can then accumulate over microbatches
+// where it is computed, in fp32 as main gradients accumulate, and no contribution crosses
+// pipeline ranks every microbatch. Ids of `training` are remapped.
+StatusOr<TrainingGraph> distribute_gradient_casts(TrainingGraph training);
 
 // Training-mode BatchNormalization nodes as ReduceMean, Sub, Mul, Sqrt, Div and Add over the
 // batch and spatial dims, with the same outputs (values keep their names).
