@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <climits>
 #include <set>
+#include <string_view>
+#include <unordered_map>
 
 #include "autopar/cost/communication.h"
 #include "autopar/cost/compute.h"
@@ -69,14 +71,28 @@ LayerCosts layer_costs_of(const SpmdLowering& lowered, const Graph& model, const
   if (costs.stage_costs.empty()) costs.stage_costs = {1.0};
   for (const Node& n : model.nodes()) costs.model_flops += node_flops(model, n);
 
-  std::map<std::string, const StateSpec*> state;
-  for (const StateSpec& s : lowered.spmd.state) state[s.name] = &s;
-  auto state_of = [&](ValueId v) -> const StateSpec* {
+  // State by index: the graph input holding each, and the value each update writes.
+  const std::vector<StateSpec>& specs = lowered.spmd.state;
+  const auto num_specs = static_cast<int32_t>(specs.size());
+  std::unordered_map<std::string_view, int32_t> spec_named, spec_writing;
+  for (int32_t i = 0; i < num_specs; ++i) {
+    spec_named.emplace(specs[i].name, i);
+    if (!specs[i].output.empty()) spec_writing.emplace(specs[i].output, i);
+  }
+  std::vector<int32_t> spec_of(static_cast<size_t>(g.num_values()), -1);  // state inputs
+  std::vector<int32_t> written(static_cast<size_t>(g.num_values()), -1);  // new state
+  for (ValueId v = 0; v < g.num_values(); ++v) {
     const Value& value = g.value(v);
-    if (value.kind != ValueKind::kInput) return nullptr;
-    auto it = state.find(value.name);
-    return it == state.end() ? nullptr : it->second;
+    if (value.kind == ValueKind::kInput) {
+      if (auto it = spec_named.find(value.name); it != spec_named.end()) spec_of[v] = it->second;
+    }
+    if (auto it = spec_writing.find(value.name); it != spec_writing.end()) written[v] = it->second;
+  }
+  auto state_of = [&](ValueId v) -> const StateSpec* {
+    return spec_of[v] >= 0 ? &specs[spec_of[v]] : nullptr;
   };
+  std::vector<bool> is_output(static_cast<size_t>(g.num_values()), false);
+  for (ValueId o : g.outputs()) is_output[o] = true;
 
   // The layer of every node: the forward and backward take their source node's (as
   // build_roles places them); state goes with its first non-update reader, an update with the
@@ -91,19 +107,19 @@ LayerCosts layer_costs_of(const SpmdLowering& lowered, const Graph& model, const
     if (l < 0) l = node.phase == Phase::kForward ? num_layers - 1 : 0;
     layer[n] = std::clamp(l, 0, num_layers - 1);
   }
-  std::map<std::string, int32_t> state_layer;
+  constexpr int32_t kUnplaced = INT_MAX;
+  std::vector<int32_t> state_layer(static_cast<size_t>(num_specs), kUnplaced);
   for (NodeId n = 0; n < nodes; ++n) {
     const Node& node = g.node(n);
     if (node.phase == Phase::kOptimizer) continue;
     for (ValueId in : node.inputs) {
       if (in == kNoId || !state_of(in)) continue;
-      auto [it, added] = state_layer.emplace(g.value(in).name, layer[n]);
-      if (!added) it->second = std::min(it->second, layer[n]);
+      state_layer[spec_of[in]] = std::min(state_layer[spec_of[in]], layer[n]);
     }
   }
   // State only updates read (optimizer slots, a shared step count) does not place an update;
   // it goes with the first update that reads it.
-  const std::map<std::string, int32_t> anchored = state_layer;
+  const std::vector<int32_t> anchored = state_layer;
   for (NodeId n = 0; n < nodes; ++n) {
     const Node& node = g.node(n);
     if (node.phase != Phase::kOptimizer) continue;
@@ -111,8 +127,7 @@ LayerCosts layer_costs_of(const SpmdLowering& lowered, const Graph& model, const
     for (ValueId in : node.inputs) {
       if (in == kNoId) continue;
       if (state_of(in)) {
-        auto it = anchored.find(g.value(in).name);
-        if (it != anchored.end()) l = std::min(l, it->second);
+        l = std::min(l, anchored[spec_of[in]]);
       } else if (g.value(in).producer != kNoId) {
         l = std::min(l, layer[g.value(in).producer]);
       }
@@ -133,18 +148,19 @@ LayerCosts layer_costs_of(const SpmdLowering& lowered, const Graph& model, const
     const Node& node = g.node(n);
     if (node.phase != Phase::kOptimizer) continue;
     for (ValueId in : node.inputs) {
-      if (in != kNoId && state_of(in)) state_layer.emplace(g.value(in).name, layer[n]);
+      if (in != kNoId && state_of(in) && state_layer[spec_of[in]] == kUnplaced)
+        state_layer[spec_of[in]] = layer[n];
     }
   }
 
   // State bytes per layer; state read in several layers is also held where the others run.
   // An update runs on every rank holding state it writes (build_roles duplicates it): the
   // layers of an update are those of the parameters and gradients it reaches.
-  std::map<std::string, std::set<int32_t>> readers;
+  std::vector<std::set<int32_t>> readers(static_cast<size_t>(num_specs));
   for (NodeId n = 0; n < nodes; ++n) {
     if (g.node(n).phase == Phase::kOptimizer) continue;
     for (ValueId in : g.node(n).inputs) {
-      if (in != kNoId && state_of(in)) readers[g.value(in).name].insert(layer[n]);
+      if (in != kNoId && state_of(in)) readers[spec_of[in]].insert(layer[n]);
     }
   }
   std::vector<std::set<int32_t>> update_layers(nodes);
@@ -154,8 +170,8 @@ LayerCosts layer_costs_of(const SpmdLowering& lowered, const Graph& model, const
     for (ValueId in : node.inputs) {
       if (in == kNoId) continue;
       if (state_of(in)) {
-        auto it = readers.find(g.value(in).name);
-        if (it != readers.end()) update_layers[n].insert(it->second.begin(), it->second.end());
+        const std::set<int32_t>& at = readers[spec_of[in]];
+        update_layers[n].insert(at.begin(), at.end());
       } else if (const NodeId p = g.value(in).producer; p != kNoId) {
         if (g.node(p).phase == Phase::kOptimizer)
           update_layers[n].insert(update_layers[p].begin(), update_layers[p].end());
@@ -165,18 +181,13 @@ LayerCosts layer_costs_of(const SpmdLowering& lowered, const Graph& model, const
     }
   }
   // And backwards: what computes a new value of held state runs where the state is held.
-  std::map<std::string, std::string> state_by_output;
-  for (const StateSpec& s : lowered.spmd.state) {
-    if (!s.output.empty()) state_by_output[s.output] = s.name;
-  }
   for (NodeId n = nodes - 1; n >= 0; --n) {
     if (g.node(n).phase != Phase::kOptimizer) continue;
     for (ValueId out : g.node(n).outputs) {
       if (out == kNoId) continue;
-      auto written = state_by_output.find(g.value(out).name);
-      if (written != state_by_output.end()) {
-        auto it = readers.find(written->second);
-        if (it != readers.end()) update_layers[n].insert(it->second.begin(), it->second.end());
+      if (written[out] >= 0) {
+        const std::set<int32_t>& at = readers[written[out]];
+        update_layers[n].insert(at.begin(), at.end());
       }
       for (NodeId r : g.value(out).consumers) {
         if (g.node(r).phase == Phase::kOptimizer)
@@ -188,14 +199,12 @@ LayerCosts layer_costs_of(const SpmdLowering& lowered, const Graph& model, const
     if (g.node(n).phase != Phase::kOptimizer) continue;
     for (ValueId in : g.node(n).inputs) {
       if (in != kNoId && state_of(in))
-        readers[g.value(in).name].insert(update_layers[n].begin(), update_layers[n].end());
+        readers[spec_of[in]].insert(update_layers[n].begin(), update_layers[n].end());
     }
   }
-  std::set<std::string> state_outputs;
-  for (const StateSpec& s : lowered.spmd.state) {
-    if (!s.output.empty()) state_outputs.insert(s.output);
-    auto it = state_layer.find(s.name);
-    const int32_t home = it == state_layer.end() ? 0 : it->second;
+  for (int32_t i = 0; i < num_specs; ++i) {
+    const StateSpec& s = specs[i];
+    const int32_t home = state_layer[i] == kUnplaced ? 0 : state_layer[i];
     LayerCost& c = costs.layers[home];
     const double bytes = shard_bytes(s, mesh);
     SharedState shared;
@@ -209,14 +218,14 @@ LayerCosts layer_costs_of(const SpmdLowering& lowered, const Graph& model, const
       c.optimizer_bytes += bytes;
       shared.kind = SharedState::Kind::kOptimizer;
     }
-    std::set<int32_t> at = readers[s.name];
+    std::set<int32_t> at = readers[i];
     // A tied parameter's gradient accumulates on every rank that reads the parameter: each
     // accumulates its own contribution, and the update adds them.
     if (shared.kind == SharedState::Kind::kGradient && s.name.rfind("grad_acc/", 0) == 0) {
       const std::string parameter_name = s.name.substr(std::string_view("grad_acc/").size());
-      auto parameter = readers.find(parameter_name);
-      if (lowered.spmd.gradients_per_rank.count(parameter_name) && parameter != readers.end())
-        at.insert(parameter->second.begin(), parameter->second.end());
+      auto parameter = spec_named.find(parameter_name);
+      if (lowered.spmd.gradients_per_rank.count(parameter_name) && parameter != spec_named.end())
+        at.insert(readers[parameter->second].begin(), readers[parameter->second].end());
     }
     if (at.size() > 1) {
       shared.layers.push_back(home);
@@ -292,7 +301,7 @@ LayerCosts layer_costs_of(const SpmdLowering& lowered, const Graph& model, const
     LayerCost& c = costs.layers[from];
     if (producer.phase == Phase::kForward) {
       for (int32_t l = from; l < last_forward; ++l) forward_cut[l] += bytes;
-      if (read_by_backward && !state_outputs.count(value.name)) {
+      if (read_by_backward && written[v] < 0) {
         (last_backward > from ? c.stash_later_bytes : c.stash_bytes) += bytes;
         full_work.push_back(v);
         selective_work.push_back(v);
@@ -301,7 +310,7 @@ LayerCosts layer_costs_of(const SpmdLowering& lowered, const Graph& model, const
       // A gradient flows towards layer 0: a cut before layer l carries what layers ≥ l
       // produce and layers < l read.
       for (int32_t l = std::min(first_backward, from); l < from; ++l) backward_cut[l] += bytes;
-      if ((read_by_update || g.is_output(v)) && !state_outputs.count(value.name))
+      if ((read_by_update || is_output[v]) && written[v] < 0)
         c.backward_out_bytes += bytes;
     }
   }
@@ -331,7 +340,7 @@ LayerCosts layer_costs_of(const SpmdLowering& lowered, const Graph& model, const
       if (p == kNoId || g.node(p).phase != Phase::kForward) continue;
       if (kept_by_selective_recompute(g, g.node(p),
                                       [&](ValueId x) { return state_of(x) != nullptr; })) {
-        if (!kept[v] && !state_outputs.count(g.value(v).name)) {
+        if (!kept[v] && written[v] < 0) {
           kept[v] = true;
           costs.layers[layer[p]].selective_stash_bytes += bytes_of(g.value(v));
         }
@@ -363,7 +372,7 @@ LayerCosts layer_costs_of(const SpmdLowering& lowered, const Graph& model, const
       for (ValueId out : node.outputs) {
         if (out == kNoId) continue;
         NodeId last = n;
-        bool local = !g.is_output(out) && !state_outputs.count(g.value(out).name);
+        bool local = !is_output[out] && written[out] < 0;
         for (NodeId r : g.value(out).consumers) {
           if (g.node(r).phase != phase || layer[r] != layer[n]) local = false;
           last = std::max(last, r);

@@ -17,19 +17,20 @@ bool OpDef::is_shape_input(int index) const {
 void OpRegistry::add(OpDef def) {
   auto key = std::make_pair(def.domain, def.op_type);
   assert(!defs_.count(key) && "an op type is registered once");
-  defs_.emplace(std::move(key), std::move(def));
+  auto [it, added] = defs_.emplace(key, std::move(def));
+  index_.emplace(std::move(key), &it->second);
 }
 
 const OpDef* OpRegistry::find(std::string_view domain, std::string_view op_type) const {
   const std::string_view d = domain == "ai.onnx" ? std::string_view() : domain;
-  auto it = defs_.find(std::make_pair(d, op_type));
-  return it == defs_.end() ? nullptr : &it->second;
+  auto it = index_.find(std::make_pair(d, op_type));
+  return it == index_.end() ? nullptr : it->second;
 }
 
 OpDef* OpRegistry::find_mutable(std::string_view domain, std::string_view op_type) {
   const std::string_view d = domain == "ai.onnx" ? std::string_view() : domain;
-  auto it = defs_.find(std::make_pair(d, op_type));
-  return it == defs_.end() ? nullptr : &it->second;
+  auto it = index_.find(std::make_pair(d, op_type));
+  return it == index_.end() ? nullptr : it->second;
 }
 
 std::vector<const OpDef*> OpRegistry::all() const {

@@ -227,6 +227,39 @@ std::shared_ptr<const StrategySet> StrategyCache::get(const Graph& g, const Node
   return strategies_.emplace(std::move(key), std::move(made)).first->second;
 }
 
+const StatusOr<std::vector<ReshardStep>>& StrategyCache::reshard(
+    const Layout& from, const Layout& to, const std::vector<int64_t>& shape,
+    const DeviceMesh& mesh) {
+  size_t h = from.hash() * 31 + to.hash();
+  for (int64_t d : shape) h = h * 1000003 + static_cast<size_t>(d);
+  for (const MeshAxis& a : mesh.axes()) h = h * 131 + std::hash<std::string>()(a.name) + static_cast<size_t>(a.size);
+  auto same = [&](const PlannedReshard& p) {
+    return p.from == from && p.to == to && p.shape == shape && p.axes.size() == mesh.axes().size() &&
+           std::equal(p.axes.begin(), p.axes.end(), mesh.axes().begin(),
+                      [](const MeshAxis& a, const MeshAxis& b) {
+                        return a.name == b.name && a.size == b.size;
+                      });
+  };
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = reshards_.find(h);
+    if (it != reshards_.end()) {
+      for (const auto& p : it->second) {
+        if (same(*p)) return p->steps;
+      }
+    }
+  }
+  auto made = std::make_unique<PlannedReshard>(
+      PlannedReshard{from, to, shape, mesh.axes(), reshard_steps(from, to, shape, mesh)});
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto& bucket = reshards_[h];
+  for (const auto& p : bucket) {
+    if (same(*p)) return p->steps;  // planned by another thread meanwhile
+  }
+  bucket.push_back(std::move(made));
+  return bucket.back()->steps;
+}
+
 size_t StrategyCache::size() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return strategies_.size();

@@ -189,7 +189,7 @@ class Spmd {
     for (const PlannedReshard& p : bucket) {
       if (p.from == from && p.to == to && p.shape == shape) return p.steps;
     }
-    bucket.push_back({from, to, shape, reshard_steps(from, to, shape, mesh_)});
+    bucket.push_back({from, to, shape, strategies_->reshard(from, to, shape, mesh_)});
     return bucket.back().steps;
   }
   // The reshard already emitted for a value into a layout.

@@ -5,6 +5,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -99,6 +100,13 @@ struct OpDef {
 
 class OpRegistry {
  public:
+  // The index points into the definitions: a registry moves, never copies.
+  OpRegistry() = default;
+  OpRegistry(const OpRegistry&) = delete;
+  OpRegistry& operator=(const OpRegistry&) = delete;
+  OpRegistry(OpRegistry&&) = default;
+  OpRegistry& operator=(OpRegistry&&) = default;
+
   // Registering the same (domain, op_type) twice is a programming error.
   void add(OpDef def);
   const OpDef* find(std::string_view domain, std::string_view op_type) const;
@@ -107,17 +115,26 @@ class OpRegistry {
   size_t size() const { return defs_.size(); }
 
  private:
-  // Ordered by (domain, op type); looked up by views without building strings.
-  struct KeyLess {
+  // Ordered by (domain, op type) for all(); found through an index looked up by views
+  // without building strings.
+  struct KeyHash {
+    using is_transparent = void;
+    template <typename K>
+    size_t operator()(const K& k) const {
+      const size_t d = std::hash<std::string_view>()(std::string_view(k.first));
+      return d * 31 + std::hash<std::string_view>()(std::string_view(k.second));
+    }
+  };
+  struct KeyEqual {
     using is_transparent = void;
     template <typename A, typename B>
     bool operator()(const A& a, const B& b) const {
-      const std::string_view ad(a.first), bd(b.first);
-      if (ad != bd) return ad < bd;
-      return std::string_view(a.second) < std::string_view(b.second);
+      return std::string_view(a.first) == std::string_view(b.first) &&
+             std::string_view(a.second) == std::string_view(b.second);
     }
   };
-  std::map<std::pair<std::string, std::string>, OpDef, KeyLess> defs_;
+  std::map<std::pair<std::string, std::string>, OpDef> defs_;
+  std::unordered_map<std::pair<std::string, std::string>, OpDef*, KeyHash, KeyEqual> index_;
 };
 
 // Fills a registry with every supported op; the one explicit list lives in

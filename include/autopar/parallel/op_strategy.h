@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "autopar/parallel/reshard.h"
+
 #include "autopar/ir/graph.h"
 #include "autopar/ops/parallel_semantics.h"
 #include "autopar/parallel/device_mesh.h"
@@ -64,9 +66,23 @@ class StrategyCache {
                                          const std::vector<std::string>& axes);
   size_t size() const;
 
+  // reshard_steps(from, to, shape, mesh), planned once per (from, to, shape, mesh axes): the
+  // lowerings of one model under many schemes plan the same reshards. The reference stays
+  // valid for the cache's lifetime.
+  const StatusOr<std::vector<ReshardStep>>& reshard(const Layout& from, const Layout& to,
+                                                    const std::vector<int64_t>& shape,
+                                                    const DeviceMesh& mesh);
+
  private:
+  struct PlannedReshard {
+    Layout from, to;
+    std::vector<int64_t> shape;
+    std::vector<MeshAxis> axes;
+    StatusOr<std::vector<ReshardStep>> steps;
+  };
   mutable std::mutex mutex_;
   std::unordered_map<std::string, std::shared_ptr<const StrategySet>> strategies_;
+  std::unordered_map<size_t, std::vector<std::unique_ptr<const PlannedReshard>>> reshards_;
 };
 
 }  // namespace autopar
