@@ -67,14 +67,18 @@ class Spmd {
       parameter_of_.emplace(g, p);
     }
     // Optimizer slots are named after their parameter ("w.adam_m", "w.momentum").
+    std::unordered_map<std::string_view, ValueId> parameter_named;
+    const std::vector<ValueId> parameters = src_.parameters();
+    for (ValueId p : parameters) parameter_named.emplace(src_.value(p).name, p);
     for (const auto& [s, next] : in_.updates) {
       if (src_.value(s).kind == ValueKind::kParameter) continue;
-      const std::string& name = src_.value(s).name;
-      for (ValueId p : src_.parameters()) {
-        const std::string& pn = src_.value(p).name;
-        if (name.size() > pn.size() && name.compare(0, pn.size(), pn) == 0 &&
-            name[pn.size()] == '.') {
-          slot_param_[s] = p;
+      const std::string_view name = src_.value(s).name;
+      // The longest parameter name the slot's name extends by ".<slot>".
+      for (size_t dot = name.rfind('.'); dot != std::string_view::npos && dot > 0;
+           dot = name.rfind('.', dot - 1)) {
+        auto it = parameter_named.find(name.substr(0, dot));
+        if (it != parameter_named.end()) {
+          slot_param_[s] = it->second;
           break;
         }
       }
