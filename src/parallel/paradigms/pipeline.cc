@@ -20,9 +20,13 @@ std::vector<std::pair<int32_t, int32_t>> balance_stages(const std::vector<double
   best[0][0] = 0.0;
   for (int64_t k = 1; k <= parts; ++k) {
     for (int64_t i = k; i <= n; ++i) {
-      for (int64_t j = k - 1; j < i; ++j) {
-        const double v = std::max(best[k - 1][j], prefix[i] - prefix[j]);
-        if (v < best[k][i]) {
+      // The last group is layers j..i−1. Walking j down, the group only grows: once it alone
+      // exceeds the best so far, no smaller j can match it. (Ties go to the smallest j.)
+      for (int64_t j = i - 1; j >= k - 1; --j) {
+        const double group = prefix[i] - prefix[j];
+        if (group > best[k][i]) break;
+        const double v = std::max(best[k - 1][j], group);
+        if (v <= best[k][i]) {
           best[k][i] = v;
           cut[k][i] = j;
         }
