@@ -262,7 +262,7 @@ StatusOr<TrainingGraph> build_training_graph(const Graph& model, const LossSpec&
         updates.emplace_back(g.value(velocity).name, g.value(step).name);
       }
       p_next = emit.op("Sub", {p, scaled(lr, step)});
-    } else if (t == dtype && (t == DType::kFloat32 || t == DType::kFloat64)) {
+    } else if (opt.fused && t == dtype && (t == DType::kFloat32 || t == DType::kFloat64)) {
       // One fused node per parameter: the moments and the step in one pass over memory.
       const ValueId m = add_state(g, pv, pv.name + ".adam_m");
       const ValueId v = add_state(g, pv, pv.name + ".adam_v");

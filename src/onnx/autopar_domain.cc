@@ -1,4 +1,5 @@
-// ONNX schemas of the ai.autopar communication ops, with type and shape inference.
+// ONNX schemas of the ai.autopar communication ops and the ai.autopar.training fused
+// optimizer update, with type and shape inference.
 //
 // A communication group is either `group` (device ids in ring order) or `axes` with
 // `group_size` (mesh axes, resolved on each device from its mesh coordinates, so one role
@@ -15,6 +16,7 @@ namespace autopar {
 namespace {
 
 constexpr const char* kDomain = "ai.autopar";
+constexpr const char* kTrainingDomain = "ai.autopar.training";
 
 int64_t group_size(onnx::InferenceContext& ctx) {
   if (const auto* group = ctx.getAttribute("group")) return group->ints_size();
@@ -201,6 +203,34 @@ void register_schemas() {
     *ctx.getOutputType(0)->mutable_tensor_type()->mutable_shape() = out;
   });
   onnx::OpSchemaRegistry::OpSchemaRegisterOnce{halo};
+
+  // ai.autopar.training: fused optimizer updates (computation, not communication).
+  onnx::OpSchemaRegistry::DomainToVersionRange::Instance().AddDomainToVersion(kTrainingDomain, 1,
+                                                                              1);
+  onnx::OpSchema adam;
+  adam.SetName("Adam").SetDomain(kTrainingDomain).SinceVersion(1).SetDoc(
+      "One Adam step of a parameter X with gradient G and moments M, V: "
+      "M' = b1·M + (1 − b1)·G, V' = b2·V + (1 − b2)·G², "
+      "X' = keep·X − rate·M' / (√V' + epsilon), with C = [b1, 1 − b1, b2, 1 − b2, keep]; "
+      "rate and epsilon carry the bias corrections, keep is AdamW's decoupled decay.");
+  adam.Input(0, "X", "Parameter.", "T")
+      .Input(1, "G", "Gradient.", "T")
+      .Input(2, "M", "First moment.", "T")
+      .Input(3, "V", "Second moment.", "T")
+      .Input(4, "rate", "Step size, bias-corrected (scalar).", "T")
+      .Input(5, "epsilon", "Bias-corrected epsilon (scalar).", "T")
+      .Input(6, "C", "Coefficients [b1, 1 − b1, b2, 1 − b2, keep].", "T")
+      .Output(0, "X_new", "Updated parameter.", "T")
+      .Output(1, "M_new", "Updated first moment.", "T")
+      .Output(2, "V_new", "Updated second moment.", "T");
+  adam.TypeConstraint("T", {"tensor(float)", "tensor(double)"}, "Float tensors.");
+  adam.TypeAndShapeInferenceFunction([](onnx::InferenceContext& ctx) {
+    for (size_t i = 0; i < 3; ++i) {
+      onnx::propagateElemTypeFromInputToOutput(ctx, 0, i);
+      if (onnx::hasInputShape(ctx, 0)) onnx::propagateShapeFromInputToOutput(ctx, 0, i);
+    }
+  });
+  onnx::OpSchemaRegistry::OpSchemaRegisterOnce{adam};
 }
 
 }  // namespace

@@ -133,11 +133,27 @@ TEST(Optimizers, AdamWDecouplesTheDecay) {
   check_two_steps(spec);
 }
 
+TEST(Optimizers, FusedAdamAndAdamW) {
+  for (OptimizerKind kind : {OptimizerKind::kAdam, OptimizerKind::kAdamW}) {
+    OptimizerSpec spec;
+    spec.kind = kind;
+    spec.lr = 0.01;
+    spec.weight_decay = 0.1;
+    spec.fused = true;
+    check_two_steps(spec);
+  }
+}
+
 // Adam is one fused node per parameter, in its own domain, whose outputs are the next
 // parameter and moments.
 TEST(Optimizers, AdamIsOneFusedNodePerParameter) {
   OptimizerSpec spec;
   spec.kind = OptimizerKind::kAdamW;
+  // By default the training graph is standard ONNX.
+  auto standard = build_training_graph(linear_model(), {LossKind::kMse, ""}, spec);
+  ASSERT_TRUE(standard.is_ok()) << standard.status().message();
+  for (const Node& n : standard->graph.nodes()) EXPECT_TRUE(n.domain.empty()) << n.op_type;
+  spec.fused = true;
   auto training = build_training_graph(linear_model(), {LossKind::kMse, ""}, spec);
   ASSERT_TRUE(training.is_ok()) << training.status().message();
   const Graph& g = training->graph;

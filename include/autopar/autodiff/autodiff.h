@@ -42,6 +42,10 @@ struct OptimizerSpec {
   double epsilon = 1e-8;
   std::optional<double>
       weight_decay;  // SGD/Adam: L2 added to the gradient; AdamW: decoupled (default 0.01)
+  // Adam and AdamW as one fused node per parameter (ai.autopar.training::Adam, bit-identical
+  // to the standard ops) instead of a dozen standard elementwise ops: what the parallel
+  // compiler emits in plans. Off, the training graph is standard ONNX.
+  bool fused = false;
 
   double learning_rate() const;
   double decay() const;
