@@ -190,6 +190,26 @@ Graph elementwise_chain(int count, int64_t elements) {
   return b.finish();
 }
 
+// Fused Adam updates of `copies` parameters of `elements` each, every one over state of its
+// own: as in a training step, each update finds its operands outside the nearest caches.
+Graph adam_updates(int64_t elements, int copies) {
+  GraphBuilder b("adam");
+  const ValueId rate = b.constant_scalar("rate", 1e-3f);
+  const ValueId epsilon = b.constant_scalar("epsilon", 1e-8f);
+  Tensor c(DType::kFloat32, {5});
+  const double coefficients[] = {0.9, 0.1, 0.999, 0.001, 1.0};
+  for (int64_t i = 0; i < 5; ++i) c.set_from_double(i, coefficients[i]);
+  const ValueId coefficient = b.constant("c", std::move(c));
+  for (int k = 0; k < copies; ++k) {
+    std::vector<ValueId> ins;
+    for (const char* name : {"x", "g", "m", "v"})
+      ins.push_back(b.input(fmt::format("{}{}", name, k), DType::kFloat32, {elements}));
+    ins.insert(ins.end(), {rate, epsilon, coefficient});
+    for (ValueId out : b.op("Adam", ins, {}, 3, kTrainingDomain)) b.output(out);
+  }
+  return b.finish();
+}
+
 struct Sample {
   double work = 0;     // FLOPs or bytes
   double seconds = 0;  // measured per node, launch overhead included
@@ -560,6 +580,28 @@ StatusOr<Calibration> calibrate_sweep(const CalibrationOptions& options, Sweeps&
                     p.device.fused_op_element_s * 1e9, fused_error * 100));
     fused_worst = fused_error;
   }
+  // The fused optimizer update: seconds per parameter element, the slope between two sizes
+  // of a step's worth of updates; held out at a size between them.
+  {
+    const int copies = 16;
+    const std::vector<int64_t> sizes = {4096, 32768, 16384};
+    std::vector<double> adam_t;
+    for (int64_t n : sizes) {
+      ASSIGN_OR_RETURN(double t, time_graph(adam_updates(n, copies), repeats, budget, load, true));
+      adam_t.push_back(sweeps.record(t));
+    }
+    p.device.optimizer_element_s =
+        std::max((adam_t[1] - adam_t[0]) / static_cast<double>((sizes[1] - sizes[0]) * copies),
+                 1e-12);
+    double predicted = per_run;
+    for (double s : fused_node_seconds(p, adam_updates(sizes[2], copies)))
+      predicted += std::max(s, 0.0);
+    const double adam_error = std::fabs(predicted - adam_t[2]) / adam_t[2];
+    cal.report.push_back(
+        fmt::format("fused optimizer: {:.3f} ns per parameter element, held-out error {:.1f}%",
+                    p.device.optimizer_element_s * 1e9, adam_error * 100));
+    fused_worst = std::max(fused_worst, adam_error);
+  }
   p.device.memory_bytes = total_memory_bytes() / static_cast<double>(p.devices_per_node);
   p.device.reserved_bytes = std::min(64e6, 0.05 * p.device.memory_bytes);
 
@@ -659,6 +701,8 @@ std::string profile_yaml(const HardwareProfile& p, const std::string& header) {
   if (!p.device.overlap_communication) y += "  overlap_communication: false\n";
   if (p.device.fused_op_element_s > 0)
     y += fmt::format("  fused_op_element_s: {:.6g}\n", p.device.fused_op_element_s);
+  if (p.device.optimizer_element_s > 0)
+    y += fmt::format("  optimizer_element_s: {:.6g}\n", p.device.optimizer_element_s);
   y += fmt::format("  reserved_bytes: {:.6g}\n  efficiency:\n", p.device.reserved_bytes);
   for (const auto& [op_class, curve] : p.device.efficiency)
     y += fmt::format("    {}: {}\n", op_class_name(op_class), points(curve));

@@ -164,6 +164,10 @@ StatusOr<HardwareProfile> parse_hardware_profile(std::string_view yaml, std::str
   if (const YAML::Node fused = device["fused_op_element_s"]) {
     ASSIGN_OR_RETURN(p.device.fused_op_element_s, r.positive(fused, "device.fused_op_element_s"));
   }
+  if (const YAML::Node optimizer = device["optimizer_element_s"]) {
+    ASSIGN_OR_RETURN(p.device.optimizer_element_s,
+                     r.positive(optimizer, "device.optimizer_element_s"));
+  }
   if (const YAML::Node overlap = device["overlap_communication"]) {
     try {
       p.device.overlap_communication = overlap.as<bool>();

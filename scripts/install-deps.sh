@@ -11,7 +11,6 @@ packages=(
   libcli11-dev libfmt-dev nlohmann-json3-dev
   libopenmpi-dev openmpi-bin
   libssl-dev
-  libjemalloc-dev
 )
 
 missing=()

@@ -56,6 +56,10 @@ struct DeviceSpec {
   // runs runs of consecutive elementwise nodes as one kernel (autopar's CPU runtime does;
   // frameworks running kernels one by one do not). Optional; 0: every node is its own kernel.
   double fused_op_element_s = 0;
+  // Seconds per parameter element of a fused optimizer update (ai.autopar.training::Adam)
+  // where its arithmetic, not memory, bounds it. Optional; 0: its FLOPs at
+  // fused_op_element_s each.
+  double optimizer_element_s = 0;
   double reserved_bytes = 0;  // held by the runtime and framework, not available to a plan
   std::map<OpClass, EfficiencyCurve> efficiency;
 
