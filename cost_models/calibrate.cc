@@ -16,6 +16,10 @@
 #include "autopar/ops/op_def.h"
 #include "autopar/runtime/communicator.h"
 #include "autopar/runtime/executor.h"
+#include "autopar/runtime/plan_runner.h"
+#include "autopar/parallel/lowering.h"
+#include "autopar/cost/simulator.h"
+#include "autopar/autodiff/autodiff.h"
 
 namespace autopar {
 namespace {
@@ -208,6 +212,58 @@ Graph adam_updates(int64_t elements, int copies) {
     for (ValueId out : b.op("Adam", ins, {}, 3, kTrainingDomain)) b.output(out);
   }
   return b.finish();
+}
+
+// What the plan runner adds per program beyond its nodes (handing programs to the devices'
+// threads, stashing values, swapping state between steps): a small data-parallel training plan
+// over every device of this machine, run for many steps, against its simulation without that
+// overhead. Returns seconds per program; `report` says how it was found.
+StatusOr<double> plan_program_overhead(const HardwareProfile& p, int repeats, double budget,
+                                       Sweeps& sweeps, std::string& report) {
+  const int64_t devices = p.devices_per_node;
+  GraphBuilder b("overhead");
+  const ValueId x = b.input("x", DType::kFloat32, {devices, 32});
+  const ValueId w = b.parameter("w", {32, 32}, ParamInit::normal(0.1f));
+  const ValueId bias = b.parameter("b", {32}, ParamInit::zeros());
+  b.output(b.op1("Add", {b.op1("MatMul", {x, w}), bias}), "y");
+  const Graph model = b.finish();
+  ASSIGN_OR_RETURN(Scheme scheme,
+                   parse_scheme(fmt::format("mesh: {{dp: {}}}\nbatch: {{global: {}, micro: 1}}\n",
+                                            devices, devices),
+                                "calibration"));
+  LoweringOptions options;
+  options.loss.kind = LossKind::kMse;
+  ASSIGN_OR_RETURN(Plan plan, lower(model, scheme, options));
+  ASSIGN_OR_RETURN(TrainingGraph training, build_training_graph(model, options.loss,
+                                                                options.optimizer));
+  runtime::PlanFeeds feeds;
+  for (const Value& v : training.graph.values()) {
+    if (v.is_initializer() && v.data) feeds.state[v.name] = v.data;
+  }
+  std::map<std::string, TensorPtr> batch;
+  for (ValueId in : training.graph.inputs()) {
+    const Value& v = training.graph.value(in);
+    if (v.is_initializer()) continue;
+    Tensor t(v.dtype, v.shape.dims);
+    for (int64_t i = 0; i < t.num_elements(); ++i) t.set_from_double(i, 0.01 * (i % 13));
+    batch[v.name] = std::make_shared<const Tensor>(std::move(t));
+  }
+  const int steps = std::clamp(static_cast<int>(budget / 2e-5), std::max(repeats, 50), 2000);
+  feeds.steps.assign(static_cast<size_t>(steps), {batch});
+  ASSIGN_OR_RETURN(runtime::PlanResult result, runtime::run_plan_inproc(plan, feeds));
+  std::vector<double> times(result.step_seconds.begin() + 1, result.step_seconds.end());
+  const double measured = sweeps.record(fast_end(times));
+  ASSIGN_OR_RETURN(Simulation sim, simulate(plan, p));
+  size_t programs = 0;
+  for (const Role& role : plan.roles) programs = std::max(programs, role.schedule.size());
+  const double extra =
+      std::max(measured - sim.step_seconds, 0.0) / static_cast<double>(std::max<size_t>(programs, 1));
+  report = fmt::format(
+      "plan runner: {:.2f} µs per program beyond its nodes (a {}-device step of {} programs: "
+      "{:.1f} µs measured, {:.1f} µs simulated without it)",
+      (p.device.program_overhead_s + extra) * 1e6, devices, programs, measured * 1e6,
+      sim.step_seconds * 1e6);
+  return p.device.program_overhead_s + extra;
 }
 
 struct Sample {
@@ -662,6 +718,12 @@ StatusOr<Calibration> calibrate_sweep(const CalibrationOptions& options, Sweeps&
       "collectives fitted, held-out error {:.1f}%",
       tier.alpha_s * 1e6, tier.bandwidth * 1e-9, tier.efficiency[Collective::kAllReduce] * 100,
       comm.size(), comm_error * 100));
+  {
+    std::string report;
+    ASSIGN_OR_RETURN(p.device.program_overhead_s,
+                     plan_program_overhead(p, repeats, budget, sweeps, report));
+    cal.report.push_back(std::move(report));
+  }
   cal.worst_held_out_error = std::max({gemm_error, elementwise_error, fused_worst, comm_error});
   return cal;
 }
