@@ -76,6 +76,37 @@ TEST(ParallelSemantics, GatherOverASplitVocabularyIsAPartialSum) {
   EXPECT_EQ(split->to_string(*space), "tp:v | [tp, _] [_, _] -> [_, _, _] partial(tp)");
 }
 
+// A Gather's gradient scatters the rows of each device's batch into zeros: a partial sum
+// over the devices that split the rows. Scattering into data that is not zeros would count
+// the data once per device: it runs replicated.
+TEST(ParallelSemantics, ScatterIntoZerosSplitsItsRowsIntoPartialSums) {
+  for (bool zeros : {true, false}) {
+    GraphBuilder b("scatter");
+    b.set_with_data(false);
+    const ValueId indices = b.input("indices", DType::kInt64, {4, 16, 1});
+    const ValueId updates = b.input("updates", DType::kFloat32, {4, 16, 64});
+    Tensor zero(DType::kFloat32, {1});
+    const ValueId data =
+        zeros ? b.op1("ConstantOfShape", {b.constant_ints("shape", {256, 64})},
+                      {{"value", Attribute(std::make_shared<const Tensor>(std::move(zero)))}})
+              : b.input("data", DType::kFloat32, {256, 64});
+    b.output(b.op1("ScatterND", {data, indices, updates}, {{"reduction", "add"}}), "y");
+    const Graph g = b.finish();
+    const Node& scatter = g.node(g.num_nodes() - 1);
+    const auto space = iteration_space(g, scatter);
+    if (!zeros) {
+      EXPECT_FALSE(space);
+      continue;
+    }
+    ASSERT_TRUE(space);
+    EXPECT_EQ(space->to_string(), "d1=64 | r0=4 r1=16: [1,d1] [r0,r1,1] [r0,r1,d1] -> [1,d1]");
+    auto split =
+        derive_strategy(g, scatter, *space, {{"dp", space->find("r0")}}, mesh({{"dp", 2}}));
+    ASSERT_TRUE(split.is_ok()) << split.status().message();
+    EXPECT_EQ(split->to_string(*space), "dp:r0 | [_, _] [dp, _, _] [dp, _, _] -> [_, _] partial(dp)");
+  }
+}
+
 TEST(OpStrategy, MatMulColumnRowAndDataSplits) {
   const OneNode n = one_node("MatMul", {{8, 16, 32}, {32, 64}});
   const Node& node = n.graph.node(0);
