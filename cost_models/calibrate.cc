@@ -214,18 +214,25 @@ Graph adam_updates(int64_t elements, int copies) {
   return b.finish();
 }
 
-// What the plan runner adds per program beyond its nodes (handing programs to the devices'
-// threads, stashing values, swapping state between steps): a small data-parallel training plan
-// over every device of this machine, run for many steps, against its simulation without that
-// overhead. Returns seconds per program; `report` says how it was found.
-StatusOr<double> plan_program_overhead(const HardwareProfile& p, int repeats, double budget,
-                                       Sweeps& sweeps, std::string& report) {
+// A data-parallel training step over every device of this machine: `layers` linear layers
+// (each a weight and a bias, so two gradient all-reduces), run for many steps; its fast-end
+// step and its simulation on `p`.
+struct PlanStep {
+  double measured = 0, simulated = 0;
+  size_t programs = 0, collectives = 0;
+};
+
+StatusOr<PlanStep> time_plan_step(const HardwareProfile& p, int layers, int repeats,
+                                  double budget, Sweeps& sweeps) {
   const int64_t devices = p.devices_per_node;
   GraphBuilder b("overhead");
-  const ValueId x = b.input("x", DType::kFloat32, {devices, 32});
-  const ValueId w = b.parameter("w", {32, 32}, ParamInit::normal(0.1f));
-  const ValueId bias = b.parameter("b", {32}, ParamInit::zeros());
-  b.output(b.op1("Add", {b.op1("MatMul", {x, w}), bias}), "y");
+  ValueId y = b.input("x", DType::kFloat32, {devices, 32});
+  for (int l = 0; l < layers; ++l) {
+    const ValueId w = b.parameter(fmt::format("w{}", l), {32, 32}, ParamInit::normal(0.1f));
+    const ValueId bias = b.parameter(fmt::format("b{}", l), {32}, ParamInit::zeros());
+    y = b.op1("Add", {b.op1("MatMul", {y, w}), bias});
+  }
+  b.output(y, "y");
   const Graph model = b.finish();
   ASSIGN_OR_RETURN(Scheme scheme,
                    parse_scheme(fmt::format("mesh: {{dp: {}}}\nbatch: {{global: {}, micro: 1}}\n",
@@ -252,18 +259,48 @@ StatusOr<double> plan_program_overhead(const HardwareProfile& p, int repeats, do
   feeds.steps.assign(static_cast<size_t>(steps), {batch});
   ASSIGN_OR_RETURN(runtime::PlanResult result, runtime::run_plan_inproc(plan, feeds));
   std::vector<double> times(result.step_seconds.begin() + 1, result.step_seconds.end());
-  const double measured = sweeps.record(fast_end(times));
+  PlanStep step;
+  step.measured = sweeps.record(fast_end(times));
   ASSIGN_OR_RETURN(Simulation sim, simulate(plan, p));
-  size_t programs = 0;
-  for (const Role& role : plan.roles) programs = std::max(programs, role.schedule.size());
-  const double extra =
-      std::max(measured - sim.step_seconds, 0.0) / static_cast<double>(std::max<size_t>(programs, 1));
+  step.simulated = sim.step_seconds;
+  const Role& role = plan.roles.front();
+  step.programs = role.schedule.size();
+  for (const Node& n : role.graph.nodes()) {
+    if (n.domain == kAutoparDomain && n.op_type != "Send" && n.op_type != "Recv" &&
+        n.op_type != "Shard")
+      ++step.collectives;
+  }
+  return step;
+}
+
+// What the plan runner adds beyond its nodes, per program (handing programs to the devices'
+// threads, stashing values) and per collective (the devices meeting for it): two training
+// steps with the same programs and 1 and 6 layers, measured against their simulation without
+// either. Sets both in `p`; `report` says how they were found.
+Status plan_overheads(HardwareProfile& p, int repeats, double budget, Sweeps& sweeps,
+                      std::string& report) {
+  ASSIGN_OR_RETURN(PlanStep small, time_plan_step(p, 1, repeats, budget, sweeps));
+  ASSIGN_OR_RETURN(PlanStep large, time_plan_step(p, 6, repeats, budget, sweeps));
+  const double gap_small = std::max(small.measured - small.simulated, 0.0);
+  const double gap_large = std::max(large.measured - large.simulated, 0.0);
+  const double per_collective =
+      large.collectives > small.collectives
+          ? std::max(gap_large - gap_small, 0.0) /
+                static_cast<double>(large.collectives - small.collectives)
+          : 0.0;
+  const double per_program =
+      std::max(gap_small - per_collective * static_cast<double>(small.collectives), 0.0) /
+      static_cast<double>(std::max<size_t>(small.programs, 1));
+  p.device.program_overhead_s += per_program;
+  p.device.collective_overhead_s = per_collective;
   report = fmt::format(
-      "plan runner: {:.2f} µs per program beyond its nodes (a {}-device step of {} programs: "
-      "{:.1f} µs measured, {:.1f} µs simulated without it)",
-      (p.device.program_overhead_s + extra) * 1e6, devices, programs, measured * 1e6,
-      sim.step_seconds * 1e6);
-  return p.device.program_overhead_s + extra;
+      "plan runner: {:.2f} µs per program and {:.2f} µs per collective beyond the nodes' own "
+      "(training steps of {} programs with {} and {} collectives: {:.1f} and {:.1f} µs measured, "
+      "{:.1f} and {:.1f} µs simulated without them)",
+      p.device.program_overhead_s * 1e6, per_collective * 1e6, small.programs, small.collectives,
+      large.collectives, small.measured * 1e6, large.measured * 1e6, small.simulated * 1e6,
+      large.simulated * 1e6);
+  return Status::ok();
 }
 
 struct Sample {
@@ -720,8 +757,7 @@ StatusOr<Calibration> calibrate_sweep(const CalibrationOptions& options, Sweeps&
       comm.size(), comm_error * 100));
   {
     std::string report;
-    ASSIGN_OR_RETURN(p.device.program_overhead_s,
-                     plan_program_overhead(p, repeats, budget, sweeps, report));
+    RETURN_IF_ERROR(plan_overheads(p, repeats, budget, sweeps, report));
     cal.report.push_back(std::move(report));
   }
   cal.worst_held_out_error = std::max({gemm_error, elementwise_error, fused_worst, comm_error});
@@ -765,6 +801,8 @@ std::string profile_yaml(const HardwareProfile& p, const std::string& header) {
     y += fmt::format("  fused_op_element_s: {:.6g}\n", p.device.fused_op_element_s);
   if (p.device.optimizer_element_s > 0)
     y += fmt::format("  optimizer_element_s: {:.6g}\n", p.device.optimizer_element_s);
+  if (p.device.collective_overhead_s > 0)
+    y += fmt::format("  collective_overhead_s: {:.6g}\n", p.device.collective_overhead_s);
   y += fmt::format("  reserved_bytes: {:.6g}\n  efficiency:\n", p.device.reserved_bytes);
   for (const auto& [op_class, curve] : p.device.efficiency)
     y += fmt::format("    {}: {}\n", op_class_name(op_class), points(curve));

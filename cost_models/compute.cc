@@ -111,9 +111,32 @@ std::vector<double> fused_node_seconds(const HardwareProfile& profile, const Gra
   return seconds;
 }
 
+bool is_view(const Graph& g, const Node& n) {
+  if (!n.domain.empty()) return false;
+  const std::string& op = n.op_type;
+  if (op == "Reshape" || op == "Squeeze" || op == "Unsqueeze" || op == "Flatten" ||
+      op == "Identity")
+    return true;
+  if (op != "Transpose" || n.outputs.size() != 1 || n.output(0) == kNoId) return false;
+  // A swap of the last two dims that only GEMMs read: their transpose flags absorb it.
+  const std::vector<int64_t> perm = n.attr_ints("perm");
+  const auto rank = static_cast<int64_t>(perm.size());
+  if (rank < 2) return false;
+  for (int64_t d = 0; d + 2 < rank; ++d) {
+    if (perm[d] != d) return false;
+  }
+  if (perm[rank - 2] != rank - 1 || perm[rank - 1] != rank - 2) return false;
+  const std::vector<NodeId>& readers = g.value(n.outputs[0]).consumers;
+  return !readers.empty() && std::all_of(readers.begin(), readers.end(), [&](NodeId r) {
+    const Node& reader = g.node(r);
+    return reader.domain.empty() && (reader.op_type == "MatMul" || reader.op_type == "Gemm");
+  });
+}
+
 NodeCost node_cost(const HardwareProfile& profile, const Graph& g, const Node& n) {
   const std::optional<OpClass> op_class = op_class_of(g, n);
   if (!op_class) return {};
+  if (profile.device.free_views && is_view(g, n)) return {};
   const double flops = node_flops(g, n);
   const double bytes = node_bytes(g, n);
   if (flops <= 0 && bytes <= 0) return {};

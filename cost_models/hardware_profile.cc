@@ -168,6 +168,17 @@ StatusOr<HardwareProfile> parse_hardware_profile(std::string_view yaml, std::str
     ASSIGN_OR_RETURN(p.device.optimizer_element_s,
                      r.positive(optimizer, "device.optimizer_element_s"));
   }
+  if (const YAML::Node meet = device["collective_overhead_s"]) {
+    ASSIGN_OR_RETURN(p.device.collective_overhead_s,
+                     r.positive(meet, "device.collective_overhead_s"));
+  }
+  if (const YAML::Node views = device["free_views"]) {
+    try {
+      p.device.free_views = views.as<bool>();
+    } catch (const YAML::Exception&) {
+      return r.fail("device.free_views", "expected true or false");
+    }
+  }
   if (const YAML::Node overlap = device["overlap_communication"]) {
     try {
       p.device.overlap_communication = overlap.as<bool>();

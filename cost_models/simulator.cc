@@ -73,7 +73,8 @@ double device_node_seconds(const HardwareProfile& profile, const DeviceMesh& mes
   } else if (op == "Broadcast") {
     c = Collective::kAllGather;
   }
-  return collective_cost(profile, c, bytes, group).seconds;
+  if (group.size() < 2) return 0.0;
+  return collective_cost(profile, c, bytes, group).seconds + profile.device.collective_overhead_s;
 }
 
 NodeSeconds profile_costs(const Plan& plan, const HardwareProfile& profile) {

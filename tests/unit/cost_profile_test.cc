@@ -107,12 +107,20 @@ TEST(HardwareProfile, ErrorsNameTheField) {
             "p.yaml: device.program_overhead_s: -1 must be positive");
   EXPECT_EQ(with("reserved_bytes: 2e9", "reserved_bytes: 2e9\n  fused_op_element_s: 0"),
             "p.yaml: device.fused_op_element_s: 0 must be positive");
+  EXPECT_EQ(with("reserved_bytes: 2e9", "reserved_bytes: 2e9\n  optimizer_element_s: -2"),
+            "p.yaml: device.optimizer_element_s: -2 must be positive");
+  EXPECT_EQ(with("reserved_bytes: 2e9", "reserved_bytes: 2e9\n  collective_overhead_s: 0"),
+            "p.yaml: device.collective_overhead_s: 0 must be positive");
+  EXPECT_EQ(with("reserved_bytes: 2e9", "reserved_bytes: 2e9\n  free_views: often"),
+            "p.yaml: device.free_views: expected true or false");
   // All optional: a GPU profile leaves them out (no per-program cost, NCCL's own streams).
   auto p = parse_hardware_profile(kFixture, "p.yaml");
   ASSERT_TRUE(p.is_ok());
   EXPECT_EQ(p->device.program_overhead_s, 0.0);
   EXPECT_TRUE(p->device.overlap_communication);
   EXPECT_EQ(p->device.fused_op_element_s, 0.0);
+  EXPECT_EQ(p->device.optimizer_element_s, 0.0);
+  EXPECT_FALSE(p->device.free_views);
 }
 
 TEST(Communication, RingFormulasInsideANode) {
@@ -217,6 +225,33 @@ TEST(Compute, FusedRunsAreOneKernel) {
   EXPECT_NEAR(cut[1] + cut[2], 2 * elements * 1e-10 + 5e-6, 1e-15);
 }
 
+// Where views are free (GPU frameworks), reshapes cost nothing, and so does a transpose of the
+// last two dims that only GEMMs read; a transpose that moves other dims, or that something
+// else reads, is a kernel.
+TEST(Compute, ViewsAreFreeWhereTheProfileSaysSo) {
+  GraphBuilder b("views");
+  const ValueId x = b.input("x", DType::kFloat32, {8, 16, 64});
+  const ValueId w = b.input("w", DType::kFloat32, {32, 64});
+  const ValueId flat = b.op1("Reshape", {x, b.constant_ints("shape", {128, 64})});
+  const ValueId wt = b.op1("Transpose", {w}, {{"perm", std::vector<int64_t>{1, 0}}});
+  const ValueId y = b.op1("MatMul", {flat, wt});
+  const ValueId heads = b.op1("Transpose", {x}, {{"perm", std::vector<int64_t>{1, 0, 2}}});
+  const ValueId read = b.op1("Transpose", {w}, {{"perm", std::vector<int64_t>{1, 0}}});
+  b.output(y);
+  b.output(heads);
+  b.output(b.op1("Neg", {read}));
+  const Graph g = b.finish();
+  HardwareProfile p = fixture();
+  auto seconds = [&](ValueId v) { return node_cost(p, g, g.node(g.value(v).producer)).seconds; };
+  for (ValueId v : {flat, wt, heads, read}) EXPECT_GT(seconds(v), 0.0);
+  p.device.free_views = true;
+  EXPECT_EQ(seconds(flat), 0.0);
+  EXPECT_EQ(seconds(wt), 0.0);
+  EXPECT_GT(seconds(heads), 0.0);
+  EXPECT_GT(seconds(read), 0.0);
+  EXPECT_GT(seconds(y), 0.0);
+}
+
 // The shipped profiles in configs/hw/, read by name as `--hw` does. Their numbers come from
 // datasheets and public measurements (named in each YAML); these cases pin the main ones.
 HardwareProfile shipped(const std::string& name, int64_t nodes = 1) {
@@ -269,6 +304,11 @@ TEST(ShippedProfiles, HgxH200HasTheH100ComputeAndMoreMemory) {
   EXPECT_EQ(h200.devices_per_node, 8);
   EXPECT_EQ(h200.tiers[0].bandwidth, 450e9);
   EXPECT_EQ(h200.tiers[1].bandwidth, 50e9);
+}
+
+TEST(ShippedProfiles, GpuFrameworksRunViewsWithoutKernels) {
+  for (const char* name : {"dgx-a100-80g", "dgx-h100", "hgx-h200"})
+    EXPECT_TRUE(shipped(name).device.free_views) << name;
 }
 
 TEST(ShippedProfiles, EveryProfileLeavesMostMemoryToThePlan) {

@@ -29,6 +29,8 @@ struct NodeCost {
 
 // One node on one device of the profile (0 for communication ops and nodes without work).
 NodeCost node_cost(const HardwareProfile& profile, const Graph& graph, const Node& node);
+// A node a framework runs as a view, without a kernel (priced 0 where device.free_views).
+bool is_view(const Graph& graph, const Node& node);
 
 // Where the profile's runtime fuses elementwise runs (device.fused_op_element_s > 0): per node
 // of `graph`, its share of the fused kernel its run makes (spread evenly over the run, as the

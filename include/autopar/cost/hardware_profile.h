@@ -52,6 +52,11 @@ struct DeviceSpec {
   // Whether collectives run on a stream of their own beside the compute (GPUs with NCCL), or
   // in line on the compute stream (autopar's CPU runtime). Optional, true by default.
   bool overlap_communication = true;
+  // Whether shape-only ops are views rather than kernels (GPU frameworks: a Reshape, Squeeze,
+  // Unsqueeze, Flatten or Identity changes strides, and a GEMM reads an operand transposed in
+  // its last two dims through its transpose flags). Optional; false: every node is a kernel
+  // (autopar's CPU runtime copies them).
+  bool free_views = false;
   // Seconds per element per operation inside a fused elementwise kernel, where the runtime
   // runs runs of consecutive elementwise nodes as one kernel (autopar's CPU runtime does;
   // frameworks running kernels one by one do not). Optional; 0: every node is its own kernel.
@@ -60,6 +65,10 @@ struct DeviceSpec {
   // where its arithmetic, not memory, bounds it. Optional; 0: its FLOPs at
   // fused_op_element_s each.
   double optimizer_element_s = 0;
+  // Seconds each collective of a plan costs beyond the communication model's transfer: the
+  // devices meeting for it (a runtime whose collectives run in line on the devices' threads
+  // waits and wakes for each). Optional, 0 by default.
+  double collective_overhead_s = 0;
   double reserved_bytes = 0;  // held by the runtime and framework, not available to a plan
   std::map<OpClass, EfficiencyCurve> efficiency;
 
