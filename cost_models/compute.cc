@@ -30,6 +30,9 @@ bool reads_weight(const Graph& g, const Node& n) {
 std::optional<OpClass> op_class_of(const Graph& g, const Node& n) {
   if (n.domain == kAutoparDomain) return std::nullopt;
   const std::string& op = n.op_type;
+  if (n.domain == kTrainingDomain) {
+    return op == "LayerNormalizationGrad" ? OpClass::kNorm : OpClass::kElementwise;
+  }
   if (op == "MatMul" || op == "Gemm") {
     // Attention multiplies two batched activations (scores, their weighted sum). A weight has
     // no batch dims, whether it is a parameter or, in a plan's role graph, a state input.
@@ -95,7 +98,7 @@ std::vector<double> fused_node_seconds(const HardwareProfile& profile, const Gra
   // A fused optimizer update runs the arithmetic of the chain it replaces in one kernel.
   for (NodeId n = 0; n < g.num_nodes(); ++n) {
     const Node& node = g.node(n);
-    if (node.domain != kTrainingDomain) continue;
+    if (node.domain != kTrainingDomain || node.op_type != "Adam") continue;
     const double bytes = node_bytes(g, node);
     const double efficiency = curve != device.efficiency.end() ? curve->second.at(bytes) : 1.0;
     const double memory = bytes / (device.memory_bandwidth * efficiency);

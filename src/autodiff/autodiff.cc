@@ -36,7 +36,7 @@ ValueId accumulate(Graph& g, const std::vector<ValueId>& parts, int32_t fallback
 }  // namespace
 
 StatusOr<std::vector<ValueId>> add_gradients(Graph& g, ValueId loss,
-                                             const std::vector<ValueId>& wrt) {
+                                             const std::vector<ValueId>& wrt, bool fused) {
   const OpRegistry& registry = op_registry();
   const NodeId forward_nodes = g.num_nodes();
   // Values that depend on a wrt value through differentiable inputs.
@@ -102,7 +102,7 @@ StatusOr<std::vector<ValueId>> add_gradients(Graph& g, ValueId loss,
     for (ValueId out : node.outputs) {
       output_grads.push_back(out == kNoId ? kNoId : accumulate(g, contributions[out], node.layer));
     }
-    GradientBuilder builder(g, id, std::move(output_grads), needs);
+    GradientBuilder builder(g, id, std::move(output_grads), needs, fused);
     RETURN_IF_ERROR(def->gradient(builder));
     RETURN_IF_ERROR(builder.status());
     for (size_t i = 0; i < node.inputs.size(); ++i) {

@@ -4,13 +4,14 @@
 namespace autopar {
 
 GradientBuilder::GradientBuilder(Graph& graph, NodeId forward, std::vector<ValueId> output_grads,
-                                 std::vector<bool> needs_input_grad)
+                                 std::vector<bool> needs_input_grad, bool fused)
     : Emitter(graph, "grad/" + graph.node(forward).name, Phase::kBackward,
               graph.node(forward).layer),
       node_(graph.node(forward)),
       output_grads_(std::move(output_grads)),
       needs_(std::move(needs_input_grad)),
-      input_grads_(node_.inputs.size(), kNoId) {}
+      input_grads_(node_.inputs.size(), kNoId),
+      fused_(fused) {}
 
 Status GradientBuilder::set_grad(size_t i, ValueId grad) {
   if (!status().is_ok()) return status();

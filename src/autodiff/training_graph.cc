@@ -191,7 +191,8 @@ LossKind default_loss(const Graph& model) {
 }
 
 StatusOr<TrainingGraph> build_training_graph(const Graph& model, const LossSpec& loss_spec,
-                                             const OptimizerSpec& opt) {
+                                             const OptimizerSpec& opt,
+                                             const TrainingOptions& options) {
   RETURN_IF_ERROR(opt.validate());
   const int64_t opset = model.opset();
   if (opset < kMinTrainingOpset) {
@@ -210,7 +211,7 @@ StatusOr<TrainingGraph> build_training_graph(const Graph& model, const LossSpec&
   for (ValueId id : g.parameters()) {
     if (is_floating(g.value(id).dtype)) params.push_back(id);
   }
-  ASSIGN_OR_RETURN(std::vector<ValueId> grads, add_gradients(g, loss.loss, params));
+  ASSIGN_OR_RETURN(std::vector<ValueId> grads, add_gradients(g, loss.loss, params, options.fused));
 
   // The optimizer: one step counter shared by every parameter (Adam's bias correction).
   Emitter emit(g, "optimizer", Phase::kOptimizer, -1);
@@ -262,7 +263,7 @@ StatusOr<TrainingGraph> build_training_graph(const Graph& model, const LossSpec&
         updates.emplace_back(g.value(velocity).name, g.value(step).name);
       }
       p_next = emit.op("Sub", {p, scaled(lr, step)});
-    } else if (opt.fused && t == dtype && (t == DType::kFloat32 || t == DType::kFloat64)) {
+    } else if (options.fused && t == dtype && (t == DType::kFloat32 || t == DType::kFloat64)) {
       // One fused node per parameter: the moments and the step in one pass over memory.
       const ValueId m = add_state(g, pv, pv.name + ".adam_m");
       const ValueId v = add_state(g, pv, pv.name + ".adam_v");

@@ -231,6 +231,30 @@ void register_schemas() {
     }
   });
   onnx::OpSchemaRegistry::OpSchemaRegisterOnce{adam};
+  onnx::OpSchema layer_norm_grad;
+  layer_norm_grad.SetName("LayerNormalizationGrad")
+      .SetDomain(kTrainingDomain)
+      .SinceVersion(1)
+      .SetDoc(
+          "LayerNormalization's gradient over the dims from `axis` on: with x̂ = (x − μ)·r, "
+          "r = 1/√(σ² + epsilon) and g = dY·Scale, dX = r·(g − mean(g) − x̂·mean(g·x̂)); X̂ is x̂.");
+  layer_norm_grad.Input(0, "dY", "Gradient of the output.", "T")
+      .Input(1, "X", "The forward input.", "T")
+      .Input(2, "Scale", "The forward scale.", "T")
+      .Output(0, "dX", "Gradient of the input.", "T")
+      .Output(1, "XHat", "The normalised input.", "T");
+  layer_norm_grad.Attr("axis", "First normalised dim.", onnx::AttributeProto::INT, int64_t{-1});
+  layer_norm_grad.Attr("epsilon", "Added to the variance.", onnx::AttributeProto::FLOAT, 1e-5f);
+  layer_norm_grad.TypeConstraint(
+      "T", {"tensor(float)", "tensor(double)", "tensor(float16)", "tensor(bfloat16)"},
+      "Float tensors.");
+  layer_norm_grad.TypeAndShapeInferenceFunction([](onnx::InferenceContext& ctx) {
+    for (size_t i = 0; i < 2; ++i) {
+      onnx::propagateElemTypeFromInputToOutput(ctx, 1, i);
+      if (onnx::hasInputShape(ctx, 1)) onnx::propagateShapeFromInputToOutput(ctx, 1, i);
+    }
+  });
+  onnx::OpSchemaRegistry::OpSchemaRegisterOnce{layer_norm_grad};
 }
 
 }  // namespace

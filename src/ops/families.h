@@ -20,7 +20,7 @@ void register_shape_ops(OpRegistry& registry);
 void register_reduce_ops(OpRegistry& registry);
 void register_comm_ops(OpRegistry& registry);
 void register_loss_ops(OpRegistry& registry);
-void register_optimizer_ops(OpRegistry& registry);
+void register_training_ops(OpRegistry& registry);
 
 // An ai.onnx OpDef with default byte counts (every input and output once).
 OpDef make_op(std::string op_type, ShapeFn infer, CountFn flops, std::string flops_doc,

@@ -58,7 +58,7 @@ StatusOr<Executor> Executor::create(Graph graph, const ExecutorOptions& options)
   bool any_widened = false;
   for (NodeId id = 0; id < graph.num_nodes(); ++id) {
     const Node& node = graph.node(id);
-    if (!node.domain.empty() || node.op_type == "Cast") continue;
+    if (node.domain == kAutoparDomain || node.op_type == "Cast") continue;
     bool half = false;
     for (ValueId v : node.inputs) half = half || (v != kNoId && is_half(graph.value(v).dtype));
     for (ValueId v : node.outputs) half = half || (v != kNoId && is_half(graph.value(v).dtype));

@@ -44,9 +44,9 @@ std::vector<double> mse_gradient(const std::vector<double>& x, const std::vector
   return g;
 }
 
-void check_two_steps(const OptimizerSpec& spec) {
+void check_two_steps(const OptimizerSpec& spec, bool fused = false) {
   const Graph model = linear_model();
-  auto training = build_training_graph(model, {LossKind::kMse, ""}, spec);
+  auto training = build_training_graph(model, {LossKind::kMse, ""}, spec, {.fused = fused});
   ASSERT_TRUE(training.is_ok()) << training.status().message();
   const Graph& g = training->graph;
   auto executor = runtime::Executor::create(g, {.num_threads = 1});
@@ -139,8 +139,7 @@ TEST(Optimizers, FusedAdamAndAdamW) {
     spec.kind = kind;
     spec.lr = 0.01;
     spec.weight_decay = 0.1;
-    spec.fused = true;
-    check_two_steps(spec);
+    check_two_steps(spec, /*fused=*/true);
   }
 }
 
@@ -153,8 +152,8 @@ TEST(Optimizers, AdamIsOneFusedNodePerParameter) {
   auto standard = build_training_graph(linear_model(), {LossKind::kMse, ""}, spec);
   ASSERT_TRUE(standard.is_ok()) << standard.status().message();
   for (const Node& n : standard->graph.nodes()) EXPECT_TRUE(n.domain.empty()) << n.op_type;
-  spec.fused = true;
-  auto training = build_training_graph(linear_model(), {LossKind::kMse, ""}, spec);
+  auto training =
+      build_training_graph(linear_model(), {LossKind::kMse, ""}, spec, {.fused = true});
   ASSERT_TRUE(training.is_ok()) << training.status().message();
   const Graph& g = training->graph;
   int fused = 0, update_nodes = 0;

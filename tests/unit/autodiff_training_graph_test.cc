@@ -1,9 +1,11 @@
 // The training graph: structure, phases and layers, state updates, losses and errors.
+#include <cmath>
 #include <map>
 
 #include <gtest/gtest.h>
 
 #include "autopar/autodiff/autodiff.h"
+#include "autopar/runtime/executor.h"
 #include "autopar/ir/verify.h"
 #include "autopar/onnx/onnx_check.h"
 #include "autopar/onnx/onnx_export.h"
@@ -130,6 +132,65 @@ TEST(TrainingGraph, Errors) {
   EXPECT_EQ(parse_loss("hinge").status().message(), "--loss hinge: expected cross_entropy or mse");
   EXPECT_EQ(parse_optimizer("lion").status().message(),
             "--optimizer lion: expected sgd, adam or adamw");
+}
+
+}  // namespace
+}  // namespace autopar
+
+namespace autopar {
+namespace {
+
+// Fused training ops compute what the standard ones do: one SGD step of gpt-tiny (whose norms
+// are LayerNormalizations, their gradients one fused node each) moves every parameter as the
+// standard graph's step does, to float32 rounding.
+TEST(TrainingGraph, FusedOpsTrainAsTheStandardOnes) {
+  ZooOptions options;
+  options.batch = 2;
+  auto model = build_zoo_model("gpt-tiny", options);
+  ASSERT_TRUE(model.is_ok());
+  OptimizerSpec sgd;
+  sgd.kind = OptimizerKind::kSgd;
+  sgd.lr = 1.0;
+  sgd.momentum = 0;
+  std::map<std::string, std::vector<float>> stepped[2];
+  int fused_norms = 0;
+  for (int fused = 0; fused < 2; ++fused) {
+    auto training = build_training_graph(*model, {LossKind::kCrossEntropy, ""}, sgd,
+                                         {.fused = fused == 1});
+    ASSERT_TRUE(training.is_ok()) << training.status().message();
+    const Graph& g = training->graph;
+    for (const Node& n : g.nodes()) {
+      if (fused == 1 && n.domain == kTrainingDomain && n.op_type == "LayerNormalizationGrad")
+        ++fused_norms;
+      if (fused == 0) EXPECT_TRUE(n.domain.empty()) << n.op_type;
+    }
+    auto executor = runtime::Executor::create(g, {.num_threads = 1});
+    ASSERT_TRUE(executor.is_ok()) << executor.status().message();
+    std::vector<runtime::Feed> feeds;
+    for (ValueId in : g.inputs()) {
+      const Value& v = g.value(in);
+      if (v.is_initializer()) continue;
+      Tensor t(v.dtype, v.shape.dims);
+      for (int64_t i = 0; i < t.num_elements(); ++i) t.set_from_double(i, (i * 7) % 13);
+      feeds.push_back({in, std::make_shared<const Tensor>(std::move(t))});
+    }
+    for (const auto& [state, next] : training->updates) feeds.push_back({state, g.value(state).data});
+    auto out = executor->run(feeds);
+    ASSERT_TRUE(out.is_ok()) << out.status().message();
+    for (size_t k = 0; k < training->updates.size(); ++k) {
+      const Tensor& t = *(*out)[k + 1];
+      std::vector<float>& values = stepped[fused][g.value(training->updates[k].first).name];
+      for (int64_t i = 0; i < t.num_elements(); ++i) values.push_back(static_cast<float>(t.float_at(i)));
+    }
+  }
+  EXPECT_EQ(fused_norms, 9);  // 4 layers × 2, and the final norm
+  ASSERT_EQ(stepped[0].size(), stepped[1].size());
+  for (const auto& [name, values] : stepped[0]) {
+    const std::vector<float>& other = stepped[1].at(name);
+    ASSERT_EQ(values.size(), other.size()) << name;
+    for (size_t i = 0; i < values.size(); ++i)
+      ASSERT_NEAR(values[i], other[i], 2e-5 * std::max(1.0f, std::fabs(values[i]))) << name << " " << i;
+  }
 }
 
 }  // namespace

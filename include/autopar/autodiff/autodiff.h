@@ -15,8 +15,9 @@ namespace autopar {
 // Gradients reaching a value from several consumers are summed. Returns one gradient per
 // `wrt` value (kNoId where the loss does not depend on it). A node on such a path whose op
 // has no gradient rule is an error naming it.
+// `fused`: rules may emit ai.autopar.training ops (LayerNorm's gradient as one node).
 StatusOr<std::vector<ValueId>> add_gradients(Graph& graph, ValueId loss,
-                                             const std::vector<ValueId>& wrt);
+                                             const std::vector<ValueId>& wrt, bool fused = false);
 
 enum class LossKind : uint8_t { kCrossEntropy, kMse };
 enum class OptimizerKind : uint8_t { kSgd, kAdam, kAdamW };
@@ -42,10 +43,6 @@ struct OptimizerSpec {
   double epsilon = 1e-8;
   std::optional<double>
       weight_decay;  // SGD/Adam: L2 added to the gradient; AdamW: decoupled (default 0.01)
-  // Adam and AdamW as one fused node per parameter (ai.autopar.training::Adam, bit-identical
-  // to the standard ops) instead of a dozen standard elementwise ops: what the parallel
-  // compiler emits in plans. Off, the training graph is standard ONNX.
-  bool fused = false;
 
   double learning_rate() const;
   double decay() const;
@@ -74,7 +71,16 @@ struct TrainingGraph {
 // outputs: the loss, then the updated parameters and state. BatchNormalization switches to
 // training mode (batch statistics, running statistics updated). Nodes keep phase fwd, bwd or
 // opt and the layer of the forward node they belong to.
+// How the training graph is written. By default it is standard ONNX.
+struct TrainingOptions {
+  // Fused training ops (ai.autopar.training), as fused kernels run them: Adam's and AdamW's
+  // update as one node per parameter (bit-identical to the standard ops), LayerNorm's input
+  // gradient and normalised input as one node. What the parallel compiler emits in plans.
+  bool fused = false;
+};
+
 StatusOr<TrainingGraph> build_training_graph(const Graph& model, const LossSpec& loss,
-                                             const OptimizerSpec& optimizer);
+                                             const OptimizerSpec& optimizer,
+                                             const TrainingOptions& options = {});
 
 }  // namespace autopar

@@ -17,7 +17,9 @@ namespace autopar {
 class GradientBuilder : public Emitter {
  public:
   GradientBuilder(Graph& graph, NodeId forward, std::vector<ValueId> output_grads,
-                  std::vector<bool> needs_input_grad);
+                  std::vector<bool> needs_input_grad, bool fused = false);
+  // Whether the rule may emit fused training ops (ai.autopar.training).
+  bool fused() const { return fused_; }
 
   const Node& node() const { return node_; }
   int64_t opset() const { return graph().opset(node_.domain); }
@@ -54,6 +56,7 @@ class GradientBuilder : public Emitter {
   std::vector<ValueId> output_grads_;
   std::vector<bool> needs_;
   std::vector<ValueId> input_grads_;
+  bool fused_ = false;
 };
 
 }  // namespace autopar

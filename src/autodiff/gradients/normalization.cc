@@ -69,8 +69,22 @@ Status layer_norm_rule(GradientBuilder& b) {
   std::vector<int64_t> axes;
   for (int64_t d = axis; d < rank; ++d) axes.push_back(d);
   const double epsilon = b.node().attr_float("epsilon", 1e-5f);
-  const Normalized n = normalize(b, x, axes, epsilon);
   const ValueId go = b.GO(0);
+  if (b.fused()) {
+    // One fused node: the input's gradient and the normalised input the scale's reads.
+    const std::vector<ValueId> fused =
+        b.op_n("LayerNormalizationGrad", {go, x, b.I(1)},
+               {{"axis", axis}, {"epsilon", static_cast<float>(epsilon)}}, 2, kTrainingDomain);
+    RETURN_IF_ERROR(maybe_grad(b, 0, [&] { return fused[0]; }));
+    RETURN_IF_ERROR(maybe_grad(b, 1, [&] {
+      return b.unbroadcast(b.op("Mul", {go, fused[1]}), b.dims(b.I(1)));
+    }));
+    if (b.num_inputs() > 2 && b.has_input(2)) {
+      return maybe_grad(b, 2, [&] { return b.unbroadcast(go, b.dims(b.I(2))); });
+    }
+    return Status::ok();
+  }
+  const Normalized n = normalize(b, x, axes, epsilon);
   RETURN_IF_ERROR(maybe_grad(b, 0, [&] {
     return normalized_input_grad(b, b.op("Mul", {go, b.I(1)}), n, axes);
   }));

@@ -27,7 +27,7 @@ void register_shape_kernels(KernelRegistry& registry);
 void register_loss_kernels(KernelRegistry& registry);
 void register_indexing_kernels(KernelRegistry& registry);
 void register_comm_kernels(KernelRegistry& registry);
-void register_optimizer_kernels(KernelRegistry& registry);
+void register_training_kernels(KernelRegistry& registry);
 
 // ---- parallel loops ----------------------------------------------------------------
 

@@ -1,6 +1,8 @@
-// Fused optimizer updates (ai.autopar.training): one node per parameter updates the parameter
-// and its slots in one pass over memory, as fused Adam kernels do, instead of a dozen
-// elementwise nodes each reading and writing whole tensors.
+// Fused training ops (ai.autopar.training), as fused kernels run them: an optimizer's update of
+// one parameter and its slots in one pass over memory, and LayerNorm's gradient, instead of a
+// dozen elementwise and reduction nodes each reading and writing whole tensors.
+#include <algorithm>
+
 #include "families.h"
 
 namespace autopar {
@@ -64,9 +66,48 @@ std::optional<IterationSpace> adam_space(const Graph& g, const Node& n) {
   return space;
 }
 
+// LayerNormalizationGrad(dY, X, Scale) -> dX, X̂ over the dims from `axis` on, with
+// x̂ = (x − μ)·r, r = 1/√(σ² + epsilon): dX = r·(g − mean(g) − x̂·mean(g·x̂)), g = dY·Scale.
+// X̂ serves the scale's gradient (Σ dY·x̂ over the rows).
+Status infer_layer_norm_grad(InferenceContext& ctx) {
+  RETURN_IF_ERROR(check_arity(ctx, 3, 3, 2, 2));
+  const DType dtype = ctx.input_dtype(1);
+  if (!is_floating(dtype)) return ctx.fail("{} must be floating", input_text(ctx, 1));
+  if (ctx.input_dims(0) != ctx.input_dims(1) || ctx.input_dtype(0) != dtype)
+    return ctx.fail("{} must have the type and shape of {}", input_text(ctx, 0),
+                    input_text(ctx, 1));
+  int64_t axis = -1;
+  RETURN_IF_ERROR(read_int(ctx, "axis", axis));
+  RETURN_IF_ERROR(normalize_axis(ctx, "axis", ctx.input_rank(1), axis));
+  const std::vector<int64_t>& x = ctx.input_dims(1);
+  const std::vector<int64_t> normalized(x.begin() + axis, x.end());
+  const std::vector<int64_t>& scale = ctx.input_dims(2);
+  if (ctx.input_dtype(2) != dtype || scale.size() > normalized.size() ||
+      !std::equal(scale.begin(), scale.end(), normalized.end() - static_cast<std::ptrdiff_t>(scale.size())))
+    return ctx.fail("{} must be {} over the normalised dims", input_text(ctx, 2),
+                    dims_text(dtype, normalized));
+  RETURN_IF_ERROR(set_output_checked(ctx, 0, dtype, x));
+  return set_output_checked(ctx, 1, dtype, x);
+}
+
+double layer_norm_grad_flops(const Graph& g, const Node& n) {
+  return 12.0 * input_elements(g, n, 1);
+}
+
+// The rows are parallel loops; the normalised dims are read whole.
+std::optional<IterationSpace> layer_norm_grad_space(const Graph& g, const Node& n) {
+  if (n.input(1) == kNoId) return std::nullopt;
+  const int64_t rank = g.value(n.inputs[1]).shape.rank();
+  int64_t axis = n.attr_int("axis", -1);
+  if (axis < 0) axis += rank;
+  std::vector<int64_t> whole;
+  for (int64_t d = axis; d < rank; ++d) whole.push_back(d);
+  return space_with_whole_axes(g, n, whole);
+}
+
 }  // namespace
 
-void register_optimizer_ops(OpRegistry& registry) {
+void register_training_ops(OpRegistry& registry) {
   OpDef adam = with_semantics(
       make_op("Adam", infer_adam, adam_flops,
               "12 per parameter element (two moment updates, a square root, a division and the "
@@ -74,6 +115,12 @@ void register_optimizer_ops(OpRegistry& registry) {
       adam_space);
   adam.gradient_kind = GradientKind::kNone;
   registry.add(in_domain(std::string(kTrainingDomain), std::move(adam)));
+  OpDef layer_norm_grad = with_semantics(
+      make_op("LayerNormalizationGrad", infer_layer_norm_grad, layer_norm_grad_flops,
+              "12 per element (the statistics, two row means and the input gradient)"),
+      layer_norm_grad_space);
+  layer_norm_grad.gradient_kind = GradientKind::kNone;
+  registry.add(in_domain(std::string(kTrainingDomain), std::move(layer_norm_grad)));
 }
 
 }  // namespace autopar
