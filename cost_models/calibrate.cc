@@ -255,7 +255,8 @@ StatusOr<PlanStep> time_plan_step(const HardwareProfile& p, int layers, int repe
     for (int64_t i = 0; i < t.num_elements(); ++i) t.set_from_double(i, 0.01 * (i % 13));
     batch[v.name] = std::make_shared<const Tensor>(std::move(t));
   }
-  const int steps = std::clamp(static_cast<int>(budget / 2e-5), std::max(repeats, 50), 2000);
+  const int fewest = std::min(std::max(repeats, 50), 2000);
+  const int steps = std::clamp(static_cast<int>(budget / 2e-5), fewest, 2000);
   feeds.steps.assign(static_cast<size_t>(steps), {batch});
   ASSIGN_OR_RETURN(runtime::PlanResult result, runtime::run_plan_inproc(plan, feeds));
   std::vector<double> times(result.step_seconds.begin() + 1, result.step_seconds.end());
