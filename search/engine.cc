@@ -304,11 +304,16 @@ StatusOr<SearchResult> search(const SearchSpace& space, const SearchProblem& pro
           s.schedule = schedule;
           s.chunks = chunks;
           s.recompute = recompute;
+          // One scheme per schedule and recompute: its best stage partition (others differ
+          // only in where the layers are cut).
+          std::optional<Candidate> best_cut;
           auto consider = [&](const std::vector<std::pair<int32_t, int32_t>>& stages) {
             s.stages = stages;
             auto e = estimator.combine(c, s);
             ++evaluated[i];
-            if (e.is_ok() && e->feasible) found[i].push_back({s, std::move(e).value(), {}});
+            if (!e.is_ok() || !e->feasible) return;
+            Candidate candidate{s, std::move(e).value(), {}};
+            if (!best_cut || better(candidate, *best_cut)) best_cut = std::move(candidate);
           };
           const int64_t virtual_stages = pp * chunks;
           if (virtual_stages == 1) {
@@ -326,6 +331,7 @@ StatusOr<SearchResult> search(const SearchSpace& space, const SearchProblem& pro
             const auto& by_flops = c.balanced(virtual_stages);
             if (by_flops != by_time && by_flops != by_step) consider(by_flops);
           }
+          if (best_cut) found[i].push_back(std::move(*best_cut));
         }
       }
       keep_best(found[i], keep);
