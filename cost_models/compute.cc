@@ -95,15 +95,16 @@ std::vector<double> fused_node_seconds(const HardwareProfile& profile, const Gra
     for (NodeId n = run.first; n <= run.last; ++n)
       seconds[n] = kernel / static_cast<double>(run.last - run.first + 1);
   }
-  // A fused optimizer update runs the arithmetic of the chain it replaces in one kernel.
+  // A fused training op (an optimizer's update, LayerNorm's gradient, a GELU and its gradient)
+  // runs the arithmetic of the nodes it replaces in one kernel.
   for (NodeId n = 0; n < g.num_nodes(); ++n) {
     const Node& node = g.node(n);
-    if (node.domain != kTrainingDomain || node.op_type != "Adam") continue;
+    if (node.domain != kTrainingDomain) continue;
     const double bytes = node_bytes(g, node);
     const double efficiency = curve != device.efficiency.end() ? curve->second.at(bytes) : 1.0;
     const double memory = bytes / (device.memory_bandwidth * efficiency);
     const double compute =
-        device.optimizer_element_s > 0
+        node.op_type == "Adam" && device.optimizer_element_s > 0
             ? static_cast<double>(node.inputs.empty() || node.inputs[0] == kNoId
                                       ? 0
                                       : g.value(node.inputs[0]).shape.num_elements()) *

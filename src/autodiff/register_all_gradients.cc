@@ -1,4 +1,6 @@
 // The one explicit list of gradient rule families; each family's file lists its ops.
+#include <cassert>
+
 #include "gradients/rules.h"
 
 namespace autopar {
@@ -19,6 +21,17 @@ void add_no_gradient(OpRegistry& registry, std::initializer_list<std::string_vie
   }
 }
 
+namespace {
+
+// Gelu (the fused training graph's): dX = GeluGrad(dY, X), one node.
+Status gelu_rule(GradientBuilder& b) {
+  return maybe_grad(b, 0, [&] {
+    return b.op_n("GeluGrad", {b.GO(0), b.I(0)}, {}, 1, kTrainingDomain)[0];
+  });
+}
+
+}  // namespace
+
 void register_all_gradients(OpRegistry& registry) {
   register_elementwise_gradients(registry);    // arithmetic, activations, Where, Cast ...
   register_matmul_gradients(registry);         // MatMul Gemm
@@ -26,6 +39,10 @@ void register_all_gradients(OpRegistry& registry) {
   register_conv_gradients(registry);           // Conv ConvTranspose pooling
   register_shape_gradients(registry);          // Reshape Transpose Slice Gather Pad ...
   register_reduce_gradients(registry);         // ReduceMean ReduceSum ReduceMax
+  OpDef* gelu = registry.find_mutable(kTrainingDomain, "Gelu");  // ai.autopar.training
+  assert(gelu && gelu->gradient_kind == GradientKind::kUndeclared);
+  gelu->gradient_kind = GradientKind::kRule;
+  gelu->gradient = gelu_rule;
 }
 
 }  // namespace autopar

@@ -1,9 +1,11 @@
 // The training step: forward, loss, backward and optimizer update in one graph.
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "autopar/autodiff/autodiff.h"
 #include "autopar/autodiff/emitter.h"
+#include "autopar/ir/graph_copy.h"
 #include "autopar/ir/shape_inference.h"
 #include "autopar/ops/op_def.h"
 
@@ -190,6 +192,85 @@ LossKind default_loss(const Graph& model) {
                                                              : LossKind::kMse;
 }
 
+namespace {
+
+// Whether `v` is a constant scalar within 1% of `value` (constants may be stored in bf16).
+bool scalar_near(const Graph& g, ValueId v, double value) {
+  if (v == kNoId) return false;
+  const Value& c = g.value(v);
+  if (!c.data || c.data->num_elements() != 1 || c.kind == ValueKind::kParameter) return false;
+  return std::fabs(c.data->float_at(0) - value) <= 0.01 * std::fabs(value);
+}
+
+// The other operand of a binary node whose one operand is `v`, or kNoId.
+ValueId other_operand(const Node& n, ValueId v) {
+  if (n.inputs.size() != 2) return kNoId;
+  if (n.inputs[0] == v) return n.inputs[1];
+  if (n.inputs[1] == v) return n.inputs[0];
+  return kNoId;
+}
+
+// GELU written with erf, ½·x·(1 + erf(x/√2)) as Div, Erf, Add, Mul, Mul (the form PyTorch
+// exports and the zoo builds), becomes one ai.autopar.training::Gelu node. Returns the graph
+// unchanged when it has none.
+Graph fuse_gelu(const Graph& g) {
+  std::map<NodeId, std::pair<ValueId, ValueId>> first;  // Div → (x, the last Mul's output)
+  std::set<NodeId> covered;
+  auto sole = [&](ValueId v) -> const Node* {
+    const std::vector<NodeId>& c = g.value(v).consumers;
+    return c.size() == 1 && g.node(c[0]).domain.empty() ? &g.node(c[0]) : nullptr;
+  };
+  for (NodeId id = 0; id < g.num_nodes(); ++id) {
+    const Node& div = g.node(id);
+    if (div.op_type != "Div" || !div.domain.empty() || div.inputs.size() != 2 ||
+        div.outputs.size() != 1 || !scalar_near(g, div.inputs[1], std::sqrt(2.0)))
+      continue;
+    const ValueId x = div.inputs[0];
+    const Node* erf = sole(div.outputs[0]);
+    if (!erf || erf->op_type != "Erf") continue;
+    const Node* add = sole(erf->outputs[0]);
+    if (!add || add->op_type != "Add" ||
+        !scalar_near(g, other_operand(*add, erf->outputs[0]), 1.0))
+      continue;
+    const Node* mul = sole(add->outputs[0]);
+    if (!mul || mul->op_type != "Mul" || other_operand(*mul, add->outputs[0]) != x) continue;
+    const Node* half = sole(mul->outputs[0]);
+    if (!half || half->op_type != "Mul" ||
+        !scalar_near(g, other_operand(*half, mul->outputs[0]), 0.5))
+      continue;
+    const ValueId y = half->outputs[0];
+    if (g.value(y).shape != g.value(x).shape || g.value(y).dtype != g.value(x).dtype) continue;
+    first[id] = {x, y};
+    for (const Node* n : {erf, add, mul, half}) covered.insert(g.value(n->outputs[0]).producer);
+  }
+  if (first.empty()) return g;
+  Graph out;
+  GraphCopy copy(g, out);
+  copy.inputs_and_initializers();
+  for (NodeId id = 0; id < g.num_nodes(); ++id) {
+    if (covered.count(id)) continue;
+    auto it = first.find(id);
+    if (it == first.end()) {
+      copy.node(g.node(id));
+      continue;
+    }
+    Node gelu;
+    gelu.name = g.node(id).name + "/Gelu";
+    gelu.op_type = "Gelu";
+    gelu.domain = std::string(kTrainingDomain);
+    gelu.inputs = {copy.value(it->second.first)};
+    gelu.outputs = {copy.value(it->second.second)};
+    gelu.phase = g.node(id).phase;
+    gelu.layer = g.node(id).layer;
+    out.add_node(std::move(gelu));
+  }
+  copy.outputs();
+  out.opsets.try_emplace(std::string(kTrainingDomain), 1);
+  return out;
+}
+
+}  // namespace
+
 StatusOr<TrainingGraph> build_training_graph(const Graph& model, const LossSpec& loss_spec,
                                              const OptimizerSpec& opt,
                                              const TrainingOptions& options) {
@@ -199,7 +280,7 @@ StatusOr<TrainingGraph> build_training_graph(const Graph& model, const LossSpec&
     return error("training needs ai.onnx opset {} or newer (the model imports {})",
                  kMinTrainingOpset, opset);
   }
-  Graph g = model;
+  Graph g = options.fused ? fuse_gelu(model) : model;
   g.opsets[""] = std::max(opset, kTrainingOpset);
   for (NodeId id = 0; id < g.num_nodes(); ++id) g.mutable_node(id).phase = Phase::kForward;
 

@@ -255,6 +255,27 @@ void register_schemas() {
     }
   });
   onnx::OpSchemaRegistry::OpSchemaRegisterOnce{layer_norm_grad};
+  const std::vector<std::string> floats = {"tensor(float)", "tensor(double)", "tensor(float16)",
+                                           "tensor(bfloat16)"};
+  onnx::OpSchema gelu;
+  gelu.SetName("Gelu").SetDomain(kTrainingDomain).SinceVersion(1).SetDoc(
+      "Y = X·Φ(X) = ½·X·(1 + erf(X/√2)).");
+  gelu.Input(0, "X", "Input.", "T").Output(0, "Y", "Output.", "T");
+  gelu.TypeConstraint("T", floats, "Float tensors.");
+  gelu.TypeAndShapeInferenceFunction(onnx::propagateShapeAndTypeFromFirstInput);
+  onnx::OpSchemaRegistry::OpSchemaRegisterOnce{gelu};
+  onnx::OpSchema gelu_grad;
+  gelu_grad.SetName("GeluGrad").SetDomain(kTrainingDomain).SinceVersion(1).SetDoc(
+      "dX = dY·(Φ(X) + X·φ(X)), Gelu's gradient.");
+  gelu_grad.Input(0, "dY", "Gradient of the output.", "T")
+      .Input(1, "X", "The forward input.", "T")
+      .Output(0, "dX", "Gradient of the input.", "T");
+  gelu_grad.TypeConstraint("T", floats, "Float tensors.");
+  gelu_grad.TypeAndShapeInferenceFunction([](onnx::InferenceContext& ctx) {
+    onnx::propagateElemTypeFromInputToOutput(ctx, 1, 0);
+    if (onnx::hasInputShape(ctx, 1)) onnx::propagateShapeFromInputToOutput(ctx, 1, 0);
+  });
+  onnx::OpSchemaRegistry::OpSchemaRegisterOnce{gelu_grad};
 }
 
 }  // namespace

@@ -105,6 +105,25 @@ std::optional<IterationSpace> layer_norm_grad_space(const Graph& g, const Node& 
   return space_with_whole_axes(g, n, whole);
 }
 
+// Gelu(X) = X·Φ(X) = ½·X·(1 + erf(X/√2)); GeluGrad(dY, X) = dY·(Φ(X) + X·φ(X)).
+Status infer_gelu(InferenceContext& ctx) {
+  RETURN_IF_ERROR(check_arity(ctx, 1, 1, 1, 1));
+  if (!is_floating(ctx.input_dtype(0))) return ctx.fail("{} must be floating", input_text(ctx, 0));
+  return set_output_checked(ctx, 0, ctx.input_dtype(0), ctx.input_dims(0));
+}
+
+Status infer_gelu_grad(InferenceContext& ctx) {
+  RETURN_IF_ERROR(check_arity(ctx, 2, 2, 1, 1));
+  if (!is_floating(ctx.input_dtype(1))) return ctx.fail("{} must be floating", input_text(ctx, 1));
+  if (ctx.input_dims(0) != ctx.input_dims(1) || ctx.input_dtype(0) != ctx.input_dtype(1))
+    return ctx.fail("{} must have the type and shape of {}", input_text(ctx, 0),
+                    input_text(ctx, 1));
+  return set_output_checked(ctx, 0, ctx.input_dtype(1), ctx.input_dims(1));
+}
+
+double gelu_flops(const Graph& g, const Node& n) { return 8.0 * output_elements(g, n); }
+double gelu_grad_flops(const Graph& g, const Node& n) { return 14.0 * output_elements(g, n); }
+
 }  // namespace
 
 void register_training_ops(OpRegistry& registry) {
@@ -121,6 +140,18 @@ void register_training_ops(OpRegistry& registry) {
       layer_norm_grad_space);
   layer_norm_grad.gradient_kind = GradientKind::kNone;
   registry.add(in_domain(std::string(kTrainingDomain), std::move(layer_norm_grad)));
+  // Gelu's gradient rule is attached by register_all_gradients (it builds a GeluGrad).
+  registry.add(in_domain(
+      std::string(kTrainingDomain),
+      with_semantics(make_op("Gelu", infer_gelu, gelu_flops,
+                             "8 per element (the error function counts 1)"),
+                     broadcast_space)));
+  OpDef gelu_grad = with_semantics(
+      make_op("GeluGrad", infer_gelu_grad, gelu_grad_flops,
+              "14 per element (the error function and the exponential count 1 each)"),
+      broadcast_space);
+  gelu_grad.gradient_kind = GradientKind::kNone;
+  registry.add(in_domain(std::string(kTrainingDomain), std::move(gelu_grad)));
 }
 
 }  // namespace autopar

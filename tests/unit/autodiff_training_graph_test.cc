@@ -141,8 +141,9 @@ namespace autopar {
 namespace {
 
 // Fused training ops compute what the standard ones do: one SGD step of gpt-tiny (whose norms
-// are LayerNormalizations, their gradients one fused node each) moves every parameter as the
-// standard graph's step does, to float32 rounding.
+// are LayerNormalizations, their gradients one fused node each, and whose MLPs' erf GELUs are
+// one Gelu node each, with one GeluGrad) moves every parameter as the standard graph's step
+// does, to float32 rounding.
 TEST(TrainingGraph, FusedOpsTrainAsTheStandardOnes) {
   ZooOptions options;
   options.batch = 2;
@@ -153,15 +154,18 @@ TEST(TrainingGraph, FusedOpsTrainAsTheStandardOnes) {
   sgd.lr = 1.0;
   sgd.momentum = 0;
   std::map<std::string, std::vector<float>> stepped[2];
-  int fused_norms = 0;
+  int fused_norms = 0, gelus = 0, gelu_grads = 0;
   for (int fused = 0; fused < 2; ++fused) {
     auto training = build_training_graph(*model, {LossKind::kCrossEntropy, ""}, sgd,
                                          {.fused = fused == 1});
     ASSERT_TRUE(training.is_ok()) << training.status().message();
     const Graph& g = training->graph;
     for (const Node& n : g.nodes()) {
-      if (fused == 1 && n.domain == kTrainingDomain && n.op_type == "LayerNormalizationGrad")
-        ++fused_norms;
+      if (fused == 1 && n.domain == kTrainingDomain) {
+        fused_norms += n.op_type == "LayerNormalizationGrad" ? 1 : 0;
+        gelus += n.op_type == "Gelu" ? 1 : 0;
+        gelu_grads += n.op_type == "GeluGrad" ? 1 : 0;
+      }
       if (fused == 0) EXPECT_TRUE(n.domain.empty()) << n.op_type;
     }
     auto executor = runtime::Executor::create(g, {.num_threads = 1});
@@ -184,6 +188,8 @@ TEST(TrainingGraph, FusedOpsTrainAsTheStandardOnes) {
     }
   }
   EXPECT_EQ(fused_norms, 9);  // 4 layers × 2, and the final norm
+  EXPECT_EQ(gelus, 4);
+  EXPECT_EQ(gelu_grads, 4);
   ASSERT_EQ(stepped[0].size(), stepped[1].size());
   for (const auto& [name, values] : stepped[0]) {
     const std::vector<float>& other = stepped[1].at(name);

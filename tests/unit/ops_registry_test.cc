@@ -108,9 +108,11 @@ TEST(OpsRegistry, RegistersExactlyTheRequiredOps) {
   // The fused optimizer update is computation: it lives apart from ai.autopar's communication.
   EXPECT_NE(registry.find(kTrainingDomain, "Adam"), nullptr);
   EXPECT_NE(registry.find(kTrainingDomain, "LayerNormalizationGrad"), nullptr);
+  EXPECT_NE(registry.find(kTrainingDomain, "Gelu"), nullptr);
+  EXPECT_NE(registry.find(kTrainingDomain, "GeluGrad"), nullptr);
   EXPECT_EQ(registry.find(kAutoparDomain, "Adam"), nullptr);
   EXPECT_EQ(kOnnxOps.size(), 80u);
-  EXPECT_EQ(registry.size(), 91u);
+  EXPECT_EQ(registry.size(), 93u);
   EXPECT_EQ(registry.all().size(), registry.size());
 }
 

@@ -37,9 +37,9 @@ bool is_view(const Graph& graph, const Node& node);
 // runtime's profiling attributes it), and −1 at nodes outside runs (priced by node_cost). A kernel
 // reads and writes only what crosses its boundary, and spends `fused_op_element_s` per element and
 // operation, plus one launch. No run spans a node of `cut_before` (a program's first node).
-// A fused optimizer update (ai.autopar.training::Adam) is such a kernel of its own, at the profile's
-// optimizer_element_s per parameter element when it has one (else its FLOPs are its element
-// operations). Empty when the profile does not fuse.
+// A fused training op (ai.autopar.training) is such a kernel of its own, its FLOPs its element
+// operations (Adam at the profile's optimizer_element_s per parameter element when it has
+// one). Empty when the profile does not fuse.
 std::vector<double> fused_node_seconds(const HardwareProfile& profile, const Graph& graph,
                                        const std::vector<NodeId>& cut_before = {});
 

@@ -95,11 +95,54 @@ Status layer_norm_grad_kernel(KernelContext& ctx) {
   });
 }
 
+constexpr double kInvSqrt2 = 0.70710678118654752440;
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;
+
+Status gelu_kernel(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  Tensor& y = ctx.allocate_output(0);
+  return dispatch_float(ctx, x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* in = data_of<T>(x);
+    T* out = mutable_data_of<T>(y);
+    parallel_for(x.num_elements(), grain_for(16), [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const T v = in[i];
+        out[i] = T(0.5) * v * (T(1) + std::erf(v * T(kInvSqrt2)));
+      }
+    });
+    return Status::ok();
+  });
+}
+
+Status gelu_grad_kernel(KernelContext& ctx) {
+  const Tensor& dy = ctx.input(0);
+  const Tensor& x = ctx.input(1);
+  Tensor& dx = ctx.allocate_output(0);
+  return dispatch_float(ctx, x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* g = data_of<T>(dy);
+    const T* in = data_of<T>(x);
+    T* out = mutable_data_of<T>(dx);
+    parallel_for(x.num_elements(), grain_for(24), [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const T v = in[i];
+        const T cdf = T(0.5) * (T(1) + std::erf(v * T(kInvSqrt2)));
+        const T pdf = T(kInvSqrt2Pi) * std::exp(T(-0.5) * v * v);
+        out[i] = g[i] * (cdf + v * pdf);
+      }
+    });
+    return Status::ok();
+  });
+}
+
 }  // namespace
 
 void register_training_kernels(KernelRegistry& registry) {
   registry.add(std::string(kTrainingDomain), "Adam", adam_kernel);
   registry.add(std::string(kTrainingDomain), "LayerNormalizationGrad", layer_norm_grad_kernel);
+  registry.add(std::string(kTrainingDomain), "Gelu", gelu_kernel);
+  registry.add(std::string(kTrainingDomain), "GeluGrad", gelu_grad_kernel);
 }
 
 }  // namespace autopar::runtime
