@@ -216,9 +216,11 @@ ValueId other_operand(const Node& n, ValueId v) {
 Graph fuse_gelu(const Graph& g) {
   std::map<NodeId, std::pair<ValueId, ValueId>> first;  // Div → (x, the last Mul's output)
   std::set<NodeId> covered;
+  // The one reader of an intermediate value the graph does not output.
   auto sole = [&](ValueId v) -> const Node* {
     const std::vector<NodeId>& c = g.value(v).consumers;
-    return c.size() == 1 && g.node(c[0]).domain.empty() ? &g.node(c[0]) : nullptr;
+    return c.size() == 1 && g.node(c[0]).domain.empty() && !g.is_output(v) ? &g.node(c[0])
+                                                                            : nullptr;
   };
   for (NodeId id = 0; id < g.num_nodes(); ++id) {
     const Node& div = g.node(id);

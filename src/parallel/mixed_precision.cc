@@ -145,7 +145,9 @@ StatusOr<TrainingGraph> distribute_gradient_casts(TrainingGraph training) {
         cast.inputs[0] == kNoId)
       continue;
     const Value& summed = src.value(cast.inputs[0]);
-    if (summed.producer == kNoId || summed.consumers.size() != 1) continue;
+    if (summed.producer == kNoId || summed.consumers.size() != 1 ||
+        src.is_output(cast.inputs[0]))
+      continue;
     const Node& sum = src.node(summed.producer);
     if (!sum.domain.empty() || (sum.op_type != "Sum" && sum.op_type != "Add") ||
         sum.inputs.size() < 2)
