@@ -11,15 +11,15 @@
 #include <functional>
 #include <thread>
 
+#include "autopar/autodiff/autodiff.h"
 #include "autopar/cost/compute.h"
+#include "autopar/cost/simulator.h"
 #include "autopar/ir/builder.h"
 #include "autopar/ops/op_def.h"
+#include "autopar/parallel/lowering.h"
 #include "autopar/runtime/communicator.h"
 #include "autopar/runtime/executor.h"
 #include "autopar/runtime/plan_runner.h"
-#include "autopar/parallel/lowering.h"
-#include "autopar/cost/simulator.h"
-#include "autopar/autodiff/autodiff.h"
 
 namespace autopar {
 namespace {
@@ -222,8 +222,8 @@ struct PlanStep {
   size_t programs = 0, collectives = 0;
 };
 
-StatusOr<PlanStep> time_plan_step(const HardwareProfile& p, int layers, int repeats,
-                                  double budget, Sweeps& sweeps) {
+StatusOr<PlanStep> time_plan_step(const HardwareProfile& p, int layers, int repeats, double budget,
+                                  Sweeps& sweeps) {
   const int64_t devices = p.devices_per_node;
   GraphBuilder b("overhead");
   ValueId y = b.input("x", DType::kFloat32, {devices, 32});
@@ -241,8 +241,8 @@ StatusOr<PlanStep> time_plan_step(const HardwareProfile& p, int layers, int repe
   LoweringOptions options;
   options.loss.kind = LossKind::kMse;
   ASSIGN_OR_RETURN(Plan plan, lower(model, scheme, options));
-  ASSIGN_OR_RETURN(TrainingGraph training, build_training_graph(model, options.loss,
-                                                                options.optimizer));
+  ASSIGN_OR_RETURN(TrainingGraph training,
+                   build_training_graph(model, options.loss, options.optimizer));
   runtime::PlanFeeds feeds;
   for (const Value& v : training.graph.values()) {
     if (v.is_initializer() && v.data) feeds.state[v.name] = v.data;
@@ -284,11 +284,10 @@ Status plan_overheads(HardwareProfile& p, int repeats, double budget, Sweeps& sw
   ASSIGN_OR_RETURN(PlanStep large, time_plan_step(p, 6, repeats, budget, sweeps));
   const double gap_small = std::max(small.measured - small.simulated, 0.0);
   const double gap_large = std::max(large.measured - large.simulated, 0.0);
-  const double per_collective =
-      large.collectives > small.collectives
-          ? std::max(gap_large - gap_small, 0.0) /
-                static_cast<double>(large.collectives - small.collectives)
-          : 0.0;
+  const double per_collective = large.collectives > small.collectives
+                                    ? std::max(gap_large - gap_small, 0.0) /
+                                          static_cast<double>(large.collectives - small.collectives)
+                                    : 0.0;
   const double per_program =
       std::max(gap_small - per_collective * static_cast<double>(small.collectives), 0.0) /
       static_cast<double>(std::max<size_t>(small.programs, 1));
@@ -684,9 +683,8 @@ StatusOr<Calibration> calibrate_sweep(const CalibrationOptions& options, Sweeps&
       ASSIGN_OR_RETURN(double t, time_graph(adam_updates(n, copies), repeats, budget, load, true));
       adam_t.push_back(sweeps.record(t));
     }
-    p.device.optimizer_element_s =
-        std::max((adam_t[1] - adam_t[0]) / static_cast<double>((sizes[1] - sizes[0]) * copies),
-                 1e-12);
+    p.device.optimizer_element_s = std::max(
+        (adam_t[1] - adam_t[0]) / static_cast<double>((sizes[1] - sizes[0]) * copies), 1e-12);
     double predicted = per_run;
     for (double s : fused_node_seconds(p, adam_updates(sizes[2], copies)))
       predicted += std::max(s, 0.0);

@@ -310,8 +310,7 @@ LayerCosts layer_costs_of(const SpmdLowering& lowered, const Graph& model, const
       // A gradient flows towards layer 0: a cut before layer l carries what layers ≥ l
       // produce and layers < l read.
       for (int32_t l = std::min(first_backward, from); l < from; ++l) backward_cut[l] += bytes;
-      if ((read_by_update || is_output[v]) && written[v] < 0)
-        c.backward_out_bytes += bytes;
+      if ((read_by_update || is_output[v]) && written[v] < 0) c.backward_out_bytes += bytes;
     }
   }
   for (int32_t l = 0; l < num_layers; ++l) {

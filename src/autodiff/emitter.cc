@@ -11,8 +11,7 @@ std::string Emitter::fresh_name(std::string_view base) {
 }
 
 std::vector<ValueId> Emitter::op_n(std::string_view op_type, std::vector<ValueId> inputs,
-                                   Attributes attrs, int num_outputs,
-                                   std::string_view domain) {
+                                   Attributes attrs, int num_outputs, std::string_view domain) {
   Node node;
   node.name = graph_.unique_node_name(prefix_ + "/" + std::string(op_type));
   node.op_type = std::string(op_type);

@@ -220,7 +220,7 @@ Graph fuse_gelu(const Graph& g) {
   auto sole = [&](ValueId v) -> const Node* {
     const std::vector<NodeId>& c = g.value(v).consumers;
     return c.size() == 1 && g.node(c[0]).domain.empty() && !g.is_output(v) ? &g.node(c[0])
-                                                                            : nullptr;
+                                                                           : nullptr;
   };
   for (NodeId id = 0; id < g.num_nodes(); ++id) {
     const Node& div = g.node(id);
@@ -231,8 +231,7 @@ Graph fuse_gelu(const Graph& g) {
     const Node* erf = sole(div.outputs[0]);
     if (!erf || erf->op_type != "Erf") continue;
     const Node* add = sole(erf->outputs[0]);
-    if (!add || add->op_type != "Add" ||
-        !scalar_near(g, other_operand(*add, erf->outputs[0]), 1.0))
+    if (!add || add->op_type != "Add" || !scalar_near(g, other_operand(*add, erf->outputs[0]), 1.0))
       continue;
     const Node* mul = sole(add->outputs[0]);
     if (!mul || mul->op_type != "Mul" || other_operand(*mul, add->outputs[0]) != x) continue;

@@ -208,11 +208,14 @@ void register_schemas() {
   onnx::OpSchemaRegistry::DomainToVersionRange::Instance().AddDomainToVersion(kTrainingDomain, 1,
                                                                               1);
   onnx::OpSchema adam;
-  adam.SetName("Adam").SetDomain(kTrainingDomain).SinceVersion(1).SetDoc(
-      "One Adam step of a parameter X with gradient G and moments M, V: "
-      "M' = b1·M + (1 − b1)·G, V' = b2·V + (1 − b2)·G², "
-      "X' = keep·X − rate·M' / (√V' + epsilon), with C = [b1, 1 − b1, b2, 1 − b2, keep]; "
-      "rate and epsilon carry the bias corrections, keep is AdamW's decoupled decay.");
+  adam.SetName("Adam")
+      .SetDomain(kTrainingDomain)
+      .SinceVersion(1)
+      .SetDoc(
+          "One Adam step of a parameter X with gradient G and moments M, V: "
+          "M' = b1·M + (1 − b1)·G, V' = b2·V + (1 − b2)·G², "
+          "X' = keep·X − rate·M' / (√V' + epsilon), with C = [b1, 1 − b1, b2, 1 − b2, keep]; "
+          "rate and epsilon carry the bias corrections, keep is AdamW's decoupled decay.");
   adam.Input(0, "X", "Parameter.", "T")
       .Input(1, "G", "Gradient.", "T")
       .Input(2, "M", "First moment.", "T")
@@ -258,15 +261,19 @@ void register_schemas() {
   const std::vector<std::string> floats = {"tensor(float)", "tensor(double)", "tensor(float16)",
                                            "tensor(bfloat16)"};
   onnx::OpSchema gelu;
-  gelu.SetName("Gelu").SetDomain(kTrainingDomain).SinceVersion(1).SetDoc(
-      "Y = X·Φ(X) = ½·X·(1 + erf(X/√2)).");
+  gelu.SetName("Gelu")
+      .SetDomain(kTrainingDomain)
+      .SinceVersion(1)
+      .SetDoc("Y = X·Φ(X) = ½·X·(1 + erf(X/√2)).");
   gelu.Input(0, "X", "Input.", "T").Output(0, "Y", "Output.", "T");
   gelu.TypeConstraint("T", floats, "Float tensors.");
   gelu.TypeAndShapeInferenceFunction(onnx::propagateShapeAndTypeFromFirstInput);
   onnx::OpSchemaRegistry::OpSchemaRegisterOnce{gelu};
   onnx::OpSchema gelu_grad;
-  gelu_grad.SetName("GeluGrad").SetDomain(kTrainingDomain).SinceVersion(1).SetDoc(
-      "dX = dY·(Φ(X) + X·φ(X)), Gelu's gradient.");
+  gelu_grad.SetName("GeluGrad")
+      .SetDomain(kTrainingDomain)
+      .SinceVersion(1)
+      .SetDoc("dX = dY·(Φ(X) + X·φ(X)), Gelu's gradient.");
   gelu_grad.Input(0, "dY", "Gradient of the output.", "T")
       .Input(1, "X", "The forward input.", "T")
       .Output(0, "dX", "Gradient of the input.", "T");

@@ -91,6 +91,10 @@ std::optional<IterationSpace> broadcast_space(const Graph& graph, const Node& no
 // The same, with the loops of `axes` (normalised axes of Softmax, LayerNorm) not splittable.
 IterationSpace space_with_whole_axes(const Graph& graph, const Node& node,
                                      const std::vector<int64_t>& axes);
+// The same, with every dim from the node's `axis` (of input `input`'s rank, default −1) on
+// whole: LayerNorm and its gradient.
+std::optional<IterationSpace> space_normalized_from_axis(const Graph& graph, const Node& node,
+                                                         size_t input);
 
 // ---- what a cost function reads ----------------------------------------------
 

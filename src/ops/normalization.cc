@@ -172,12 +172,7 @@ std::optional<IterationSpace> softmax_space(const Graph& g, const Node& n) {
 }
 
 std::optional<IterationSpace> layer_norm_space(const Graph& g, const Node& n) {
-  const int64_t rank = g.value(n.inputs[0]).shape.rank();
-  int64_t axis = n.attr_int("axis", -1);
-  if (axis < 0) axis += rank;
-  std::vector<int64_t> whole;
-  for (int64_t d = axis; d < rank; ++d) whole.push_back(d);
-  return space_with_whole_axes(g, n, whole);
+  return space_normalized_from_axis(g, n, 0);
 }
 
 // Per-channel statistics and parameters [C] against X [N, C, ...]. In training the batch

@@ -43,6 +43,17 @@ std::optional<IterationSpace> broadcast_space(const Graph& g, const Node& n) {
   return space;
 }
 
+std::optional<IterationSpace> space_normalized_from_axis(const Graph& g, const Node& n,
+                                                         size_t input) {
+  if (n.input(input) == kNoId) return std::nullopt;
+  const int64_t rank = g.value(n.inputs[input]).shape.rank();
+  int64_t axis = n.attr_int("axis", -1);
+  if (axis < 0) axis += rank;
+  std::vector<int64_t> whole;
+  for (int64_t d = axis; d < rank; ++d) whole.push_back(d);
+  return space_with_whole_axes(g, n, whole);
+}
+
 bool is_zero_fill(const Graph& g, ValueId v) {
   if (v == kNoId || g.value(v).producer == kNoId) return false;
   const Node& p = g.node(g.value(v).producer);

@@ -12,7 +12,7 @@ void register_all_ops(OpRegistry& registry) {
   register_reduce_ops(registry);         // ReduceMean ReduceSum ReduceMax
   register_loss_ops(registry);           // SoftmaxCrossEntropyLoss
   register_comm_ops(registry);           // ai.autopar Send Recv and collectives
-  register_training_ops(registry);      // ai.autopar.training Adam, LayerNorm and Gelu
+  register_training_ops(registry);       // ai.autopar.training Adam, LayerNorm and Gelu
 }
 
 }  // namespace autopar

@@ -36,7 +36,8 @@ Status infer_adam(InferenceContext& ctx) {
   if (ctx.input_dims(6) != std::vector<int64_t>{5})
     return ctx.fail("{} must hold the 5 coefficients [β1, 1 − β1, β2, 1 − β2, keep]",
                     input_text(ctx, 6));
-  for (size_t i = 0; i < 3; ++i) RETURN_IF_ERROR(set_output_checked(ctx, i, dtype, ctx.input_dims(0)));
+  for (size_t i = 0; i < 3; ++i)
+    RETURN_IF_ERROR(set_output_checked(ctx, i, dtype, ctx.input_dims(0)));
   return Status::ok();
 }
 
@@ -83,7 +84,8 @@ Status infer_layer_norm_grad(InferenceContext& ctx) {
   const std::vector<int64_t> normalized(x.begin() + axis, x.end());
   const std::vector<int64_t>& scale = ctx.input_dims(2);
   if (ctx.input_dtype(2) != dtype || scale.size() > normalized.size() ||
-      !std::equal(scale.begin(), scale.end(), normalized.end() - static_cast<std::ptrdiff_t>(scale.size())))
+      !std::equal(scale.begin(), scale.end(),
+                  normalized.end() - static_cast<std::ptrdiff_t>(scale.size())))
     return ctx.fail("{} must be {} over the normalised dims", input_text(ctx, 2),
                     dims_text(dtype, normalized));
   RETURN_IF_ERROR(set_output_checked(ctx, 0, dtype, x));
@@ -96,13 +98,15 @@ double layer_norm_grad_flops(const Graph& g, const Node& n) {
 
 // The rows are parallel loops; the normalised dims are read whole.
 std::optional<IterationSpace> layer_norm_grad_space(const Graph& g, const Node& n) {
-  if (n.input(1) == kNoId) return std::nullopt;
-  const int64_t rank = g.value(n.inputs[1]).shape.rank();
-  int64_t axis = n.attr_int("axis", -1);
-  if (axis < 0) axis += rank;
-  std::vector<int64_t> whole;
-  for (int64_t d = axis; d < rank; ++d) whole.push_back(d);
-  return space_with_whole_axes(g, n, whole);
+  return space_normalized_from_axis(g, n, 1);
+}
+
+// An ai.autopar.training op with its parallel semantics; `gradient`: whether a rule will be
+// attached (register_all_gradients), else it carries none.
+void add_training_op(OpRegistry& registry, OpDef def, IterationSpaceFn space, bool gradient) {
+  def = with_semantics(std::move(def), std::move(space));
+  if (!gradient) def.gradient_kind = GradientKind::kNone;
+  registry.add(in_domain(std::string(kTrainingDomain), std::move(def)));
 }
 
 // Gelu(X) = X·Φ(X) = ½·X·(1 + erf(X/√2)); GeluGrad(dY, X) = dY·(Φ(X) + X·φ(X)).
@@ -127,31 +131,24 @@ double gelu_grad_flops(const Graph& g, const Node& n) { return 14.0 * output_ele
 }  // namespace
 
 void register_training_ops(OpRegistry& registry) {
-  OpDef adam = with_semantics(
-      make_op("Adam", infer_adam, adam_flops,
-              "12 per parameter element (two moment updates, a square root, a division and the "
-              "step)"),
-      adam_space);
-  adam.gradient_kind = GradientKind::kNone;
-  registry.add(in_domain(std::string(kTrainingDomain), std::move(adam)));
-  OpDef layer_norm_grad = with_semantics(
-      make_op("LayerNormalizationGrad", infer_layer_norm_grad, layer_norm_grad_flops,
-              "12 per element (the statistics, two row means and the input gradient)"),
-      layer_norm_grad_space);
-  layer_norm_grad.gradient_kind = GradientKind::kNone;
-  registry.add(in_domain(std::string(kTrainingDomain), std::move(layer_norm_grad)));
-  // Gelu's gradient rule is attached by register_all_gradients (it builds a GeluGrad).
-  registry.add(in_domain(
-      std::string(kTrainingDomain),
-      with_semantics(make_op("Gelu", infer_gelu, gelu_flops,
-                             "8 per element (the error function counts 1)"),
-                     broadcast_space)));
-  OpDef gelu_grad = with_semantics(
-      make_op("GeluGrad", infer_gelu_grad, gelu_grad_flops,
-              "14 per element (the error function and the exponential count 1 each)"),
-      broadcast_space);
-  gelu_grad.gradient_kind = GradientKind::kNone;
-  registry.add(in_domain(std::string(kTrainingDomain), std::move(gelu_grad)));
+  add_training_op(registry,
+                  make_op("Adam", infer_adam, adam_flops,
+                          "12 per parameter element (two moment updates, a square root, a "
+                          "division and the step)"),
+                  adam_space, false);
+  add_training_op(registry,
+                  make_op("LayerNormalizationGrad", infer_layer_norm_grad, layer_norm_grad_flops,
+                          "12 per element (the statistics, two row means and the input gradient)"),
+                  layer_norm_grad_space, false);
+  // Gelu's gradient rule builds a GeluGrad.
+  add_training_op(
+      registry,
+      make_op("Gelu", infer_gelu, gelu_flops, "8 per element (the error function counts 1)"),
+      broadcast_space, true);
+  add_training_op(registry,
+                  make_op("GeluGrad", infer_gelu_grad, gelu_grad_flops,
+                          "14 per element (the error function and the exponential count 1 each)"),
+                  broadcast_space, false);
 }
 
 }  // namespace autopar

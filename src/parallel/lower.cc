@@ -99,7 +99,7 @@ StatusOr<SpmdLowering> lower_to_spmd(const Graph& model, const Scheme& scheme,
     TrainingGraph& training = prepared.training;
     // Plans run fused training ops (each parameter's Adam update, LayerNorm's gradient).
     ASSIGN_OR_RETURN(training, build_training_graph(*source, options.loss, options.optimizer,
-                                                     TrainingOptions{.fused = true}));
+                                                    TrainingOptions{.fused = true}));
     if (policy.batch_norm_as_reductions) {
       ASSIGN_OR_RETURN(Graph rewritten_training,
                        batch_norm_statistics_as_reductions(training.graph));

@@ -145,8 +145,7 @@ StatusOr<TrainingGraph> distribute_gradient_casts(TrainingGraph training) {
         cast.inputs[0] == kNoId)
       continue;
     const Value& summed = src.value(cast.inputs[0]);
-    if (summed.producer == kNoId || summed.consumers.size() != 1 ||
-        src.is_output(cast.inputs[0]))
+    if (summed.producer == kNoId || summed.consumers.size() != 1 || src.is_output(cast.inputs[0]))
       continue;
     const Node& sum = src.node(summed.producer);
     if (!sum.domain.empty() || (sum.op_type != "Sum" && sum.op_type != "Add") ||
@@ -187,8 +186,8 @@ StatusOr<TrainingGraph> distribute_gradient_casts(TrainingGraph training) {
       const ValueId in = sum.inputs[i];
       const Node& producer = src.node(src.value(in).producer);
       Value wide = detached(src.value(in));
-      wide.name = g.unique_value_name(fmt::format("{}.{}", src.value(in).name,
-                                                  dtype_name(wide_grad.dtype)));
+      wide.name = g.unique_value_name(
+          fmt::format("{}.{}", src.value(in).name, dtype_name(wide_grad.dtype)));
       wide.dtype = wide_grad.dtype;
       const ValueId w = g.add_value(std::move(wide));
       Node each = cast;

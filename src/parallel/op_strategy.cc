@@ -227,14 +227,17 @@ std::shared_ptr<const StrategySet> StrategyCache::get(const Graph& g, const Node
   return strategies_.emplace(std::move(key), std::move(made)).first->second;
 }
 
-const StatusOr<std::vector<ReshardStep>>& StrategyCache::reshard(
-    const Layout& from, const Layout& to, const std::vector<int64_t>& shape,
-    const DeviceMesh& mesh) {
+const StatusOr<std::vector<ReshardStep>>& StrategyCache::reshard(const Layout& from,
+                                                                 const Layout& to,
+                                                                 const std::vector<int64_t>& shape,
+                                                                 const DeviceMesh& mesh) {
   size_t h = from.hash() * 31 + to.hash();
   for (int64_t d : shape) h = h * 1000003 + static_cast<size_t>(d);
-  for (const MeshAxis& a : mesh.axes()) h = h * 131 + std::hash<std::string>()(a.name) + static_cast<size_t>(a.size);
+  for (const MeshAxis& a : mesh.axes())
+    h = h * 131 + std::hash<std::string>()(a.name) + static_cast<size_t>(a.size);
   auto same = [&](const PlannedReshard& p) {
-    return p.from == from && p.to == to && p.shape == shape && p.axes.size() == mesh.axes().size() &&
+    return p.from == from && p.to == to && p.shape == shape &&
+           p.axes.size() == mesh.axes().size() &&
            std::equal(p.axes.begin(), p.axes.end(), mesh.axes().begin(),
                       [](const MeshAxis& a, const MeshAxis& b) {
                         return a.name == b.name && a.size == b.size;

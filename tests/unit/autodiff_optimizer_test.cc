@@ -152,8 +152,7 @@ TEST(Optimizers, AdamIsOneFusedNodePerParameter) {
   auto standard = build_training_graph(linear_model(), {LossKind::kMse, ""}, spec);
   ASSERT_TRUE(standard.is_ok()) << standard.status().message();
   for (const Node& n : standard->graph.nodes()) EXPECT_TRUE(n.domain.empty()) << n.op_type;
-  auto training =
-      build_training_graph(linear_model(), {LossKind::kMse, ""}, spec, {.fused = true});
+  auto training = build_training_graph(linear_model(), {LossKind::kMse, ""}, spec, {.fused = true});
   ASSERT_TRUE(training.is_ok()) << training.status().message();
   const Graph& g = training->graph;
   int fused = 0, update_nodes = 0;
@@ -190,17 +189,14 @@ void expect_fused_adam_matches_chain(DType dtype) {
   Tensor c(dtype, {5});
   const double cs[] = {b1, 1 - b1, b2, 1 - b2, keep};
   for (int64_t i = 0; i < 5; ++i) c.set_from_double(i, cs[i]);
-  std::vector<ValueId> fused = b.op("Adam", {p, grad, m, v, rate, eps, b.constant("c", c)}, {}, 3,
-                                    kTrainingDomain);
+  std::vector<ValueId> fused =
+      b.op("Adam", {p, grad, m, v, rate, eps, b.constant("c", c)}, {}, 3, kTrainingDomain);
   auto mul = [&](ValueId x, ValueId y) { return b.op1("Mul", {x, y}); };
   auto add = [&](ValueId x, ValueId y) { return b.op1("Add", {x, y}); };
-  const ValueId m_next =
-      add(mul(scalar("b1", b1), m), mul(scalar("r1", 1 - b1), grad));
-  const ValueId v_next =
-      add(mul(scalar("b2", b2), v), mul(scalar("r2", 1 - b2), mul(grad, grad)));
+  const ValueId m_next = add(mul(scalar("b1", b1), m), mul(scalar("r1", 1 - b1), grad));
+  const ValueId v_next = add(mul(scalar("b2", b2), v), mul(scalar("r2", 1 - b2), mul(grad, grad)));
   const ValueId direction = b.op1("Div", {m_next, add(b.op1("Sqrt", {v_next}), eps)});
-  const ValueId p_next =
-      b.op1("Sub", {mul(scalar("keep", keep), p), mul(rate, direction)});
+  const ValueId p_next = b.op1("Sub", {mul(scalar("keep", keep), p), mul(rate, direction)});
   for (ValueId out : {fused[0], fused[1], fused[2], p_next, m_next, v_next}) b.output(out);
   const Graph g = b.finish();
   auto executor = runtime::Executor::create(g, {.num_threads = 2});

@@ -5,10 +5,10 @@
 #include <gtest/gtest.h>
 
 #include "autopar/autodiff/autodiff.h"
-#include "autopar/runtime/executor.h"
 #include "autopar/ir/verify.h"
 #include "autopar/onnx/onnx_check.h"
 #include "autopar/onnx/onnx_export.h"
+#include "autopar/runtime/executor.h"
 #include "autopar/zoo/zoo.h"
 
 namespace autopar {
@@ -156,8 +156,8 @@ TEST(TrainingGraph, FusedOpsTrainAsTheStandardOnes) {
   std::map<std::string, std::vector<float>> stepped[2];
   int fused_norms = 0, gelus = 0, gelu_grads = 0;
   for (int fused = 0; fused < 2; ++fused) {
-    auto training = build_training_graph(*model, {LossKind::kCrossEntropy, ""}, sgd,
-                                         {.fused = fused == 1});
+    auto training =
+        build_training_graph(*model, {LossKind::kCrossEntropy, ""}, sgd, {.fused = fused == 1});
     ASSERT_TRUE(training.is_ok()) << training.status().message();
     const Graph& g = training->graph;
     for (const Node& n : g.nodes()) {
@@ -178,13 +178,15 @@ TEST(TrainingGraph, FusedOpsTrainAsTheStandardOnes) {
       for (int64_t i = 0; i < t.num_elements(); ++i) t.set_from_double(i, (i * 7) % 13);
       feeds.push_back({in, std::make_shared<const Tensor>(std::move(t))});
     }
-    for (const auto& [state, next] : training->updates) feeds.push_back({state, g.value(state).data});
+    for (const auto& [state, next] : training->updates)
+      feeds.push_back({state, g.value(state).data});
     auto out = executor->run(feeds);
     ASSERT_TRUE(out.is_ok()) << out.status().message();
     for (size_t k = 0; k < training->updates.size(); ++k) {
       const Tensor& t = *(*out)[k + 1];
       std::vector<float>& values = stepped[fused][g.value(training->updates[k].first).name];
-      for (int64_t i = 0; i < t.num_elements(); ++i) values.push_back(static_cast<float>(t.float_at(i)));
+      for (int64_t i = 0; i < t.num_elements(); ++i)
+        values.push_back(static_cast<float>(t.float_at(i)));
     }
   }
   EXPECT_EQ(fused_norms, 9);  // 4 layers × 2, and the final norm
@@ -195,7 +197,8 @@ TEST(TrainingGraph, FusedOpsTrainAsTheStandardOnes) {
     const std::vector<float>& other = stepped[1].at(name);
     ASSERT_EQ(values.size(), other.size()) << name;
     for (size_t i = 0; i < values.size(); ++i)
-      ASSERT_NEAR(values[i], other[i], 2e-5 * std::max(1.0f, std::fabs(values[i]))) << name << " " << i;
+      ASSERT_NEAR(values[i], other[i], 2e-5 * std::max(1.0f, std::fabs(values[i])))
+          << name << " " << i;
   }
 }
 

@@ -17,8 +17,8 @@ namespace autopar {
 namespace {
 
 HardwareProfile fixture_profile() {
-  auto profile = read_hardware_profile(std::string(AUTOPAR_SOURCE_DIR) + "/tests/data/hw/fixture.yaml",
-                                       "");
+  auto profile =
+      read_hardware_profile(std::string(AUTOPAR_SOURCE_DIR) + "/tests/data/hw/fixture.yaml", "");
   EXPECT_TRUE(profile.is_ok()) << profile.status().message();
   profile->nodes = 2;
   return *profile;
@@ -84,10 +84,9 @@ TEST_P(EstimateAgreesWithSimulation, StepTimeAndMemory) {
         << memory[r].transient_bytes << ")";
     EXPECT_EQ(e->memory[r].in_flight, memory[r].in_flight) << "rank " << r;
     // State is exact: the same shard shapes.
-    EXPECT_DOUBLE_EQ(e->memory[r].parameter_bytes + e->memory[r].gradient_bytes +
-                         e->memory[r].optimizer_bytes,
-                     memory[r].parameter_bytes + memory[r].gradient_bytes +
-                         memory[r].optimizer_bytes)
+    EXPECT_DOUBLE_EQ(
+        e->memory[r].parameter_bytes + e->memory[r].gradient_bytes + e->memory[r].optimizer_bytes,
+        memory[r].parameter_bytes + memory[r].gradient_bytes + memory[r].optimizer_bytes)
         << "rank " << r;
   }
 }
@@ -101,7 +100,8 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"gpt-tiny", "mesh: {tp: 2}\nbatch: {global: 8, micro: 8}\ntensor: megatron-sp\n"},
         Case{"gpt-tiny", "mesh: {sp: 2}\nbatch: {global: 8, micro: 8}\n"},
         Case{"gpt-tiny", "mesh: {pp: 2}\nbatch: {global: 8, micro: 2}\n"},
-        Case{"gpt-tiny", "mesh: {pp: 2}\nbatch: {global: 8, micro: 2}\npipeline: {schedule: gpipe}\n"},
+        Case{"gpt-tiny",
+             "mesh: {pp: 2}\nbatch: {global: 8, micro: 2}\npipeline: {schedule: gpipe}\n"},
         Case{"gpt-tiny",
              "mesh: {pp: 2}\nbatch: {global: 8, micro: 2}\npipeline: {schedule: interleaved, "
              "chunks: 2}\n"},
@@ -171,7 +171,8 @@ TEST(ClosedForm, TransformerLayerActivations) {
     auto model = build_zoo_model("gpt-tiny", zoo);
     ASSERT_TRUE(model.is_ok());
     auto scheme = parse_scheme(
-        fmt::format("mesh: {{dp: 1}}\nbatch: {{global: {0}, micro: {0}}}\nprecision: bf16\n", batch),
+        fmt::format("mesh: {{dp: 1}}\nbatch: {{global: {0}, micro: {0}}}\nprecision: bf16\n",
+                    batch),
         "scheme");
     ASSERT_TRUE(scheme.is_ok());
     auto lowered = lower_to_spmd(*model, *scheme, training_options(*model));
@@ -232,8 +233,8 @@ TEST(CollapseLayers, TwelveIdenticalLayersKeepThree) {
 // The estimate of a collapsed model's scheme equals what the uncollapsed layer costs give.
 TEST(CollapseLayers, EstimateMatchesTheWholeModel) {
   const ModelAt model_at = zoo_at("gpt2-small");
-  auto scheme = parse_scheme("mesh: {pp: 2, dp: 2, tp: 2}\nbatch: {global: 16, micro: 2}\n",
-                             "scheme");
+  auto scheme =
+      parse_scheme("mesh: {pp: 2, dp: 2, tp: 2}\nbatch: {global: 16, micro: 2}\n", "scheme");
   ASSERT_TRUE(scheme.is_ok());
   auto model = model_at(4);
   ASSERT_TRUE(model.is_ok());

@@ -103,7 +103,8 @@ TEST(ParallelSemantics, ScatterIntoZerosSplitsItsRowsIntoPartialSums) {
     auto split =
         derive_strategy(g, scatter, *space, {{"dp", space->find("r0")}}, mesh({{"dp", 2}}));
     ASSERT_TRUE(split.is_ok()) << split.status().message();
-    EXPECT_EQ(split->to_string(*space), "dp:r0 | [_, _] [dp, _, _] [dp, _, _] -> [_, _] partial(dp)");
+    EXPECT_EQ(split->to_string(*space),
+              "dp:r0 | [_, _] [dp, _, _] [dp, _, _] -> [_, _] partial(dp)");
   }
 }
 

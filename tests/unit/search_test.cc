@@ -46,8 +46,9 @@ TEST(SearchSpace, ErrorsNameTheField) {
     const char* error;
   };
   for (const Case& c : {
-           Case{"meshes: {}\n", "space.yaml: meshes: unknown field (known: mesh, constraints, "
-                                "batch, pipeline, tensor, zero, recompute, precision)"},
+           Case{"meshes: {}\n",
+                "space.yaml: meshes: unknown field (known: mesh, constraints, "
+                "batch, pipeline, tensor, zero, recompute, precision)"},
            Case{"mesh: {xp: [1]}\n", "space.yaml: mesh.xp: unknown axis (known: tp, pp, dp, sp)"},
            Case{"mesh: {tp: [1, 0]}\n", "space.yaml: mesh.tp[1]: 0 must be at least 1"},
            Case{"mesh: {tp: many}\n", "space.yaml: mesh.tp: 'many' is not an integer"},
@@ -170,12 +171,17 @@ TEST(Search, IsDeterministic) {
 // optimum's cost in at least 95% of the problems, within 2% in all.
 TEST(Search, OptimalityGapOnSmallSpaces) {
   const std::vector<Problem> problems = {
-      {"gpt-tiny", 1, 16, kSmallSpace},  {"gpt-tiny", 1, 64, kSmallSpace},
-      {"gpt-tiny", 2, 64, kSmallSpace},  {"bert-tiny", 1, 32, kSmallSpace},
-      {"bert-tiny", 2, 128, kSmallSpace}, {"vit-tiny", 1, 32, kSmallSpace},
-      {"vit-tiny", 2, 64, kSmallSpace},  {"mlp", 1, 64, kSmallSpace},
-      {"gpt-tiny", 1, 32, "mesh: {tp: [1], pp: [2, 4], dp: auto}\nbatch: {micro: [1, 2]}\n"
-                          "pipeline: {schedules: [1f1b, gpipe]}\nrecompute: [none, selective]\n"},
+      {"gpt-tiny", 1, 16, kSmallSpace},
+      {"gpt-tiny", 1, 64, kSmallSpace},
+      {"gpt-tiny", 2, 64, kSmallSpace},
+      {"bert-tiny", 1, 32, kSmallSpace},
+      {"bert-tiny", 2, 128, kSmallSpace},
+      {"vit-tiny", 1, 32, kSmallSpace},
+      {"vit-tiny", 2, 64, kSmallSpace},
+      {"mlp", 1, 64, kSmallSpace},
+      {"gpt-tiny", 1, 32,
+       "mesh: {tp: [1], pp: [2, 4], dp: auto}\nbatch: {micro: [1, 2]}\n"
+       "pipeline: {schedules: [1f1b, gpipe]}\nrecompute: [none, selective]\n"},
       {"bert-tiny", 1, 64, "mesh: {tp: [2], pp: [2, 4], dp: auto}\nbatch: {micro: [2]}\n"},
       // Twelve layers: the embedding and head make the end stages uneven.
       {"bert-base", 1, 64,
@@ -196,8 +202,8 @@ TEST(Search, OptimalityGapOnSmallSpaces) {
     if (f <= e * (1 + 1e-9)) {
       ++exact;
     } else {
-      std::printf("  %s on %d nodes, batch %d:\n%s at %.6g s, exact\n%s at %.6g s\n", p.model.c_str(),
-                  static_cast<int>(p.nodes), static_cast<int>(p.batch),
+      std::printf("  %s on %d nodes, batch %d:\n%s at %.6g s, exact\n%s at %.6g s\n",
+                  p.model.c_str(), static_cast<int>(p.nodes), static_cast<int>(p.batch),
                   fast->top.front().scheme.to_yaml().c_str(), f,
                   full->top.front().scheme.to_yaml().c_str(), e);
     }

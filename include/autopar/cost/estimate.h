@@ -9,9 +9,9 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
-#include <future>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -59,7 +59,7 @@ struct SharedState {
 };
 
 struct LayerCosts {
-  std::vector<LayerCost> layers;    // layer ids; pre- and post-layer nodes join the ends
+  std::vector<LayerCost> layers;  // layer ids; pre- and post-layer nodes join the ends
   std::vector<SharedState> shared;
   std::vector<double> stage_costs;  // what balanced stages weigh per layer
   double model_flops = 0;           // forward FLOPs of one microbatch over dp (the model's)
@@ -99,7 +99,7 @@ struct Estimate {
   std::vector<double> memory_bytes_per_device;  // per rank, with the reserve
   double peak_memory_bytes = 0;                 // max over ranks, with the reserve
   bool feasible = true;
-  std::string reason;  // why not, when infeasible
+  std::string reason;      // why not, when infeasible
   double model_flops = 0;  // per step: 3 × forward FLOPs × microbatches
   double mfu = 0;
   EstimateBreakdown breakdown;

@@ -43,7 +43,6 @@ std::vector<std::pair<int32_t, int32_t>> balance_stages(const std::vector<double
   return ranges;
 }
 
-
 std::vector<double> layer_forward_costs(const Graph& graph, int32_t layers) {
   std::vector<double> costs(std::max(layers, 0), 0.0);
   for (const Node& n : graph.nodes()) {

@@ -13,7 +13,7 @@ void register_all_kernels(KernelRegistry& registry) {
   register_loss_kernels(registry);           // SoftmaxCrossEntropyLoss
   register_indexing_kernels(registry);       // Range GatherElements GatherND
   register_comm_kernels(registry);           // ai.autopar Send Recv and collectives
-  register_training_kernels(registry);      // ai.autopar.training Adam, LayerNorm and Gelu
+  register_training_kernels(registry);       // ai.autopar.training Adam, LayerNorm and Gelu
 }
 
 }  // namespace autopar::runtime
