@@ -101,7 +101,8 @@ std::vector<double> fused_node_seconds(const HardwareProfile& profile, const Gra
     const Node& node = g.node(n);
     if (node.domain != kTrainingDomain) continue;
     const double bytes = node_bytes(g, node);
-    const double efficiency = curve != device.efficiency.end() ? curve->second.at(bytes) : 1.0;
+    const auto own = device.efficiency.find(*op_class_of(g, node));
+    const double efficiency = own != device.efficiency.end() ? own->second.at(bytes) : 1.0;
     const double memory = bytes / (device.memory_bandwidth * efficiency);
     const double compute =
         node.op_type == "Adam" && device.optimizer_element_s > 0

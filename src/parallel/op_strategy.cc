@@ -236,12 +236,7 @@ const StatusOr<std::vector<ReshardStep>>& StrategyCache::reshard(const Layout& f
   for (const MeshAxis& a : mesh.axes())
     h = h * 131 + std::hash<std::string>()(a.name) + static_cast<size_t>(a.size);
   auto same = [&](const PlannedReshard& p) {
-    return p.from == from && p.to == to && p.shape == shape &&
-           p.axes.size() == mesh.axes().size() &&
-           std::equal(p.axes.begin(), p.axes.end(), mesh.axes().begin(),
-                      [](const MeshAxis& a, const MeshAxis& b) {
-                        return a.name == b.name && a.size == b.size;
-                      });
+    return p.from == from && p.to == to && p.shape == shape && p.axes == mesh.axes();
   };
   {
     std::lock_guard<std::mutex> lock(mutex_);
