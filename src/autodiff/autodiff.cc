@@ -2,6 +2,8 @@
 // their gradient rules run in reverse order with contributions summed.
 #include "autopar/autodiff/autodiff.h"
 
+#include <cassert>
+
 #include "autopar/autodiff/gradient_builder.h"
 #include "autopar/ops/op_def.h"
 
@@ -118,6 +120,23 @@ StatusOr<std::vector<ValueId>> add_gradients(Graph& g, ValueId loss,
     result.push_back(grad);
   }
   return result;
+}
+
+TrainingGraph with_rewritten_graph(const TrainingGraph& training, Graph rewritten) {
+  const Graph& old = training.graph;
+  auto same = [&](ValueId v) {
+    if (v == kNoId) return kNoId;
+    const std::optional<ValueId> found = rewritten.find_value(old.value(v).name);
+    assert(found && "a training-graph rewrite keeps the names it is referred to by");
+    return *found;
+  };
+  TrainingGraph out;
+  out.loss = same(training.loss);
+  out.labels = same(training.labels);
+  for (const auto& [s, next] : training.updates) out.updates.emplace_back(same(s), same(next));
+  for (const auto& [p, g] : training.gradients) out.gradients.emplace_back(same(p), same(g));
+  out.graph = std::move(rewritten);
+  return out;
 }
 
 }  // namespace autopar

@@ -53,6 +53,22 @@ onnx::OpSchema base(const char* name, const char* doc) {
   return s;
 }
 
+// An ai.autopar.training schema over float tensors `types`, whose outputs take the type and
+// shape of input `like`.
+onnx::OpSchema training_schema(const char* name, const char* doc, std::vector<std::string> types,
+                               int like) {
+  onnx::OpSchema s;
+  s.SetName(name).SetDomain(kTrainingDomain).SinceVersion(1).SetDoc(doc);
+  s.TypeConstraint("T", std::move(types), "Float tensors.");
+  s.TypeAndShapeInferenceFunction([like](onnx::InferenceContext& ctx) {
+    for (size_t i = 0; i < ctx.getNumOutputs(); ++i) {
+      onnx::propagateElemTypeFromInputToOutput(ctx, like, i);
+      if (onnx::hasInputShape(ctx, like)) onnx::propagateShapeFromInputToOutput(ctx, like, i);
+    }
+  });
+  return s;
+}
+
 void add_group(onnx::OpSchema& s) {
   s.Attr("group", "Device ids of the communication group, in ring order.",
          onnx::AttributeProto::INTS, false);
@@ -204,18 +220,18 @@ void register_schemas() {
   });
   onnx::OpSchemaRegistry::OpSchemaRegisterOnce{halo};
 
-  // ai.autopar.training: fused optimizer updates (computation, not communication).
+  // ai.autopar.training: fused training ops (computation, not communication).
   onnx::OpSchemaRegistry::DomainToVersionRange::Instance().AddDomainToVersion(kTrainingDomain, 1,
                                                                               1);
-  onnx::OpSchema adam;
-  adam.SetName("Adam")
-      .SetDomain(kTrainingDomain)
-      .SinceVersion(1)
-      .SetDoc(
-          "One Adam step of a parameter X with gradient G and moments M, V: "
-          "M' = b1·M + (1 − b1)·G, V' = b2·V + (1 − b2)·G², "
-          "X' = keep·X − rate·M' / (√V' + epsilon), with C = [b1, 1 − b1, b2, 1 − b2, keep]; "
-          "rate and epsilon carry the bias corrections, keep is AdamW's decoupled decay.");
+  const std::vector<std::string> any_float = {"tensor(float)", "tensor(double)", "tensor(float16)",
+                                              "tensor(bfloat16)"};
+  onnx::OpSchema adam = training_schema(
+      "Adam",
+      "One Adam step of a parameter X with gradient G and moments M, V: "
+      "M' = b1·M + (1 − b1)·G, V' = b2·V + (1 − b2)·G², "
+      "X' = keep·X − rate·M' / (√V' + epsilon), with C = [b1, 1 − b1, b2, 1 − b2, keep]; "
+      "rate and epsilon carry the bias corrections, keep is AdamW's decoupled decay.",
+      {"tensor(float)", "tensor(double)"}, 0);
   adam.Input(0, "X", "Parameter.", "T")
       .Input(1, "G", "Gradient.", "T")
       .Input(2, "M", "First moment.", "T")
@@ -226,21 +242,12 @@ void register_schemas() {
       .Output(0, "X_new", "Updated parameter.", "T")
       .Output(1, "M_new", "Updated first moment.", "T")
       .Output(2, "V_new", "Updated second moment.", "T");
-  adam.TypeConstraint("T", {"tensor(float)", "tensor(double)"}, "Float tensors.");
-  adam.TypeAndShapeInferenceFunction([](onnx::InferenceContext& ctx) {
-    for (size_t i = 0; i < 3; ++i) {
-      onnx::propagateElemTypeFromInputToOutput(ctx, 0, i);
-      if (onnx::hasInputShape(ctx, 0)) onnx::propagateShapeFromInputToOutput(ctx, 0, i);
-    }
-  });
   onnx::OpSchemaRegistry::OpSchemaRegisterOnce{adam};
-  onnx::OpSchema layer_norm_grad;
-  layer_norm_grad.SetName("LayerNormalizationGrad")
-      .SetDomain(kTrainingDomain)
-      .SinceVersion(1)
-      .SetDoc(
-          "LayerNormalization's gradient over the dims from `axis` on: with x̂ = (x − μ)·r, "
-          "r = 1/√(σ² + epsilon) and g = dY·Scale, dX = r·(g − mean(g) − x̂·mean(g·x̂)); X̂ is x̂.");
+  onnx::OpSchema layer_norm_grad = training_schema(
+      "LayerNormalizationGrad",
+      "LayerNormalization's gradient over the dims from `axis` on: with x̂ = (x − μ)·r, "
+      "r = 1/√(σ² + epsilon) and g = dY·Scale, dX = r·(g − mean(g) − x̂·mean(g·x̂)); X̂ is x̂.",
+      any_float, 1);
   layer_norm_grad.Input(0, "dY", "Gradient of the output.", "T")
       .Input(1, "X", "The forward input.", "T")
       .Input(2, "Scale", "The forward scale.", "T")
@@ -248,40 +255,15 @@ void register_schemas() {
       .Output(1, "XHat", "The normalised input.", "T");
   layer_norm_grad.Attr("axis", "First normalised dim.", onnx::AttributeProto::INT, int64_t{-1});
   layer_norm_grad.Attr("epsilon", "Added to the variance.", onnx::AttributeProto::FLOAT, 1e-5f);
-  layer_norm_grad.TypeConstraint(
-      "T", {"tensor(float)", "tensor(double)", "tensor(float16)", "tensor(bfloat16)"},
-      "Float tensors.");
-  layer_norm_grad.TypeAndShapeInferenceFunction([](onnx::InferenceContext& ctx) {
-    for (size_t i = 0; i < 2; ++i) {
-      onnx::propagateElemTypeFromInputToOutput(ctx, 1, i);
-      if (onnx::hasInputShape(ctx, 1)) onnx::propagateShapeFromInputToOutput(ctx, 1, i);
-    }
-  });
   onnx::OpSchemaRegistry::OpSchemaRegisterOnce{layer_norm_grad};
-  const std::vector<std::string> floats = {"tensor(float)", "tensor(double)", "tensor(float16)",
-                                           "tensor(bfloat16)"};
-  onnx::OpSchema gelu;
-  gelu.SetName("Gelu")
-      .SetDomain(kTrainingDomain)
-      .SinceVersion(1)
-      .SetDoc("Y = X·Φ(X) = ½·X·(1 + erf(X/√2)).");
+  onnx::OpSchema gelu = training_schema("Gelu", "Y = X·Φ(X) = ½·X·(1 + erf(X/√2)).", any_float, 0);
   gelu.Input(0, "X", "Input.", "T").Output(0, "Y", "Output.", "T");
-  gelu.TypeConstraint("T", floats, "Float tensors.");
-  gelu.TypeAndShapeInferenceFunction(onnx::propagateShapeAndTypeFromFirstInput);
   onnx::OpSchemaRegistry::OpSchemaRegisterOnce{gelu};
-  onnx::OpSchema gelu_grad;
-  gelu_grad.SetName("GeluGrad")
-      .SetDomain(kTrainingDomain)
-      .SinceVersion(1)
-      .SetDoc("dX = dY·(Φ(X) + X·φ(X)), Gelu's gradient.");
+  onnx::OpSchema gelu_grad =
+      training_schema("GeluGrad", "dX = dY·(Φ(X) + X·φ(X)), Gelu's gradient.", any_float, 1);
   gelu_grad.Input(0, "dY", "Gradient of the output.", "T")
       .Input(1, "X", "The forward input.", "T")
       .Output(0, "dX", "Gradient of the input.", "T");
-  gelu_grad.TypeConstraint("T", floats, "Float tensors.");
-  gelu_grad.TypeAndShapeInferenceFunction([](onnx::InferenceContext& ctx) {
-    onnx::propagateElemTypeFromInputToOutput(ctx, 1, 0);
-    if (onnx::hasInputShape(ctx, 1)) onnx::propagateShapeFromInputToOutput(ctx, 1, 0);
-  });
   onnx::OpSchemaRegistry::OpSchemaRegisterOnce{gelu_grad};
 }
 

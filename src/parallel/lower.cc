@@ -103,14 +103,7 @@ StatusOr<SpmdLowering> lower_to_spmd(const Graph& model, const Scheme& scheme,
     if (policy.batch_norm_as_reductions) {
       ASSIGN_OR_RETURN(Graph rewritten_training,
                        batch_norm_statistics_as_reductions(training.graph));
-      auto same = [&](ValueId v) {
-        return v == kNoId ? kNoId : *rewritten_training.find_value(training.graph.value(v).name);
-      };
-      for (auto& [p, g] : training.gradients) g = same(g), p = same(p);
-      for (auto& [s, next] : training.updates) next = same(next), s = same(s);
-      training.loss = same(training.loss);
-      training.labels = same(training.labels);
-      training.graph = std::move(rewritten_training);
+      training = with_rewritten_graph(training, std::move(rewritten_training));
     }
     if (policy.compute != DType::kFloat32 && microbatches > 1) {
       ASSIGN_OR_RETURN(training, distribute_gradient_casts(std::move(training)));

@@ -203,25 +203,7 @@ StatusOr<TrainingGraph> distribute_gradient_casts(TrainingGraph training) {
     g.add_node(std::move(total));
   }
   copy.outputs();
-
-  TrainingGraph out;
-  Status missing = Status::ok();
-  auto same = [&](ValueId v) -> ValueId {
-    if (v == kNoId) return kNoId;
-    auto found = g.find_value(src.value(v).name);
-    if (!found) {
-      missing = error("distributing gradient casts lost value '{}'", src.value(v).name);
-      return kNoId;
-    }
-    return *found;
-  };
-  out.loss = same(training.loss);
-  out.labels = same(training.labels);
-  for (const auto& [p, grad] : training.gradients) out.gradients.emplace_back(same(p), same(grad));
-  for (const auto& [s, next] : training.updates) out.updates.emplace_back(same(s), same(next));
-  RETURN_IF_ERROR(missing);
-  out.graph = std::move(g);
-  return out;
+  return with_rewritten_graph(training, std::move(g));
 }
 
 }  // namespace autopar

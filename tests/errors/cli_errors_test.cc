@@ -1,6 +1,7 @@
 // Every user error we know of: one line on stderr naming the file, flag or node, exit code 2.
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -383,6 +384,17 @@ TEST_F(CliErrors, Profile) {
   transform(1, "one");
   expect_error({"profile", "one", "--hw", "broken.yaml"},
                "autopar: error: broken.yaml: device.peak_flops.fp32: -1 must be positive");
+  {
+    // A shipped profile with one optional field spelled wrong.
+    std::ifstream shipped(std::string(AUTOPAR_SOURCE_DIR) + "/configs/hw/dgx-h100.yaml");
+    std::string text((std::istreambuf_iterator<char>(shipped)), std::istreambuf_iterator<char>());
+    const size_t at = text.find("free_views: true");
+    ASSERT_NE(at, std::string::npos);
+    text.replace(at, 16, "free_views: often");
+    std::ofstream(dir_ + "/views.yaml") << text;
+  }
+  expect_error({"profile", "one", "--hw", "views.yaml"},
+               "autopar: error: views.yaml: device.free_views: expected true or false");
   expect_error({"profile", "one", "--hw", "dgx-h100", "--steps", "0"},
                "autopar: error: --steps 0: must be at least 1");
   const int64_t cores = std::max<unsigned>(1, std::thread::hardware_concurrency());

@@ -66,6 +66,10 @@ struct TrainingGraph {
   std::vector<std::pair<ValueId, ValueId>> gradients;
 };
 
+// `training` with its graph replaced by `rewritten`, a rewrite of it that keeps the names of
+// the values it refers to (loss, labels, state and their updates, parameters and gradients).
+TrainingGraph with_rewritten_graph(const TrainingGraph& training, Graph rewritten);
+
 // Forward, loss, backward and optimizer update as standard ONNX ops in one graph (opset 17).
 // Inputs: the model's inputs and the labels; initializers: parameters and optimizer state;
 // outputs: the loss, then the updated parameters and state. BatchNormalization switches to
