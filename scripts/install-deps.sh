@@ -11,6 +11,7 @@ packages=(
   libcli11-dev libfmt-dev nlohmann-json3-dev
   libopenmpi-dev openmpi-bin
   libssl-dev
+  libmimalloc-dev
 )
 
 missing=()
