@@ -394,6 +394,9 @@ LayerCosts layer_costs_of(const SpmdLowering& lowered, const Graph& model, const
   return costs;
 }
 
+// Constants above this many elements are data no lowering decision reads.
+constexpr int64_t kLargeConstantElements = 4096;
+
 struct Estimator::Model {
   CollapsedGraph collapsed;
   int64_t batch = 0;                // the samples the model is bound at (dp' · micro)
@@ -425,6 +428,7 @@ Estimator::Estimator(ModelAt model_at, LoweringOptions options, HardwareProfile 
     : model_at_(std::move(model_at)), options_(std::move(options)), profile_(std::move(profile)) {
   // Every structure lowers the same model: its nodes' strategies are worked out once.
   if (!options_.strategies) options_.strategies = std::make_shared<StrategyCache>();
+  options_.shapes_only = true;
 }
 
 void Estimator::release_structure(const Scheme& scheme) {
@@ -515,6 +519,15 @@ StatusOr<std::shared_ptr<const Estimator::Model>> Estimator::model(int64_t batch
     auto m = std::make_shared<Model>();
     m->batch = batch;
     ASSIGN_OR_RETURN(Graph model, model_at_(batch));
+    // Costs need shapes alone: large constants (a causal mask) lose their data, which every
+    // prepared graph would otherwise copy and convert to the compute type. Small ones (shapes,
+    // axes, fill values) keep theirs: the lowering reads them.
+    for (ValueId v = 0; v < model.num_values(); ++v) {
+      Value& value = model.mutable_value(v);
+      if (value.kind == ValueKind::kConstant && value.data &&
+          value.data->num_elements() > kLargeConstantElements)
+        value.data.reset();
+    }
     int32_t layers = 0;
     for (const Node& n : model.nodes()) layers = std::max(layers, n.layer + 1);
     m->stage_costs = layer_forward_costs(model, layers);

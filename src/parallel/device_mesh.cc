@@ -1,7 +1,10 @@
 // DeviceMesh: coordinates, groups and the text form.
 #include "autopar/parallel/device_mesh.h"
 
+#include <array>
+#include <atomic>
 #include <cctype>
+#include <mutex>
 #include <set>
 
 namespace autopar {
@@ -21,6 +24,62 @@ constexpr int64_t kMaxDevices = int64_t{1} << 24;
 
 }  // namespace
 
+namespace {
+
+// Names are written once, under the mutex, before `count` publishes them; readers scan the
+// published ones without locking.
+struct AxisTable {
+  std::array<std::string, kMaxAxisNames + 1> names{"", "pp", "dp", "tp", "sp"};
+  std::atomic<int> count{5};
+  std::mutex mutex;
+};
+
+AxisTable& axis_table() {
+  static AxisTable table;
+  return table;
+}
+
+uint8_t find_in(const AxisTable& t, std::string_view name, int count) {
+  for (int i = 1; i < count; ++i) {
+    if (t.names[i] == name) return static_cast<uint8_t>(i);
+  }
+  return 0;
+}
+
+}  // namespace
+
+uint8_t find_axis(std::string_view name) {
+  if (name.size() == 2 && name[1] == 'p') {
+    switch (name[0]) {
+      case 'p': return 1;
+      case 'd': return 2;
+      case 't': return 3;
+      case 's': return 4;
+      default: break;
+    }
+  }
+  const AxisTable& t = axis_table();
+  return find_in(t, name, t.count.load(std::memory_order_acquire));
+}
+
+uint8_t intern_axis(std::string_view name) {
+  if (const uint8_t id = find_axis(name)) return id;
+  AxisTable& t = axis_table();
+  std::lock_guard<std::mutex> lock(t.mutex);
+  const int count = t.count.load(std::memory_order_relaxed);
+  if (const uint8_t id = find_in(t, name, count)) return id;
+  if (count > kMaxAxisNames) return 0;
+  t.names[count] = std::string(name);
+  t.count.store(count + 1, std::memory_order_release);
+  return static_cast<uint8_t>(count);
+}
+
+const std::string& axis_name(uint8_t id) {
+  const AxisTable& t = axis_table();
+  assert(id > 0 && id < t.count.load(std::memory_order_acquire));
+  return t.names[id];
+}
+
 StatusOr<DeviceMesh> DeviceMesh::create(std::vector<MeshAxis> axes) {
   std::set<std::string> seen;
   int64_t devices = 1;
@@ -35,6 +94,12 @@ StatusOr<DeviceMesh> DeviceMesh::create(std::vector<MeshAxis> axes) {
     devices *= axis.size;
   }
   DeviceMesh mesh;
+  for (const MeshAxis& axis : axes) {
+    const uint8_t id = intern_axis(axis.name);
+    if (id == 0)
+      return error("mesh axis '{}': more than {} distinct axis names", axis.name, kMaxAxisNames);
+    mesh.ids_.push_back(id);
+  }
   mesh.axes_ = std::move(axes);
   return mesh;
 }

@@ -124,6 +124,7 @@ StatusOr<SpmdLowering> lower_to_spmd(const Graph& model, const Scheme& scheme,
   out.parts = prepared->parts;
   const bool train = prepared->training_graph;
   SpmdInput input;
+  input.shapes_only = options.shapes_only;
   if (train) {
     input.graph = &prepared->training.graph;
     input.gradients = prepared->training.gradients;

@@ -7,8 +7,7 @@ namespace autopar {
 namespace {
 
 bool is_partial(const Layout& l, const std::string& axis) {
-  return std::find(l.partial_axes().begin(), l.partial_axes().end(), axis) !=
-         l.partial_axes().end();
+  return l.is_partial_over(axis);
 }
 
 // Position of `axis` among the axes splitting its dim (0 = major), or -1.

@@ -37,14 +37,6 @@ bool glob_match(std::string_view pattern, std::string_view text) {
   return !text.empty() && pattern[0] == text[0] && glob_match(pattern.substr(1), text.substr(1));
 }
 
-int64_t split_degree(const Layout& layout, const DeviceMesh& mesh) {
-  int64_t degree = 1;
-  for (const auto& axes : layout.dims()) {
-    for (const std::string& a : axes) degree *= mesh.size(a);
-  }
-  return degree;
-}
-
 class Spmd {
  public:
   Spmd(const SpmdInput& input, const DeviceMesh& mesh, const SpmdPolicy& policy)
@@ -139,14 +131,9 @@ class Spmd {
     return (state_[v] && !layout_[v] && !slot_param_.count(v)) || deferred_cast_.count(v);
   }
   bool allowed_free(ValueId v, const Layout& want, const Node& consumer) const {
-    if (want.is_partial()) return false;
-    for (const auto& axes : want.dims()) {
-      for (const std::string& a : axes) {
-        if (a != "tp" || !policy_.parameter_split(src_, consumer, a)) return false;
-      }
-    }
+    if (want.is_partial() || !want.splits_only_over("tp")) return false;
     (void)v;
-    return true;
+    return !want.uses("tp") || policy_.parameter_split(src_, consumer, "tp");
   }
 
   double input_cost(ValueId v, const Layout& want, const Node& consumer) const;
@@ -246,7 +233,7 @@ double Spmd::input_cost(ValueId v, const Layout& want, const Node& consumer) con
     const int64_t tp = has_axis("tp") ? mesh_.size("tp") : 1;
     const double kept =
         static_cast<double>(value.num_bytes()) *
-        (1.0 / static_cast<double>(split_degree(want, mesh_)) - 1.0 / static_cast<double>(tp));
+        (1.0 / static_cast<double>(want.split_degree(mesh_)) - 1.0 / static_cast<double>(tp));
     return kept * kFlopsPerByte;
   }
   const Value& value = src_.value(v);
@@ -261,7 +248,7 @@ double Spmd::input_cost(ValueId v, const Layout& want, const Node& consumer) con
   if (!steps.is_ok()) return kInfinite;
   const bool constant = value.kind == ValueKind::kConstant && !state_[v];
   const double bytes =
-      static_cast<double>(value.num_bytes()) / static_cast<double>(split_degree(from, mesh_));
+      static_cast<double>(value.num_bytes()) / static_cast<double>(from.split_degree(mesh_));
   double cost = 0.0;
   for (const ReshardStep& step : steps.value()) {
     // (The update slices whole values onto its state's shards: that is no activation.)
@@ -363,7 +350,7 @@ StatusOr<ValueId> Spmd::materialise_constant(ValueId v) {
   c.shape = value.shape;
   c.kind = ValueKind::kConstant;
   c.data = value.data;
-  if (!c.data) return error("constant '{}' has no data", value.name);
+  if (!c.data && !in_.shapes_only) return error("constant '{}' has no data", value.name);
   local_[v] = result_.graph.add_value(std::move(c));
   layout_[v] = Layout::replicated(value.shape.rank());
   return local_[v];
@@ -807,7 +794,7 @@ Status Spmd::accumulate(ValueId p, ValueId g, const std::string& part) {
     Layout acc = *layout_[g];
     const bool partial_dp =
         has_axis("dp") &&
-        std::count(acc.partial_axes().begin(), acc.partial_axes().end(), std::string("dp")) > 0;
+acc.is_partial_over("dp");
     if (policy_.microbatches == 1 && partial_dp) {
       const Layout base = acc.without("dp");
       acc = policy_.zero >= 1 && zero_dim(grad.shape.dims, base) >= 0

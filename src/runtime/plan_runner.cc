@@ -371,7 +371,7 @@ constexpr int64_t kGatherTag = int64_t{1} << 40;
 
 Tensor shard_of(const Tensor& whole, const Layout& layout, const DeviceMesh& mesh,
                 const std::vector<int64_t>& coords) {
-  if (layout.rank() == 0 || layout.is_replicated() || layout.dims().empty()) return whole;
+  if (layout.rank() == 0 || layout.is_replicated()) return whole;
   const auto block = block_of(whole.dims(), layout, mesh, coords);
   std::vector<int64_t> dims;
   for (const auto& [offset, length] : block) dims.push_back(length);

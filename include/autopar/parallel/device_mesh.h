@@ -10,6 +10,15 @@
 
 namespace autopar {
 
+// Mesh axis names are interned process-wide: each distinct name has a small non-zero id, so
+// layouts hold bytes rather than strings. intern_axis gives 0 once kMaxAxisNames names exist
+// (DeviceMesh::create and Layout::parse report that as an error); find_axis gives 0 for a
+// name never interned.
+constexpr int kMaxAxisNames = 254;
+uint8_t intern_axis(std::string_view name);
+uint8_t find_axis(std::string_view name);
+const std::string& axis_name(uint8_t id);
+
 struct MeshAxis {
   std::string name;
   int64_t size = 1;
@@ -31,6 +40,13 @@ class DeviceMesh {
   int64_t axis_index(std::string_view name) const;
   // Size of the named axis; 1 for an axis the mesh does not have.
   int64_t size(std::string_view name) const;
+  // The same by the name's interned id.
+  int64_t size_of(uint8_t id) const {
+    for (size_t i = 0; i < ids_.size(); ++i) {
+      if (ids_[i] == id) return axes_[i].size;
+    }
+    return 1;
+  }
 
   std::vector<int64_t> coords(int64_t device) const;
   int64_t device(const std::vector<int64_t>& coords) const;
@@ -44,6 +60,7 @@ class DeviceMesh {
 
  private:
   std::vector<MeshAxis> axes_;
+  std::vector<uint8_t> ids_;  // per axis: its name's interned id
 };
 
 }  // namespace autopar

@@ -26,24 +26,30 @@ class Layout {
   // Dim `dim` split over `axes`.
   static Layout split(int64_t rank, int64_t dim, std::vector<std::string> axes);
 
-  int64_t rank() const { return static_cast<int64_t>(dims_.size()); }
-  const std::vector<std::string>& dim_axes(int64_t dim) const { return dims_.at(dim); }
-  const std::vector<std::vector<std::string>>& dims() const { return dims_; }
+  int64_t rank() const;
+  std::vector<std::string> dim_axes(int64_t dim) const;
+  std::vector<std::vector<std::string>> dims() const;
   // Sorted.
-  const std::vector<std::string>& partial_axes() const { return partial_; }
+  std::vector<std::string> partial_axes() const;
 
   bool is_replicated() const;  // no split and no partial sum
-  bool is_partial() const { return !partial_.empty(); }
+  bool is_partial() const;
   // Whether `axis` splits some dim or is a partial-sum axis.
   bool uses(std::string_view axis) const;
+  // Whether `axis` is a partial-sum axis.
+  bool is_partial_over(std::string_view axis) const;
   // The dim `axis` splits, or -1.
   int64_t dim_of(std::string_view axis) const;
+  // Whether every split is over `axis` (true when nothing is split).
+  bool splits_only_over(std::string_view axis) const;
+  // The devices one shard is spread over: the product of the split axes' sizes.
+  int64_t split_degree(const DeviceMesh& mesh) const;
 
   // New layouts: the axis appended (as the most minor split) to `dim`, the axis removed from
   // wherever it is, and partial sums added or resolved.
-  Layout with_split(int64_t dim, std::string axis) const;
+  Layout with_split(int64_t dim, std::string_view axis) const;
   Layout without(std::string_view axis) const;
-  Layout with_partial(std::string axis) const;
+  Layout with_partial(std::string_view axis) const;
 
   // Checks the axes exist in `mesh`, each is used once, and every split dim is divisible by
   // the product of its axes. Messages name the dim and the axes ("dim 1 of f32[8,6]: 6 is
@@ -59,8 +65,11 @@ class Layout {
   size_t hash() const;
 
  private:
-  std::vector<std::vector<std::string>> dims_;
-  std::vector<std::string> partial_;
+  // Axis names are interned (one process-wide table gives each a small non-zero id). Per
+  // dim: the ids of its axes, major to minor, and a 0; then the partial-sum axes' ids, in
+  // name order. A layout of a few dims fits in the string's own storage: copies, comparisons
+  // and hashes touch a few bytes and allocate nothing.
+  std::string code_;
 };
 
 struct LayoutHash {

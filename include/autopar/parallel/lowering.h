@@ -39,6 +39,9 @@ struct LoweringOptions {
       prepared;
   // Node strategies shared by the lowerings of one model under many schemes (the search).
   std::shared_ptr<StrategyCache> strategies;
+  // The lowering is costed, never run: constants may come without their data (the estimate
+  // drops large ones' data, which no decision reads).
+  bool shapes_only = false;
 };
 
 // What the paradigms decide, composed in the order of paradigms().

@@ -59,6 +59,8 @@ struct SpmdInput {
   std::vector<std::pair<ValueId, ValueId>> gradients;  // parameter, gradient
   std::vector<std::pair<ValueId, ValueId>> updates;    // state, new value
   ValueId loss = kNoId;
+  // The result is costed, never run: a constant without data is lowered by its shape.
+  bool shapes_only = false;
 };
 
 struct SpmdResult {
