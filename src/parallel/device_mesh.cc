@@ -51,11 +51,16 @@ uint8_t find_in(const AxisTable& t, std::string_view name, int count) {
 uint8_t find_axis(std::string_view name) {
   if (name.size() == 2 && name[1] == 'p') {
     switch (name[0]) {
-      case 'p': return 1;
-      case 'd': return 2;
-      case 't': return 3;
-      case 's': return 4;
-      default: break;
+      case 'p':
+        return 1;
+      case 'd':
+        return 2;
+      case 't':
+        return 3;
+      case 's':
+        return 4;
+      default:
+        break;
     }
   }
   const AxisTable& t = axis_table();

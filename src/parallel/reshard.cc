@@ -6,9 +6,7 @@
 namespace autopar {
 namespace {
 
-bool is_partial(const Layout& l, const std::string& axis) {
-  return l.is_partial_over(axis);
-}
+bool is_partial(const Layout& l, const std::string& axis) { return l.is_partial_over(axis); }
 
 // Position of `axis` among the axes splitting its dim (0 = major), or -1.
 int64_t depth(const Layout& l, const std::string& axis) {

@@ -792,9 +792,7 @@ Status Spmd::accumulate(ValueId p, ValueId g, const std::string& part) {
   {
     const Value& grad = src_.value(g);
     Layout acc = *layout_[g];
-    const bool partial_dp =
-        has_axis("dp") &&
-acc.is_partial_over("dp");
+    const bool partial_dp = has_axis("dp") && acc.is_partial_over("dp");
     if (policy_.microbatches == 1 && partial_dp) {
       const Layout base = acc.without("dp");
       acc = policy_.zero >= 1 && zero_dim(grad.shape.dims, base) >= 0

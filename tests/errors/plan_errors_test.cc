@@ -2,6 +2,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include "testing/testing.h"
@@ -99,6 +101,20 @@ TEST_F(PlanErrors, OverrideLayoutTheNodeCannotProduce) {
       "mlp", "mesh: {tp: 2}\nbatch: {global: 4}\ntensor:\n  \"fc.1/MatMul\": \"[_, _, tp]\"\n",
       "autopar: error: s.yaml: tensor.fc.1/MatMul: node 'fc.1/MatMul' (MatMul) cannot give its "
       "output the layout [_, _, tp] (it can: [_, _], [tp, _], [_, tp], [_, _] partial(tp))");
+}
+
+TEST_F(PlanErrors, OverrideLayoutWithTooManyAxisNames) {
+  // Axis names are interned process-wide, 254 at most; pp, dp, tp and sp come first.
+  std::vector<std::string> names;
+  for (int i = 0; i < 260; ++i) names.push_back(fmt::format("a{}", i));
+  const std::string layout = fmt::format("[{}, _]", fmt::join(names, "*"));
+  expect_transform_error(
+      "mlp",
+      fmt::format("mesh: {{tp: 2}}\nbatch: {{global: 4}}\ntensor:\n  \"fc.1/MatMul\": \"{}\"\n",
+                  layout),
+      fmt::format("autopar: error: s.yaml: tensor.fc.1/MatMul: '{0}' is not a layout (layout "
+                  "'{0}': axis 'a250': more than 254 distinct axis names)",
+                  layout));
 }
 
 TEST_F(PlanErrors, UnknownMeshAxis) {

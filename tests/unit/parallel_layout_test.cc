@@ -92,6 +92,37 @@ TEST(Layout, ValuesCompareAndHash) {
   EXPECT_EQ(a.with_partial("tp").to_string(), "[_, _] partial(tp)");
 }
 
+TEST(Layout, QueriesOnSplitsAndPartialSums) {
+  const DeviceMesh mesh = mesh3();
+  const Layout l = *Layout::parse("[dp*pp, _, tp] partial(x_axis, sp)");
+  EXPECT_EQ(l.rank(), 3);
+  EXPECT_EQ(l.dim_axes(0), (std::vector<std::string>{"dp", "pp"}));
+  EXPECT_EQ(l.dim_axes(1), (std::vector<std::string>{}));
+  // Partial-sum axes keep name order whatever order they were added in.
+  EXPECT_EQ(l.partial_axes(), (std::vector<std::string>{"sp", "x_axis"}));
+  EXPECT_EQ(l.to_string(), "[dp*pp, _, tp] partial(sp, x_axis)");
+  EXPECT_EQ(l.dim_of("pp"), 0);
+  EXPECT_EQ(l.dim_of("tp"), 2);
+  EXPECT_EQ(l.dim_of("sp"), -1);  // a partial-sum axis splits no dim
+  EXPECT_EQ(l.dim_of("never_seen"), -1);
+  EXPECT_TRUE(l.uses("sp"));
+  EXPECT_TRUE(l.is_partial_over("sp"));
+  EXPECT_FALSE(l.is_partial_over("tp"));
+  EXPECT_FALSE(l.uses("never_seen"));
+  EXPECT_EQ(l.split_degree(mesh), 8);
+  EXPECT_FALSE(l.splits_only_over("tp"));
+  EXPECT_TRUE(Layout::parse("[_, tp] partial(dp)")->splits_only_over("tp"));
+  EXPECT_TRUE(Layout::replicated(2).splits_only_over("tp"));
+  // A scalar can be a partial sum: no dims, one axis.
+  const Layout scalar = Layout::replicated(0).with_partial("tp");
+  EXPECT_EQ(scalar.rank(), 0);
+  EXPECT_TRUE(scalar.is_partial());
+  EXPECT_EQ(scalar.shard_shape({}, mesh), (std::vector<int64_t>{}));
+  EXPECT_EQ(scalar.without("tp"), Layout::replicated(0));
+  // A partial-sum axis moved onto a dim is a split there, and no longer a partial sum.
+  EXPECT_EQ(l.with_split(1, "sp").to_string(), "[dp*pp, sp, tp] partial(x_axis)");
+}
+
 TEST(Layout, ValidateAndShardShapes) {
   const DeviceMesh mesh = mesh3();
   const Layout l = *Layout::parse("[dp*pp, _, tp]");
