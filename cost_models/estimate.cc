@@ -156,11 +156,24 @@ LayerCosts layer_costs_of(const SpmdLowering& lowered, const Graph& model, const
   // State bytes per layer; state read in several layers is also held where the others run.
   // An update runs on every rank holding state it writes (build_roles duplicates it): the
   // layers of an update are those of the parameters and gradients it reaches.
+  // (A parameter cast to the compute type once and read in several layers, as a tied
+  // embedding under mixed precision is, is read where its cast is: a pipeline rank that reads
+  // the cast casts its own copy of the parameter.)
   std::vector<std::set<int32_t>> readers(static_cast<size_t>(num_specs));
   for (NodeId n = 0; n < nodes; ++n) {
     if (g.node(n).phase == Phase::kOptimizer) continue;
     for (ValueId in : g.node(n).inputs) {
-      if (in != kNoId && state_of(in)) readers[spec_of[in]].insert(layer[n]);
+      if (in == kNoId) continue;
+      if (state_of(in)) {
+        readers[spec_of[in]].insert(layer[n]);
+        continue;
+      }
+      const NodeId p = g.value(in).producer;
+      if (p == kNoId) continue;
+      const Node& cast = g.node(p);
+      if (cast.op_type == "Cast" && cast.domain.empty() && cast.inputs.size() == 1 &&
+          cast.inputs[0] != kNoId && state_of(cast.inputs[0]))
+        readers[spec_of[cast.inputs[0]]].insert(layer[n]);
     }
   }
   std::vector<std::set<int32_t>> update_layers(nodes);

@@ -181,6 +181,20 @@ void append_value(std::string& key, const Graph& g, ValueId v) {
 
 }  // namespace
 
+std::shared_ptr<const StrategyCache::LayerPlan> StrategyCache::layer_plan(
+    const std::string& key) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = layer_plans_.find(key);
+  return it == layer_plans_.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<const StrategyCache::LayerPlan> StrategyCache::add_layer_plan(
+    const std::string& key, LayerPlan plan) {
+  auto made = std::make_shared<const LayerPlan>(std::move(plan));
+  std::lock_guard<std::mutex> lock(mutex_);
+  return layer_plans_.emplace(key, std::move(made)).first->second;
+}
+
 std::shared_ptr<const StrategySet> StrategyCache::get(const Graph& g, const Node& n,
                                                       const DeviceMesh& mesh,
                                                       const std::vector<std::string>& axes) {

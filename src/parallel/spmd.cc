@@ -25,6 +25,27 @@ constexpr double kFlopsPerByte = 1000.0;
 // that move as many bytes, fewer collectives win.
 constexpr double kFlopsPerCollective = 1e8;
 
+// Data movement (and negation) that commutes with a sum.
+const char* const kLinearOps[] = {"Reshape",   "Transpose", "Identity", "Squeeze",
+                                  "Unsqueeze", "Flatten",   "Neg"};
+
+bool is_linear_op(const Node& node) {
+  return node.domain.empty() && std::any_of(std::begin(kLinearOps), std::end(kLinearOps),
+                                            [&](const char* op) { return node.op_type == op; });
+}
+
+// A strategy with the partial-sum axes `partial` added to its input `input` and its one
+// output; false when an axis is already split there.
+bool pass_partial(OpStrategy& s, size_t input, const std::vector<std::string>& partial) {
+  if (s.inputs.size() <= input || s.outputs.size() != 1) return false;
+  for (const std::string& a : partial) {
+    if (s.inputs[input].uses(a) || s.outputs[0].uses(a)) continue;
+    s.inputs[input] = s.inputs[input].with_partial(a);
+    s.outputs[0] = s.outputs[0].with_partial(a);
+  }
+  return true;
+}
+
 // Glob match: '*' stands for any run of characters.
 bool glob_match(std::string_view pattern, std::string_view text) {
   if (pattern.empty()) return text.empty();
@@ -137,6 +158,11 @@ class Spmd {
   }
 
   double input_cost(ValueId v, const Layout& want, const Node& consumer) const;
+  // What a parameter not placed yet (or its deferred cast) costs read in `want`.
+  double free_cost(ValueId v, const Layout& want, const Node& consumer) const;
+  // What bringing `v` from `from` into `want` costs `consumer` (arithmetic-equivalent).
+  double reshard_cost(ValueId v, const Layout& from, const Layout& want,
+                      const Node& consumer) const;
   double strategy_cost(const Node& node, const OpStrategy& s) const;
   // The dst value holding `v` in layout `want`, emitting what it takes.
   StatusOr<ValueId> local_as(ValueId v, const Layout& want, const Node& consumer);
@@ -161,6 +187,28 @@ class Spmd {
   };
   std::vector<Candidate> windowed(const Node& node, const std::vector<OpStrategy>& bases) const;
   Status lower_node(NodeId id);
+  // The mesh axes a node's strategies may split, and the same without sp.
+  void strategy_axes(const Node& node, std::vector<std::string>& axes,
+                     std::vector<std::string>& without_sp) const;
+  int32_t layer_of(NodeId id) const {
+    return policy_.layer_of.empty() ? src_.node(id).layer : policy_.layer_of[id];
+  }
+  // A Cast of a parameter not placed yet: lowered with its first reader (deferred_cast_).
+  bool defers(const Node& node) const {
+    return node.op_type == "Cast" && node.domain.empty() && node.inputs.size() == 1 &&
+           src_.value(node.inputs[0]).kind == ValueKind::kParameter && is_free(node.inputs[0]);
+  }
+  // The forward nodes [first, end) of one layer, by dynamic programming over their
+  // strategies (planned_).
+  void plan_segment(NodeId first, NodeId end);
+  // The dynamic program itself: `plan` gets a strategy per node, or none.
+  void plan_layer(NodeId first, NodeId end, StrategyCache::LayerPlan& plan);
+  // Under tensor auto: per forward node, the strategy its layer's dynamic program chose, and
+  // the node's strategy set as the plan looked it up.
+  std::vector<std::optional<OpStrategy>> planned_;
+  std::vector<std::shared_ptr<const StrategySet>> sets_;
+  // The key of the layer [first, end) for StrategyCache::layer_plan.
+  std::string layer_key(NodeId first, NodeId end);
   Status accumulate_gradients();
   // `part` names one of several accumulators of the parameter (empty: its only one).
   Status accumulate(ValueId parameter, ValueId gradient, const std::string& part = "");
@@ -225,17 +273,7 @@ class Spmd {
 
 double Spmd::input_cost(ValueId v, const Layout& want, const Node& consumer) const {
   if (v == kNoId) return 0.0;
-  if (is_free(v)) {
-    if (!allowed_free(v, want, consumer)) return kInfinite;
-    // A parameter held whole where it could be split costs every device its memory and its
-    // share of the update: count the bytes it keeps beyond its shard like bytes moved.
-    const Value& value = src_.value(v);
-    const int64_t tp = has_axis("tp") ? mesh_.size("tp") : 1;
-    const double kept =
-        static_cast<double>(value.num_bytes()) *
-        (1.0 / static_cast<double>(want.split_degree(mesh_)) - 1.0 / static_cast<double>(tp));
-    return kept * kFlopsPerByte;
-  }
+  if (is_free(v)) return free_cost(v, want, consumer);
   const Value& value = src_.value(v);
   std::optional<Layout> unplaced;  // a value not placed yet: replicated, or a slot's storage
   if (!layout_[v])
@@ -243,6 +281,25 @@ double Spmd::input_cost(ValueId v, const Layout& want, const Node& consumer) con
   const Layout& from = layout_[v] ? *layout_[v] : *unplaced;
   if (from == want) return 0.0;
   if (resharded(v, want)) return 0.0;
+  return reshard_cost(v, from, want, consumer);
+}
+
+double Spmd::free_cost(ValueId v, const Layout& want, const Node& consumer) const {
+  if (!allowed_free(v, want, consumer)) return kInfinite;
+  // A parameter held whole where it could be split costs every device its memory and its
+  // share of the update: count the bytes it keeps beyond its shard like bytes moved.
+  const Value& value = src_.value(v);
+  const int64_t tp = has_axis("tp") ? mesh_.size("tp") : 1;
+  const double kept =
+      static_cast<double>(value.num_bytes()) *
+      (1.0 / static_cast<double>(want.split_degree(mesh_)) - 1.0 / static_cast<double>(tp));
+  return kept * kFlopsPerByte;
+}
+
+double Spmd::reshard_cost(ValueId v, const Layout& from, const Layout& want,
+                          const Node& consumer) const {
+  if (from == want) return 0.0;
+  const Value& value = src_.value(v);
   // Strategies ask for the same reshards again and again: plan each (from, to, shape) once.
   const auto& steps = planned_reshard(from, want, value.shape.dims);
   if (!steps.is_ok()) return kInfinite;
@@ -271,9 +328,13 @@ double Spmd::input_cost(ValueId v, const Layout& want, const Node& consumer) con
     }
     if (step.kind != ReshardStep::Kind::kSlice) cost += kFlopsPerCollective / kFlopsPerByte;
     switch (step.kind) {
-      case ReshardStep::Kind::kAllReduce:
-        cost += 2.0 * bytes;
+      // A ring all-reduce moves 2 (n - 1) / n of the tensor: as much as a reduce-scatter and
+      // the all-gather after it.
+      case ReshardStep::Kind::kAllReduce: {
+        const auto n = static_cast<double>(mesh_.size(step.axis));
+        cost += 2.0 * bytes * (n - 1) / n;
         break;
+      }
       case ReshardStep::Kind::kAllGather:
         cost += bytes * static_cast<double>(mesh_.size(step.axis) - 1);
         break;
@@ -519,11 +580,443 @@ std::vector<Spmd::Candidate> Spmd::windowed(const Node& node,
   return out;
 }
 
+void Spmd::strategy_axes(const Node& node, std::vector<std::string>& axes,
+                         std::vector<std::string>& without_sp) const {
+  for (const std::string& a : policy_.axes) {
+    // Without ZeRO every data-parallel replica runs the whole update.
+    if (a == "dp" && node.phase == Phase::kOptimizer && policy_.zero == 0) continue;
+    axes.push_back(a);
+    if (a != "sp") without_sp.push_back(a);
+  }
+}
+
+// Tensor auto plans each layer's forward as a whole. A pass in node order keeps, for every
+// value the layer computes, the cheapest few layouts to have it in (each cost relative to
+// its cheapest, so what the inputs before the layer cost cancels); a pass back from the
+// layer's last node then chooses each node's strategy with what its chosen readers need.
+// Costs are the greedy pass's (reshards as arithmetic, the node's share of its FLOPs), and
+// the plan is kept only when, priced as one path, it beats choosing node by node. A layer's
+// plan depends on its nodes and on the layouts its inputs arrive in, never on the layers
+// after it: repeated layers are planned alike, in a model whose repeats are collapsed and in
+// the whole model.
+std::string Spmd::layer_key(NodeId first, NodeId end) {
+  std::string key;
+  auto raw = [&key](auto x) { key.append(reinterpret_cast<const char*>(&x), sizeof(x)); };
+  auto layout = [&](const Layout& l) {
+    raw(static_cast<uint32_t>(l.code().size()));
+    key += l.code();
+  };
+  raw(in_.gradients.empty());
+  raw(end - first);
+  for (NodeId id = first; id < end; ++id) {
+    const Node& node = src_.node(id);
+    if (defers(node)) {
+      key += 'd';
+      continue;
+    }
+    std::vector<std::string> axes, without_sp;
+    strategy_axes(node, axes, without_sp);
+    sets_[id] = strategies_->get(src_, node, mesh_, axes);
+    raw(sets_[id].get());
+    raw(node.inputs.size());
+    for (ValueId v : node.inputs) {
+      if (v == kNoId) {
+        key += 'n';
+        continue;
+      }
+      const Value& value = src_.value(v);
+      if (value.producer >= first && value.producer < end) {
+        const Node& p = src_.node(value.producer);
+        key += 'p';
+        raw(value.producer - first);
+        raw(static_cast<int32_t>(std::find(p.outputs.begin(), p.outputs.end(), v) -
+                                 p.outputs.begin()));
+        continue;
+      }
+      if (is_free(v)) {
+        key += 'f';
+        continue;
+      }
+      key += 'x';
+      raw(value.kind);
+      raw(static_cast<bool>(state_[v]));
+      raw(slot_param_.count(v) > 0);
+      if (layout_[v]) {
+        layout(*layout_[v]);
+      } else {
+        key += '?';
+      }
+      auto moved = resharded_.find(v);
+      raw(moved == resharded_.end() ? size_t{0} : moved->second.size());
+      if (moved != resharded_.end()) {
+        for (const auto& [l, x] : moved->second) layout(l);
+      }
+    }
+  }
+  return key;
+}
+
+void Spmd::plan_segment(NodeId first, NodeId end) {
+  // Overrides name nodes: a layer with one is planned for itself.
+  std::string key;
+  if (policy_.overrides.empty()) {
+    key = layer_key(first, end);
+    if (auto known = strategies_->layer_plan(key)) {
+      for (size_t k = 0; k < known->size(); ++k)
+        planned_[first + static_cast<NodeId>(k)] = (*known)[k];
+      return;
+    }
+  }
+  StrategyCache::LayerPlan plan(static_cast<size_t>(end - first));
+  plan_layer(first, end, plan);
+  for (size_t k = 0; k < plan.size(); ++k) planned_[first + static_cast<NodeId>(k)] = plan[k];
+  if (!key.empty()) strategies_->add_layer_plan(key, std::move(plan));
+}
+
+void Spmd::plan_layer(NodeId first, NodeId end, StrategyCache::LayerPlan& plan) {
+  constexpr size_t kOptions = 4;
+  struct Option {
+    Layout layout;
+    double cost;
+  };
+  const auto count = static_cast<size_t>(end - first);
+  std::unordered_map<ValueId, std::vector<Option>> table;
+  std::set<ValueId> free;  // casts of parameters not placed yet: lowered with their reader
+  std::vector<std::vector<OpStrategy>> cands(count);
+  std::vector<std::vector<double>> totals(count);
+  std::vector<double> flops(count, 0.0);
+  auto degree = [&](const OpStrategy& st) {
+    int64_t d = 1;
+    for (const auto& [axis, loop] : st.assignment) d *= mesh_.size(axis);
+    return static_cast<double>(d);
+  };
+  // The partial-sum axes `v` may arrive with.
+  auto partials = [&](ValueId v) {
+    std::vector<std::vector<std::string>> out;
+    if (v == kNoId) return out;
+    auto add = [&](const Layout& l) {
+      if (!l.is_partial()) return;
+      std::vector<std::string> p = l.partial_axes();
+      if (std::find(out.begin(), out.end(), p) == out.end()) out.push_back(std::move(p));
+    };
+    if (auto it = table.find(v); it != table.end()) {
+      for (const Option& o : it->second) add(o.layout);
+    } else if (layout_[v]) {
+      add(*layout_[v]);
+    }
+    return out;
+  };
+  // Training: the backward splits as the forward does and moves each activation back the way
+  // it came, and a parameter left whole over tp has its gradient all-reduced over tp.
+  const bool training = !in_.gradients.empty();
+  const double work = training ? 3.0 : 1.0;
+  auto moved_twice = [&](ValueId v) {
+    const Value& value = src_.value(v);
+    return training && value.kind == ValueKind::kIntermediate && is_floating(value.dtype) ? 2.0
+                                                                                          : 1.0;
+  };
+  // A parameter whole over tp read by a strategy that splits its work over tp: its gradient
+  // is a partial sum over tp, all-reduced.
+  auto gradient_sum = [&](const OpStrategy& st, const Node& node) {
+    if (!training || !has_axis("tp")) return 0.0;
+    bool splits = false;
+    for (const auto& [axis, loop] : st.assignment) splits = splits || axis == "tp";
+    if (!splits) return 0.0;
+    double cost = 0.0;
+    for (size_t i = 0; i < st.inputs.size() && i < node.inputs.size(); ++i) {
+      const ValueId v = node.inputs[i];
+      if (v == kNoId || !(free.count(v) || is_free(v)) || st.inputs[i].uses("tp")) continue;
+      const double bytes = static_cast<double>(src_.value(v).num_bytes()) /
+                           static_cast<double>(st.inputs[i].split_degree(mesh_));
+      cost += (2.0 * bytes + kFlopsPerCollective / kFlopsPerByte) * kFlopsPerByte;
+    }
+    return cost;
+  };
+  auto external = [&](ValueId v, const Layout& want, const Node& consumer) {
+    if (free.count(v) || is_free(v)) return free_cost(v, want, consumer);
+    const double cost = input_cost(v, want, consumer);
+    return cost < kInfinite ? cost * moved_twice(v) : cost;
+  };
+  auto in_cost = [&](ValueId v, const Layout& want, const Node& consumer) {
+    if (v == kNoId) return 0.0;
+    auto it = table.find(v);
+    if (it == table.end()) return external(v, want, consumer);
+    double best = kInfinite;
+    for (const Option& o : it->second) {
+      const double move = reshard_cost(v, o.layout, want, consumer);
+      if (move < kInfinite) best = std::min(best, o.cost + move * moved_twice(v));
+    }
+    return best;
+  };
+
+  for (NodeId id = first; id < end; ++id) {
+    const Node& node = src_.node(id);
+    const size_t k = static_cast<size_t>(id - first);
+    if (defers(node)) {
+      free.insert(node.outputs[0]);
+      continue;
+    }
+    if (!sets_[id]) {
+      std::vector<std::string> axes, without_sp;
+      strategy_axes(node, axes, without_sp);
+      sets_[id] = strategies_->get(src_, node, mesh_, axes);
+    }
+    std::vector<OpStrategy> cs = sets_[id]->strategies;
+    const size_t bases = cs.size();
+    // What lower_node derives: partial sums kept through linear ops and through sums.
+    if (is_linear_op(node) && !node.inputs.empty()) {
+      for (const std::vector<std::string>& p : partials(node.inputs[0])) {
+        for (size_t b = 0; b < bases; ++b) {
+          OpStrategy st = cs[b];
+          if (pass_partial(st, 0, p)) cs.push_back(std::move(st));
+        }
+      }
+    }
+    if (node.domain.empty() &&
+        (node.op_type == "Add" || node.op_type == "Sub" || node.op_type == "Sum") &&
+        node.inputs.size() >= 2 && node.outputs.size() == 1) {
+      for (const std::vector<std::string>& p : partials(node.inputs[0])) {
+        bool all = true;
+        for (ValueId in : node.inputs) {
+          const auto ps = partials(in);
+          all = all && std::find(ps.begin(), ps.end(), p) != ps.end();
+        }
+        if (!all) continue;
+        for (size_t b = 0; b < bases; ++b) {
+          OpStrategy st = cs[b];
+          if (st.inputs.size() != node.inputs.size() || st.outputs.size() != 1) continue;
+          bool valid = true;
+          for (const std::string& a : p) {
+            valid = valid && !st.outputs[0].uses(a);
+            for (const Layout& in : st.inputs) valid = valid && !in.uses(a);
+          }
+          if (!valid) continue;
+          for (const std::string& a : p) {
+            for (Layout& in : st.inputs) in = in.with_partial(a);
+            st.outputs[0] = st.outputs[0].with_partial(a);
+          }
+          cs.push_back(std::move(st));
+        }
+      }
+    }
+    for (const OpOverride& o : policy_.overrides) {
+      if (!glob_match(o.pattern, node.name)) continue;
+      auto want = Layout::parse(o.strategy);
+      std::vector<OpStrategy> kept;
+      for (OpStrategy& st : cs) {
+        if (want.is_ok() && !st.outputs.empty() && st.outputs[0] == *want)
+          kept.push_back(std::move(st));
+      }
+      cs = std::move(kept);
+      break;
+    }
+    flops[k] = node_flops(src_, node);
+    std::vector<double>& total = totals[k];
+    total.assign(cs.size(), kInfinite);
+    // Per input, the cost of each layout asked for (strategies share a few).
+    std::vector<std::vector<std::pair<const Layout*, double>>> asked(node.inputs.size());
+    double lowest = kInfinite;
+    for (size_t c = 0; c < cs.size(); ++c) {
+      double t = work * flops[k] / degree(cs[c]) + gradient_sum(cs[c], node);
+      for (size_t i = 0; i < cs[c].inputs.size() && i < node.inputs.size() && t < kInfinite; ++i) {
+        const Layout& want = cs[c].inputs[i];
+        double cost = -1;
+        for (const auto& [l, x] : asked[i]) {
+          if (*l == want) {
+            cost = x;
+            break;
+          }
+        }
+        if (cost < 0) {
+          cost = in_cost(node.inputs[i], want, node);
+          asked[i].emplace_back(&want, cost);
+        }
+        t += cost;
+      }
+      total[c] = std::min(t, kInfinite);
+      lowest = std::min(lowest, total[c]);
+    }
+    if (lowest >= kInfinite) {
+      cs.clear();
+      continue;
+    }
+    for (size_t j = 0; j < node.outputs.size(); ++j) {
+      const ValueId o = node.outputs[j];
+      if (o == kNoId) continue;
+      std::vector<Option> options;
+      for (size_t c = 0; c < cs.size(); ++c) {
+        if (total[c] >= kInfinite || j >= cs[c].outputs.size()) continue;
+        const Layout& l = cs[c].outputs[j];
+        auto same = std::find_if(options.begin(), options.end(),
+                                 [&](const Option& x) { return x.layout == l; });
+        if (same == options.end()) {
+          options.push_back({l, total[c] - lowest});
+        } else {
+          same->cost = std::min(same->cost, total[c] - lowest);
+        }
+      }
+      std::stable_sort(options.begin(), options.end(),
+                       [](const Option& a, const Option& b) { return a.cost < b.cost; });
+      if (options.size() > kOptions) options.resize(kOptions);
+      table[o] = std::move(options);
+    }
+    cands[k] = std::move(cs);
+  }
+
+  // The layer's stream: a value computed before the layer that it reads, and one it computes
+  // that the layers after it read, alike in type and shape (the residual stream). The plan
+  // hands the stream on in the layout it came in, so that the layer after plans alike: the
+  // estimate costs one of a run of repeated layers for all of them.
+  std::map<ValueId, Layout> keep;
+  {
+    std::vector<ValueId> arriving;
+    for (NodeId id = first; id < end; ++id) {
+      for (ValueId v : src_.node(id).inputs) {
+        if (v == kNoId || !layout_[v]) continue;
+        const Value& value = src_.value(v);
+        if (value.kind != ValueKind::kIntermediate || !is_floating(value.dtype) ||
+            value.producer == kNoId || value.producer >= first ||
+            src_.node(value.producer).phase != Phase::kForward)
+          continue;
+        if (std::find(arriving.begin(), arriving.end(), v) == arriving.end()) arriving.push_back(v);
+      }
+    }
+    for (NodeId id = first; id < end; ++id) {
+      for (ValueId o : src_.node(id).outputs) {
+        if (o == kNoId) continue;
+        const Value& out = src_.value(o);
+        const bool leaves = std::any_of(out.consumers.begin(), out.consumers.end(), [&](NodeId d) {
+          return d >= end && src_.node(d).phase == Phase::kForward;
+        });
+        if (!leaves) continue;
+        for (ValueId v : arriving) {
+          const Value& in = src_.value(v);
+          if (in.dtype == out.dtype && in.shape == out.shape) {
+            keep.emplace(o, *layout_[v]);
+            break;
+          }
+        }
+      }
+    }
+  }
+
+  // Back from the layer's end: each node's strategy given what its chosen readers need.
+  std::vector<int> chosen(count, -1);
+  for (NodeId id = end - 1; id >= first; --id) {
+    const size_t k = static_cast<size_t>(id - first);
+    if (cands[k].empty()) continue;
+    const Node& node = src_.node(id);
+    double best = kInfinite;
+    for (size_t c = 0; c < cands[k].size(); ++c) {
+      double score = totals[k][c];
+      if (score >= kInfinite) continue;
+      bool kept = true;
+      for (size_t j = 0; j < node.outputs.size() && j < cands[k][c].outputs.size(); ++j) {
+        auto it = keep.find(node.outputs[j]);
+        kept = kept && (it == keep.end() || it->second == cands[k][c].outputs[j]);
+      }
+      if (!kept) continue;
+      for (size_t j = 0; j < node.outputs.size() && j < cands[k][c].outputs.size(); ++j) {
+        const ValueId o = node.outputs[j];
+        if (o == kNoId) continue;
+        std::vector<const Layout*> paid;
+        for (NodeId d : src_.value(o).consumers) {
+          if (d < first || d >= end || chosen[d - first] < 0) continue;
+          const Node& reader = src_.node(d);
+          const OpStrategy& rs = cands[d - first][chosen[d - first]];
+          for (size_t i = 0; i < reader.inputs.size() && i < rs.inputs.size(); ++i) {
+            if (reader.inputs[i] != o) continue;
+            const Layout& want = rs.inputs[i];
+            if (std::any_of(paid.begin(), paid.end(), [&](const Layout* l) { return *l == want; }))
+              continue;
+            paid.push_back(&want);
+            const double move = reshard_cost(o, cands[k][c].outputs[j], want, reader);
+            score += move < kInfinite ? move * moved_twice(o) : kInfinite;
+          }
+        }
+      }
+      if (score < best) {
+        best = score;
+        chosen[k] = static_cast<int>(c);
+      }
+    }
+  }
+
+  // The plan and node-by-node choice priced alike, as one path through the layer.
+  auto path_cost = [&](bool greedy) {
+    std::unordered_map<ValueId, Layout> at;
+    std::vector<std::pair<ValueId, Layout>> moved;
+    auto cost_in = [&](ValueId v, const Layout& want, const Node& consumer) {
+      if (v == kNoId) return 0.0;
+      auto it = at.find(v);
+      if (it == at.end()) return external(v, want, consumer);
+      if (it->second == want) return 0.0;
+      for (const auto& [mv, ml] : moved) {
+        if (mv == v && ml == want) return 0.0;
+      }
+      const double move = reshard_cost(v, it->second, want, consumer);
+      return move < kInfinite ? move * moved_twice(v) : kInfinite;
+    };
+    double sum = 0.0;
+    for (NodeId id = first; id < end; ++id) {
+      const size_t k = static_cast<size_t>(id - first);
+      if (cands[k].empty()) continue;
+      const Node& node = src_.node(id);
+      auto price = [&](const OpStrategy& st) {
+        double t = work * flops[k] / degree(st) + gradient_sum(st, node);
+        for (size_t i = 0; i < st.inputs.size() && i < node.inputs.size() && t < kInfinite; ++i)
+          t += cost_in(node.inputs[i], st.inputs[i], node);
+        return std::min(t, kInfinite);
+      };
+      int pick = chosen[k];
+      double cost = kInfinite;
+      if (greedy) {
+        pick = -1;
+        for (size_t c = 0; c < cands[k].size(); ++c) {
+          const double t = price(cands[k][c]);
+          if (t < cost) {
+            cost = t;
+            pick = static_cast<int>(c);
+          }
+        }
+      } else if (pick >= 0) {
+        cost = price(cands[k][pick]);
+      }
+      if (pick < 0 || cost >= kInfinite) return kInfinite;
+      const OpStrategy& st = cands[k][pick];
+      for (size_t i = 0; i < st.inputs.size() && i < node.inputs.size(); ++i) {
+        const ValueId v = node.inputs[i];
+        if (v != kNoId && at.count(v) && !(at.at(v) == st.inputs[i]))
+          moved.emplace_back(v, st.inputs[i]);
+      }
+      sum += cost;
+      for (size_t j = 0; j < node.outputs.size() && j < st.outputs.size(); ++j) {
+        if (node.outputs[j] != kNoId) at.insert_or_assign(node.outputs[j], st.outputs[j]);
+      }
+    }
+    return sum;
+  };
+  // A plan that leaves a mesh axis idle in the whole layer repeats that axis's work on every
+  // device of it: the user asked for the axis, so the layer is chosen node by node instead.
+  for (const std::string& axis : policy_.axes) {
+    bool used = false;
+    for (size_t k = 0; k < count && !used; ++k) {
+      if (chosen[k] < 0) continue;
+      for (const auto& [a, loop] : cands[k][chosen[k]].assignment) used = used || a == axis;
+    }
+    if (!used) return;
+  }
+  const double planned = path_cost(false);
+  if (planned >= kInfinite || !(planned < path_cost(true) * (1.0 - 1e-9))) return;
+  for (size_t k = 0; k < count; ++k) {
+    if (chosen[k] >= 0) plan[k] = cands[k][chosen[k]];
+  }
+}
+
 Status Spmd::lower_node(NodeId id) {
   const Node& node = src_.node(id);
   current_ = id;
-  if (node.op_type == "Cast" && node.domain.empty() && node.inputs.size() == 1 &&
-      src_.value(node.inputs[0]).kind == ValueKind::kParameter && is_free(node.inputs[0])) {
+  if (defers(node)) {
     deferred_cast_.emplace(node.outputs[0], id);
     return Status::ok();
   }
@@ -550,19 +1043,14 @@ Status Spmd::lower_node(NodeId id) {
     }
   }
   std::vector<std::string> axes, without_sp;
-  for (const std::string& a : policy_.axes) {
-    // Without ZeRO every data-parallel replica runs the whole update.
-    if (a == "dp" && node.phase == Phase::kOptimizer && policy_.zero == 0) continue;
-    axes.push_back(a);
-    if (a != "sp") without_sp.push_back(a);
-  }
-  const std::shared_ptr<const StrategySet> own = strategies_->get(src_, node, mesh_, axes);
+  strategy_axes(node, axes, without_sp);
+  const std::shared_ptr<const StrategySet> own = !sets_.empty() && sets_[id]
+                                                     ? std::move(sets_[id])
+                                                     : strategies_->get(src_, node, mesh_, axes);
   const std::vector<OpStrategy>& bases = own->strategies;
   std::vector<Candidate> derived;  // strategies beyond the op's own
   // Linear data movement (and negation) commutes with the sum: a partial input may stay
   // partial through it, and the reduction happens where a consumer needs the whole value.
-  static const char* const kLinear[] = {"Reshape",   "Transpose", "Identity", "Squeeze",
-                                        "Unsqueeze", "Flatten",   "Neg"};
   // Under mixed precision a weight gradient is computed in the low type and cast to fp32:
   // it stays a partial sum through that cast when microbatches accumulate or ZeRO shards the
   // update, so it is reduced as without mixed precision (once per step, or reduce-scattered
@@ -584,7 +1072,7 @@ Status Spmd::lower_node(NodeId id) {
                              feeds_gradient(node.outputs[0]);
   // (So is an accumulating scatter into zeros in its updates: a Gather's gradient.)
   size_t linear_input = 0;
-  bool linear_op = gradient_cast || std::any_of(std::begin(kLinear), std::end(kLinear),
+  bool linear_op = gradient_cast || std::any_of(std::begin(kLinearOps), std::end(kLinearOps),
                                                 [&](const char* op) { return node.op_type == op; });
   if (node.op_type == "ScatterND" && node.inputs.size() == 3 &&
       node.attr_string("reduction", "none") == "add" && is_zero_fill(src_, node.inputs[0])) {
@@ -707,6 +1195,16 @@ Status Spmd::lower_node(NodeId id) {
     if (cost < best_cost) {
       best_cost = cost;
       best = &c;
+    }
+  }
+  // The layer's plan, where the inputs came as it planned (a window over sp, which it does
+  // not plan, may still be cheaper).
+  if (!planned_.empty() && planned_[id] && best && !best->window) {
+    for (const Choice& c : candidates) {
+      if (*c.strategy != *planned_[id]) continue;
+      const double cost = c.own >= 0 ? own_cost(c.own) : strategy_cost(node, *c.strategy);
+      if (cost < kInfinite) best = &c;
+      break;
     }
   }
   if (!best) {
@@ -857,10 +1355,26 @@ StatusOr<SpmdResult> Spmd::run() {
   }
   // Forward and backward, then the accumulation, then the update.
   bool accumulated = false;
+  // Tensor auto over tp or sp: each layer's forward is planned as a whole.
+  const bool plan = policy_.tp_activations == SpmdPolicy::TpActivations::kAny &&
+                    (has_axis("tp") || has_axis("sp"));
+  if (plan) {
+    planned_.assign(src_.num_nodes(), std::nullopt);
+    sets_.assign(src_.num_nodes(), nullptr);
+  }
+  NodeId planned_until = 0;
   for (NodeId id = 0; id < src_.num_nodes(); ++id) {
     if (src_.node(id).phase == Phase::kOptimizer && !accumulated) {
       RETURN_IF_ERROR(accumulate_gradients());
       accumulated = true;
+    }
+    if (plan && id >= planned_until && src_.node(id).phase == Phase::kForward) {
+      NodeId end = id + 1;
+      while (end < src_.num_nodes() && src_.node(end).phase == Phase::kForward &&
+             layer_of(end) == layer_of(id))
+        ++end;
+      plan_segment(id, end);
+      planned_until = end;
     }
     RETURN_IF_ERROR(lower_node(id));
     result_.origin.resize(dst.num_nodes(), id);

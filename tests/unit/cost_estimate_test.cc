@@ -121,7 +121,17 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"gpt-tiny", "mesh: {dp: 2}\nbatch: {global: 8, micro: 4}\n", true},
         Case{"gpt-tiny", "mesh: {dp: 2, tp: 2}\nbatch: {global: 16, micro: 2}\n", true},
         Case{"gpt-tiny", "mesh: {pp: 2}\nbatch: {global: 8, micro: 2}\n", true},
-        Case{"resnet-tiny", "mesh: {dp: 2}\nbatch: {global: 8, micro: 4}\n", true}));
+        Case{"resnet-tiny", "mesh: {dp: 2}\nbatch: {global: 8, micro: 4}\n", true},
+        // Tensor auto: each layer's forward planned by the dynamic program.
+        Case{"gpt-tiny", "mesh: {dp: 2, tp: 2}\nbatch: {global: 16, micro: 4}\ntensor: auto\n"},
+        Case{"gpt-tiny",
+             "mesh: {pp: 2, tp: 2}\nbatch: {global: 8, micro: 2}\ntensor: auto\nprecision: "
+             "bf16\n"},
+        Case{"gpt-tiny", "mesh: {pp: 2, tp: 2}\nbatch: {global: 8, micro: 2}\ntensor: auto\n"},
+        Case{"gpt-tiny", "mesh: {pp: 2, tp: 2}\nbatch: {global: 8, micro: 2}\nprecision: bf16\n"},
+        Case{"gpt-tiny", "mesh: {pp: 2}\nbatch: {global: 8, micro: 2}\nprecision: bf16\n"},
+        Case{"bert-tiny", "mesh: {tp: 4}\nbatch: {global: 8, micro: 8}\ntensor: auto\n"},
+        Case{"resnet-tiny", "mesh: {sp: 2}\nbatch: {global: 4, micro: 4}\ntensor: auto\n"}));
 
 TEST(Estimator, SchemesSharingAnSpmdConfigurationShareLayerCosts) {
   const ModelAt model_at = zoo_at("gpt-tiny");

@@ -63,6 +63,8 @@ class Layout {
 
   bool operator==(const Layout& other) const = default;
   size_t hash() const;
+  // The compact form (see code_ below): equal layouts have equal codes, for keys.
+  const std::string& code() const { return code_; }
 
  private:
   // Axis names are interned (one process-wide table gives each a small non-zero id). Per

@@ -3,6 +3,7 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -66,6 +67,16 @@ class StrategyCache {
                                          const std::vector<std::string>& axes);
   size_t size() const;
 
+  // Plans of whole layers by the SPMD pass under tensor auto (per node of the layer: its
+  // strategy, or none where the layer is chosen node by node), by a key naming each node's
+  // strategy set, how the layer's nodes connect and the layouts its inputs arrive in. Repeated
+  // layers, and the lowerings of one model under schemes that differ only beyond the forward
+  // (ZeRO stage, microbatch count), plan a layer once.
+  using LayerPlan = std::vector<std::optional<OpStrategy>>;
+  std::shared_ptr<const LayerPlan> layer_plan(const std::string& key) const;
+  // Keeps `plan` under `key` unless one is there already; returns the kept one.
+  std::shared_ptr<const LayerPlan> add_layer_plan(const std::string& key, LayerPlan plan);
+
   // reshard_steps(from, to, shape, mesh), planned once per (from, to, shape, mesh axes): the
   // lowerings of one model under many schemes plan the same reshards. The reference stays
   // valid for the cache's lifetime.
@@ -82,6 +93,7 @@ class StrategyCache {
   };
   mutable std::mutex mutex_;
   std::unordered_map<std::string, std::shared_ptr<const StrategySet>> strategies_;
+  std::unordered_map<std::string, std::shared_ptr<const LayerPlan>> layer_plans_;
   std::unordered_map<size_t, std::vector<std::unique_ptr<const PlannedReshard>>> reshards_;
 };
 
