@@ -178,6 +178,47 @@ TEST(TensorParallel, SplitProjectionsReduceTheirInputGradientOnce) {
   EXPECT_EQ(collectives(megatron, "AllReduce", "tp"), (Counts{{"bwd f32", 8}, {"fwd f32", 8}}));
 }
 
+// Tensor auto plans each layer's forward by dynamic programming (SPMD pass). gpt-tiny's
+// repeated layers hand the residual stream on in the layout it came in, so each repeat plans
+// alike: the same forward collectives over tp in layers 1 and 2 (layer 0 also holds the
+// embeddings, layer 3 the head). A second lowering sharing the first one's strategies takes
+// its cached layer plans and builds the same graph.
+TEST(TensorAuto, RepeatedLayersArePlannedAlike) {
+  auto scheme =
+      parse_scheme("mesh: {dp: 2, tp: 2}\nbatch: {global: 16, micro: 4}\ntensor: auto\n", "s");
+  ASSERT_TRUE(scheme.is_ok()) << scheme.status().message();
+  ZooOptions zoo;
+  zoo.batch = 8;
+  auto model = build_zoo_model("gpt-tiny", zoo);
+  ASSERT_TRUE(model.is_ok());
+  LoweringOptions options;
+  options.strategies = std::make_shared<StrategyCache>();
+  auto first = lower(*model, *scheme, options);
+  ASSERT_TRUE(first.is_ok()) << first.status().message();
+  auto second = lower(*model, *scheme, options);
+  ASSERT_TRUE(second.is_ok()) << second.status().message();
+  const Graph& g = first->roles[0].graph;
+  std::map<int32_t, std::map<std::string, int>> per_layer;  // layer → collective → count
+  for (const Node& n : g.nodes()) {
+    const Attribute* axes = n.attr("axes");
+    if (n.domain != kAutoparDomain || n.phase != Phase::kForward || !axes ||
+        axes->strings() != std::vector<std::string>{"tp"})
+      continue;
+    ++per_layer[n.layer][n.op_type];
+  }
+  // At 4 samples per device gpt-tiny's GEMMs are too small to split: each layer runs
+  // replicated over tp where it can and gathers what the split parameters' products leave.
+  const std::map<std::string, int> gathers{{"AllGather", 2}};
+  EXPECT_EQ(per_layer.size(), 5u);  // layers 0-3 and the nodes outside them (-1)
+  for (int32_t layer = -1; layer < 4; ++layer) EXPECT_EQ(per_layer[layer], gathers) << layer;
+  const Graph& h = second->roles[0].graph;
+  ASSERT_EQ(g.num_nodes(), h.num_nodes());
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    EXPECT_EQ(g.node(n).op_type, h.node(n).op_type) << n;
+    EXPECT_EQ(g.node(n).name, h.node(n).name) << n;
+  }
+}
+
 // gpt-tiny ties its token embedding to its head. On two pipeline ranks each computes a
 // gradient contribution every microbatch; each accumulates it where it is computed, and the
 // ranks' exchange programs send the accumulators once per step, before the updates (which add
