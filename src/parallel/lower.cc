@@ -92,8 +92,14 @@ StatusOr<SpmdLowering> lower_to_spmd(const Graph& model, const Scheme& scheme,
       source = &narrowed;
     }
     prepared.training_graph = !options.inference;
+    // The layer each node goes with: assign over one stage per layer. Stages are contiguous
+    // layer ranges, so a node's stage is always the stage of its layer.
+    std::vector<int32_t> identity(std::max(layers, 1));
+    for (int32_t l = 0; l < static_cast<int32_t>(identity.size()); ++l) identity[l] = l;
     if (!prepared.training_graph) {
       prepared.inference = *source;
+      prepared.layer_of =
+          assign(prepared.inference, identity, static_cast<int32_t>(identity.size()));
       return prepared;
     }
     TrainingGraph& training = prepared.training;
@@ -108,6 +114,7 @@ StatusOr<SpmdLowering> lower_to_spmd(const Graph& model, const Scheme& scheme,
     if (policy.compute != DType::kFloat32 && microbatches > 1) {
       ASSIGN_OR_RETURN(training, distribute_gradient_casts(std::move(training)));
     }
+    prepared.layer_of = assign(training.graph, identity, static_cast<int32_t>(identity.size()));
     return prepared;
   };
   std::shared_ptr<const PreparedGraph> prepared;
@@ -160,16 +167,19 @@ StatusOr<SpmdLowering> lower_to_spmd(const Graph& model, const Scheme& scheme,
          ++l)
       layer_stage[l] = s;
   }
-  out.source_stage = assign(graph, layer_stage, static_cast<int32_t>(virtual_stages));
+  if (virtual_stages == 1) {
+    // One stage: every node but the update's is on it (what assign gives).
+    out.source_stage.resize(graph.num_nodes());
+    for (NodeId n = 0; n < graph.num_nodes(); ++n)
+      out.source_stage[n] = graph.node(n).phase == Phase::kOptimizer ? -1 : 0;
+  } else {
+    out.source_stage = assign(graph, layer_stage, static_cast<int32_t>(virtual_stages));
+  }
   if (policy.stages > 1) {
     for (int32_t s : out.source_stage)
       policy.spmd.stage_of.push_back(static_cast<int32_t>(s % policy.stages));
   }
-  // The layer each node goes with: assign over one stage per layer. Stages are contiguous layer
-  // ranges, so a node's stage is always the stage of its layer.
-  std::vector<int32_t> identity(std::max(layers, 1));
-  for (int32_t l = 0; l < static_cast<int32_t>(identity.size()); ++l) identity[l] = l;
-  out.source_layer = assign(graph, identity, static_cast<int32_t>(identity.size()));
+  out.source_layer = prepared->layer_of;
   policy.spmd.layer_of = out.source_layer;
 
   ASSIGN_OR_RETURN(out.spmd, lower_spmd(input, scheme.mesh, policy.spmd));

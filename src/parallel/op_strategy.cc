@@ -245,31 +245,29 @@ const StatusOr<std::vector<ReshardStep>>& StrategyCache::reshard(const Layout& f
                                                                  const Layout& to,
                                                                  const std::vector<int64_t>& shape,
                                                                  const DeviceMesh& mesh) {
-  size_t h = from.hash() * 31 + to.hash();
-  for (int64_t d : shape) h = h * 1000003 + static_cast<size_t>(d);
-  for (const MeshAxis& a : mesh.axes())
-    h = h * 131 + std::hash<std::string>()(a.name) + static_cast<size_t>(a.size);
-  auto same = [&](const PlannedReshard& p) {
-    return p.from == from && p.to == to && p.shape == shape && p.axes == mesh.axes();
-  };
+  std::string key;
+  key.reserve(64);
+  auto raw = [&key](auto x) { key.append(reinterpret_cast<const char*>(&x), sizeof(x)); };
+  raw(static_cast<uint32_t>(from.code().size()));
+  key += from.code();
+  raw(static_cast<uint32_t>(to.code().size()));
+  key += to.code();
+  raw(shape.size());
+  for (int64_t d : shape) raw(d);
+  for (const MeshAxis& a : mesh.axes()) {
+    raw(find_axis(a.name));
+    raw(a.size);
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto it = reshards_.find(h);
-    if (it != reshards_.end()) {
-      for (const auto& p : it->second) {
-        if (same(*p)) return p->steps;
-      }
-    }
+    auto it = reshards_.find(key);
+    if (it != reshards_.end()) return *it->second;
   }
-  auto made = std::make_unique<PlannedReshard>(
-      PlannedReshard{from, to, shape, mesh.axes(), reshard_steps(from, to, shape, mesh)});
+  auto made = std::make_unique<const StatusOr<std::vector<ReshardStep>>>(
+      reshard_steps(from, to, shape, mesh));
   std::lock_guard<std::mutex> lock(mutex_);
-  auto& bucket = reshards_[h];
-  for (const auto& p : bucket) {
-    if (same(*p)) return p->steps;  // planned by another thread meanwhile
-  }
-  bucket.push_back(std::move(made));
-  return bucket.back()->steps;
+  // (Another thread may have planned it meanwhile: the first stays.)
+  return *reshards_.emplace(std::move(key), std::move(made)).first->second;
 }
 
 size_t StrategyCache::size() const {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <limits>
 #include <map>
 #include <set>
@@ -18,6 +19,9 @@ namespace autopar {
 namespace {
 
 constexpr double kInfinite = 1e300;
+// The interned ids of the axes the pass treats specially.
+const uint8_t kTpAxis = find_axis("tp");
+const uint8_t kDpAxis = find_axis("dp");
 // Arithmetic a byte of communication is worth: an accelerator does about a thousand
 // floating-point operations in the time its interconnect moves one byte.
 constexpr double kFlopsPerByte = 1000.0;
@@ -187,6 +191,8 @@ class Spmd {
   };
   std::vector<Candidate> windowed(const Node& node, const std::vector<OpStrategy>& bases) const;
   Status lower_node(NodeId id);
+  // Emits `node` under `strategy` (on a window of rows when given), its inputs resharded.
+  Status emit(const Node& node, const OpStrategy& strategy, const Window* window);
   // The mesh axes a node's strategies may split, and the same without sp.
   void strategy_axes(const Node& node, std::vector<std::string>& axes,
                      std::vector<std::string>& without_sp) const;
@@ -205,7 +211,8 @@ class Spmd {
   void plan_layer(NodeId first, NodeId end, StrategyCache::LayerPlan& plan);
   // Under tensor auto: per forward node, the strategy its layer's dynamic program chose, and
   // the node's strategy set as the plan looked it up.
-  std::vector<std::optional<OpStrategy>> planned_;
+  std::vector<const StrategyCache::PlannedStrategy*> planned_;
+  std::vector<std::shared_ptr<const StrategyCache::LayerPlan>> plans_;  // what planned_ points into
   std::vector<std::shared_ptr<const StrategySet>> sets_;
   // The key of the layer [first, end) for StrategyCache::layer_plan.
   std::string layer_key(NodeId first, NodeId end);
@@ -308,10 +315,12 @@ double Spmd::reshard_cost(ValueId v, const Layout& from, const Layout& want,
       static_cast<double>(value.num_bytes()) / static_cast<double>(from.split_degree(mesh_));
   double cost = 0.0;
   for (const ReshardStep& step : steps.value()) {
+    const uint8_t axis = find_axis(step.axis);
+    const bool over_tp = axis == kTpAxis, over_dp = axis == kDpAxis;
     // (The update slices whole values onto its state's shards: that is no activation.)
     const bool update_slice =
         step.kind == ReshardStep::Kind::kSlice && consumer.phase == Phase::kOptimizer;
-    if (step.axis == "tp" && !constant && !update_slice &&
+    if (over_tp && !constant && !update_slice &&
         policy_.tp_activations != SpmdPolicy::TpActivations::kAny && !is_weight(v)) {
       // Megatron-SP enters a sequence-parallel region only by reduce-scattering a row
       // projection's sum onto the sequence ([batch, seq, hidden]) or the image rows; slicing a
@@ -331,12 +340,12 @@ double Spmd::reshard_cost(ValueId v, const Layout& from, const Layout& want,
       // A ring all-reduce moves 2 (n - 1) / n of the tensor: as much as a reduce-scatter and
       // the all-gather after it.
       case ReshardStep::Kind::kAllReduce: {
-        const auto n = static_cast<double>(mesh_.size(step.axis));
+        const auto n = static_cast<double>(mesh_.size_of(axis));
         cost += 2.0 * bytes * (n - 1) / n;
         break;
       }
       case ReshardStep::Kind::kAllGather:
-        cost += bytes * static_cast<double>(mesh_.size(step.axis) - 1);
+        cost += bytes * static_cast<double>(mesh_.size_of(axis) - 1);
         break;
       // A reduce-scatter leaves a split the consumers after this one usually gather again:
       // count that gather too, or it always undercuts the all-reduce it stands for.
@@ -344,9 +353,8 @@ double Spmd::reshard_cost(ValueId v, const Layout& from, const Layout& want,
       // and the residual between the projections run on shards, so it pays the real cost.)
       // So does ZeRO's sharded update reading accumulated gradients: it runs on the shards.
       case ReshardStep::Kind::kReduceScatter:
-        if ((step.axis == "tp" &&
-             policy_.tp_activations == SpmdPolicy::TpActivations::kReduceScatter) ||
-            (step.axis == "dp" && policy_.zero >= 1 && consumer.phase == Phase::kOptimizer)) {
+        if ((over_tp && policy_.tp_activations == SpmdPolicy::TpActivations::kReduceScatter) ||
+            (over_dp && policy_.zero >= 1 && consumer.phase == Phase::kOptimizer)) {
           cost += bytes;
         } else {
           cost += 2.0 * bytes + kFlopsPerCollective / kFlopsPerByte;
@@ -663,14 +671,19 @@ void Spmd::plan_segment(NodeId first, NodeId end) {
     key = layer_key(first, end);
     if (auto known = strategies_->layer_plan(key)) {
       for (size_t k = 0; k < known->size(); ++k)
-        planned_[first + static_cast<NodeId>(k)] = (*known)[k];
+        planned_[first + static_cast<NodeId>(k)] = (*known)[k] ? &*(*known)[k] : nullptr;
+      plans_.push_back(std::move(known));
       return;
     }
   }
   StrategyCache::LayerPlan plan(static_cast<size_t>(end - first));
   plan_layer(first, end, plan);
-  for (size_t k = 0; k < plan.size(); ++k) planned_[first + static_cast<NodeId>(k)] = plan[k];
-  if (!key.empty()) strategies_->add_layer_plan(key, std::move(plan));
+  std::shared_ptr<const StrategyCache::LayerPlan> kept =
+      key.empty() ? std::make_shared<const StrategyCache::LayerPlan>(std::move(plan))
+                  : strategies_->add_layer_plan(key, std::move(plan));
+  for (size_t k = 0; k < kept->size(); ++k)
+    planned_[first + static_cast<NodeId>(k)] = (*kept)[k] ? &*(*kept)[k] : nullptr;
+  plans_.push_back(std::move(kept));
 }
 
 void Spmd::plan_layer(NodeId first, NodeId end, StrategyCache::LayerPlan& plan) {
@@ -682,14 +695,15 @@ void Spmd::plan_layer(NodeId first, NodeId end, StrategyCache::LayerPlan& plan) 
   const auto count = static_cast<size_t>(end - first);
   std::unordered_map<ValueId, std::vector<Option>> table;
   std::set<ValueId> free;  // casts of parameters not placed yet: lowered with their reader
-  std::vector<std::vector<OpStrategy>> cands(count);
+  // Per node, its candidates: its own strategies (in the shared set) and those derived from
+  // them (kept in `derived`), each with its index among the own ones (-1: derived) and the
+  // devices its work divides over.
+  std::vector<std::vector<const OpStrategy*>> cands(count);
+  std::vector<std::vector<int>> owns(count);
+  std::vector<std::vector<double>> degrees(count);
+  std::deque<OpStrategy> derived;
   std::vector<std::vector<double>> totals(count);
   std::vector<double> flops(count, 0.0);
-  auto degree = [&](const OpStrategy& st) {
-    int64_t d = 1;
-    for (const auto& [axis, loop] : st.assignment) d *= mesh_.size(axis);
-    return static_cast<double>(d);
-  };
   // The partial-sum axes `v` may arrive with.
   auto partials = [&](ValueId v) {
     std::vector<std::vector<std::string>> out;
@@ -761,14 +775,28 @@ void Spmd::plan_layer(NodeId first, NodeId end, StrategyCache::LayerPlan& plan) 
       strategy_axes(node, axes, without_sp);
       sets_[id] = strategies_->get(src_, node, mesh_, axes);
     }
-    std::vector<OpStrategy> cs = sets_[id]->strategies;
-    const size_t bases = cs.size();
+    const StrategySet& set = *sets_[id];
+    std::vector<const OpStrategy*> cs;
+    std::vector<int>& own = owns[k];
+    std::vector<double>& deg = degrees[k];
+    const size_t bases = set.strategies.size();
+    for (size_t b = 0; b < bases; ++b) {
+      cs.push_back(&set.strategies[b]);
+      own.push_back(static_cast<int>(b));
+      deg.push_back(static_cast<double>(set.degree[b]));
+    }
+    auto add_derived = [&](OpStrategy st, size_t base) {
+      derived.push_back(std::move(st));
+      cs.push_back(&derived.back());
+      own.push_back(-1);
+      deg.push_back(deg[base]);
+    };
     // What lower_node derives: partial sums kept through linear ops and through sums.
     if (is_linear_op(node) && !node.inputs.empty()) {
       for (const std::vector<std::string>& p : partials(node.inputs[0])) {
         for (size_t b = 0; b < bases; ++b) {
-          OpStrategy st = cs[b];
-          if (pass_partial(st, 0, p)) cs.push_back(std::move(st));
+          OpStrategy st = *cs[b];
+          if (pass_partial(st, 0, p)) add_derived(std::move(st), b);
         }
       }
     }
@@ -783,8 +811,8 @@ void Spmd::plan_layer(NodeId first, NodeId end, StrategyCache::LayerPlan& plan) 
         }
         if (!all) continue;
         for (size_t b = 0; b < bases; ++b) {
-          OpStrategy st = cs[b];
-          if (st.inputs.size() != node.inputs.size() || st.outputs.size() != 1) continue;
+          if (cs[b]->inputs.size() != node.inputs.size() || cs[b]->outputs.size() != 1) continue;
+          OpStrategy st = *cs[b];
           bool valid = true;
           for (const std::string& a : p) {
             valid = valid && !st.outputs[0].uses(a);
@@ -795,19 +823,26 @@ void Spmd::plan_layer(NodeId first, NodeId end, StrategyCache::LayerPlan& plan) 
             for (Layout& in : st.inputs) in = in.with_partial(a);
             st.outputs[0] = st.outputs[0].with_partial(a);
           }
-          cs.push_back(std::move(st));
+          add_derived(std::move(st), b);
         }
       }
     }
     for (const OpOverride& o : policy_.overrides) {
       if (!glob_match(o.pattern, node.name)) continue;
       auto want = Layout::parse(o.strategy);
-      std::vector<OpStrategy> kept;
-      for (OpStrategy& st : cs) {
-        if (want.is_ok() && !st.outputs.empty() && st.outputs[0] == *want)
-          kept.push_back(std::move(st));
+      std::vector<const OpStrategy*> kept;
+      std::vector<int> kept_own;
+      std::vector<double> kept_deg;
+      for (size_t c = 0; c < cs.size(); ++c) {
+        if (want.is_ok() && !cs[c]->outputs.empty() && cs[c]->outputs[0] == *want) {
+          kept.push_back(cs[c]);
+          kept_own.push_back(own[c]);
+          kept_deg.push_back(deg[c]);
+        }
       }
       cs = std::move(kept);
+      own = std::move(kept_own);
+      deg = std::move(kept_deg);
       break;
     }
     flops[k] = node_flops(src_, node);
@@ -817,9 +852,10 @@ void Spmd::plan_layer(NodeId first, NodeId end, StrategyCache::LayerPlan& plan) 
     std::vector<std::vector<std::pair<const Layout*, double>>> asked(node.inputs.size());
     double lowest = kInfinite;
     for (size_t c = 0; c < cs.size(); ++c) {
-      double t = work * flops[k] / degree(cs[c]) + gradient_sum(cs[c], node);
-      for (size_t i = 0; i < cs[c].inputs.size() && i < node.inputs.size() && t < kInfinite; ++i) {
-        const Layout& want = cs[c].inputs[i];
+      const OpStrategy& st = *cs[c];
+      double t = work * flops[k] / deg[c] + gradient_sum(st, node);
+      for (size_t i = 0; i < st.inputs.size() && i < node.inputs.size() && t < kInfinite; ++i) {
+        const Layout& want = st.inputs[i];
         double cost = -1;
         for (const auto& [l, x] : asked[i]) {
           if (*l == want) {
@@ -845,8 +881,8 @@ void Spmd::plan_layer(NodeId first, NodeId end, StrategyCache::LayerPlan& plan) 
       if (o == kNoId) continue;
       std::vector<Option> options;
       for (size_t c = 0; c < cs.size(); ++c) {
-        if (total[c] >= kInfinite || j >= cs[c].outputs.size()) continue;
-        const Layout& l = cs[c].outputs[j];
+        if (total[c] >= kInfinite || j >= cs[c]->outputs.size()) continue;
+        const Layout& l = cs[c]->outputs[j];
         auto same = std::find_if(options.begin(), options.end(),
                                  [&](const Option& x) { return x.layout == l; });
         if (same == options.end()) {
@@ -911,26 +947,26 @@ void Spmd::plan_layer(NodeId first, NodeId end, StrategyCache::LayerPlan& plan) 
       double score = totals[k][c];
       if (score >= kInfinite) continue;
       bool kept = true;
-      for (size_t j = 0; j < node.outputs.size() && j < cands[k][c].outputs.size(); ++j) {
+      for (size_t j = 0; j < node.outputs.size() && j < cands[k][c]->outputs.size(); ++j) {
         auto it = keep.find(node.outputs[j]);
-        kept = kept && (it == keep.end() || it->second == cands[k][c].outputs[j]);
+        kept = kept && (it == keep.end() || it->second == cands[k][c]->outputs[j]);
       }
       if (!kept) continue;
-      for (size_t j = 0; j < node.outputs.size() && j < cands[k][c].outputs.size(); ++j) {
+      for (size_t j = 0; j < node.outputs.size() && j < cands[k][c]->outputs.size(); ++j) {
         const ValueId o = node.outputs[j];
         if (o == kNoId) continue;
         std::vector<const Layout*> paid;
         for (NodeId d : src_.value(o).consumers) {
           if (d < first || d >= end || chosen[d - first] < 0) continue;
           const Node& reader = src_.node(d);
-          const OpStrategy& rs = cands[d - first][chosen[d - first]];
+          const OpStrategy& rs = *cands[d - first][chosen[d - first]];
           for (size_t i = 0; i < reader.inputs.size() && i < rs.inputs.size(); ++i) {
             if (reader.inputs[i] != o) continue;
             const Layout& want = rs.inputs[i];
             if (std::any_of(paid.begin(), paid.end(), [&](const Layout* l) { return *l == want; }))
               continue;
             paid.push_back(&want);
-            const double move = reshard_cost(o, cands[k][c].outputs[j], want, reader);
+            const double move = reshard_cost(o, cands[k][c]->outputs[j], want, reader);
             score += move < kInfinite ? move * moved_twice(o) : kInfinite;
           }
         }
@@ -962,8 +998,9 @@ void Spmd::plan_layer(NodeId first, NodeId end, StrategyCache::LayerPlan& plan) 
       const size_t k = static_cast<size_t>(id - first);
       if (cands[k].empty()) continue;
       const Node& node = src_.node(id);
-      auto price = [&](const OpStrategy& st) {
-        double t = work * flops[k] / degree(st) + gradient_sum(st, node);
+      auto price = [&](size_t c) {
+        const OpStrategy& st = *cands[k][c];
+        double t = work * flops[k] / degrees[k][c] + gradient_sum(st, node);
         for (size_t i = 0; i < st.inputs.size() && i < node.inputs.size() && t < kInfinite; ++i)
           t += cost_in(node.inputs[i], st.inputs[i], node);
         return std::min(t, kInfinite);
@@ -973,17 +1010,17 @@ void Spmd::plan_layer(NodeId first, NodeId end, StrategyCache::LayerPlan& plan) 
       if (greedy) {
         pick = -1;
         for (size_t c = 0; c < cands[k].size(); ++c) {
-          const double t = price(cands[k][c]);
+          const double t = price(c);
           if (t < cost) {
             cost = t;
             pick = static_cast<int>(c);
           }
         }
       } else if (pick >= 0) {
-        cost = price(cands[k][pick]);
+        cost = price(static_cast<size_t>(pick));
       }
       if (pick < 0 || cost >= kInfinite) return kInfinite;
-      const OpStrategy& st = cands[k][pick];
+      const OpStrategy& st = *cands[k][pick];
       for (size_t i = 0; i < st.inputs.size() && i < node.inputs.size(); ++i) {
         const ValueId v = node.inputs[i];
         if (v != kNoId && at.count(v) && !(at.at(v) == st.inputs[i]))
@@ -1002,14 +1039,14 @@ void Spmd::plan_layer(NodeId first, NodeId end, StrategyCache::LayerPlan& plan) 
     bool used = false;
     for (size_t k = 0; k < count && !used; ++k) {
       if (chosen[k] < 0) continue;
-      for (const auto& [a, loop] : cands[k][chosen[k]].assignment) used = used || a == axis;
+      for (const auto& [a, loop] : cands[k][chosen[k]]->assignment) used = used || a == axis;
     }
     if (!used) return;
   }
   const double planned = path_cost(false);
   if (planned >= kInfinite || !(planned < path_cost(true) * (1.0 - 1e-9))) return;
   for (size_t k = 0; k < count; ++k) {
-    if (chosen[k] >= 0) plan[k] = cands[k][chosen[k]];
+    if (chosen[k] >= 0) plan[k] = {owns[k][chosen[k]], *cands[k][chosen[k]]};
   }
 }
 
@@ -1048,6 +1085,13 @@ Status Spmd::lower_node(NodeId id) {
                                                      ? std::move(sets_[id])
                                                      : strategies_->get(src_, node, mesh_, axes);
   const std::vector<OpStrategy>& bases = own->strategies;
+  // The layer's plan, where the inputs came as it planned: its strategy is taken without
+  // pricing the others (unless a window over sp, which the plan does not weigh, may win).
+  if (!planned_.empty() && planned_[id] && planned_[id]->own >= 0 &&
+      without_sp.size() == axes.size() && policy_.overrides.empty()) {
+    const OpStrategy& planned = bases.at(planned_[id]->own);
+    if (strategy_cost(node, planned) < kInfinite) return emit(node, planned, nullptr);
+  }
   std::vector<Candidate> derived;  // strategies beyond the op's own
   // Linear data movement (and negation) commutes with the sum: a partial input may stay
   // partial through it, and the reduction happens where a consumer needs the whole value.
@@ -1201,7 +1245,7 @@ Status Spmd::lower_node(NodeId id) {
   // not plan, may still be cheaper).
   if (!planned_.empty() && planned_[id] && best && !best->window) {
     for (const Choice& c : candidates) {
-      if (*c.strategy != *planned_[id]) continue;
+      if (*c.strategy != planned_[id]->strategy) continue;
       const double cost = c.own >= 0 ? own_cost(c.own) : strategy_cost(node, *c.strategy);
       if (cost < kInfinite) best = &c;
       break;
@@ -1212,7 +1256,10 @@ Status Spmd::lower_node(NodeId id) {
     // cannot take one is always reducible, so this is a replicated fallback).
     best = &candidates.front();
   }
-  const OpStrategy& strategy = *best->strategy;
+  return emit(node, *best->strategy, best->window);
+}
+
+Status Spmd::emit(const Node& node, const OpStrategy& strategy, const Window* window) {
   std::vector<ValueId> inputs;
   for (size_t i = 0; i < node.inputs.size(); ++i) {
     if (node.inputs[i] == kNoId) {
@@ -1223,9 +1270,9 @@ Status Spmd::lower_node(NodeId id) {
     inputs.push_back(x);
   }
   StatusOr<std::vector<ValueId>> outs = std::vector<ValueId>{};
-  if (best->window) {
-    outs = split_window(result_.graph, src_, node, inputs, strategy, best->window->before,
-                        best->window->after, best->window->attrs, mesh_);
+  if (window) {
+    outs = split_window(result_.graph, src_, node, inputs, strategy, window->before, window->after,
+                        window->attrs, mesh_);
   } else {
     outs = split(result_.graph, src_, node, inputs, strategy, mesh_);
   }
@@ -1359,7 +1406,7 @@ StatusOr<SpmdResult> Spmd::run() {
   const bool plan = policy_.tp_activations == SpmdPolicy::TpActivations::kAny &&
                     (has_axis("tp") || has_axis("sp"));
   if (plan) {
-    planned_.assign(src_.num_nodes(), std::nullopt);
+    planned_.assign(src_.num_nodes(), nullptr);
     sets_.assign(src_.num_nodes(), nullptr);
   }
   NodeId planned_until = 0;

@@ -25,6 +25,9 @@ struct PreparedGraph {
   TrainingGraph training;
   Graph inference;
   std::vector<ParameterPart> parts;
+  // Per node of the graph the SPMD pass reads: the layer it goes with (assign() over one stage
+  // per layer), the same for every scheme that lowers this graph.
+  std::vector<int32_t> layer_of;
 };
 
 struct LoweringOptions {

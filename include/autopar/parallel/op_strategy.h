@@ -72,7 +72,11 @@ class StrategyCache {
   // strategy set, how the layer's nodes connect and the layouts its inputs arrive in. Repeated
   // layers, and the lowerings of one model under schemes that differ only beyond the forward
   // (ZeRO stage, microbatch count), plan a layer once.
-  using LayerPlan = std::vector<std::optional<OpStrategy>>;
+  struct PlannedStrategy {
+    int own = -1;  // its index among the node's own strategies; -1: one derived from them
+    OpStrategy strategy;
+  };
+  using LayerPlan = std::vector<std::optional<PlannedStrategy>>;
   std::shared_ptr<const LayerPlan> layer_plan(const std::string& key) const;
   // Keeps `plan` under `key` unless one is there already; returns the kept one.
   std::shared_ptr<const LayerPlan> add_layer_plan(const std::string& key, LayerPlan plan);
@@ -85,16 +89,12 @@ class StrategyCache {
                                                     const DeviceMesh& mesh);
 
  private:
-  struct PlannedReshard {
-    Layout from, to;
-    std::vector<int64_t> shape;
-    std::vector<MeshAxis> axes;
-    StatusOr<std::vector<ReshardStep>> steps;
-  };
   mutable std::mutex mutex_;
   std::unordered_map<std::string, std::shared_ptr<const StrategySet>> strategies_;
   std::unordered_map<std::string, std::shared_ptr<const LayerPlan>> layer_plans_;
-  std::unordered_map<size_t, std::vector<std::unique_ptr<const PlannedReshard>>> reshards_;
+  // By the two layouts' codes, the shape and the mesh's axis ids and sizes.
+  std::unordered_map<std::string, std::unique_ptr<const StatusOr<std::vector<ReshardStep>>>>
+      reshards_;
 };
 
 }  // namespace autopar
