@@ -223,6 +223,7 @@ std::shared_ptr<const StrategySet> StrategyCache::get(const Graph& g, const Node
   }
   auto made = std::make_shared<StrategySet>();
   made->strategies = enumerate_strategies(g, n, mesh, axes);
+  made->space = iteration_space(g, n);
   for (const OpStrategy& s : made->strategies) {
     std::vector<int> choice;
     for (size_t i = 0; i < s.inputs.size(); ++i) {

@@ -132,9 +132,11 @@ StatusOr<std::vector<ValueId>> duplicate(Graph& dst, const Graph& src, const Nod
 
 StatusOr<std::vector<ValueId>> split(Graph& dst, const Graph& src, const Node& node,
                                      const std::vector<ValueId>& inputs, const OpStrategy& strategy,
-                                     const DeviceMesh& mesh) {
+                                     const DeviceMesh& mesh, const SplitHints& hints) {
   std::vector<ValueId> ins = inputs;
-  const std::optional<IterationSpace> space = iteration_space(src, node);
+  std::optional<IterationSpace> own_space;
+  if (!hints.space) own_space = iteration_space(src, node);
+  const std::optional<IterationSpace>& space = hints.space ? *hints.space : own_space;
   for (size_t i = 0; i < ins.size() && i < strategy.inputs.size(); ++i) {
     if (ins[i] == kNoId) continue;
     const std::vector<int64_t> expected =
@@ -162,6 +164,34 @@ StatusOr<std::vector<ValueId>> split(Graph& dst, const Graph& src, const Node& n
       ASSIGN_OR_RETURN(outs, masked_gather(dst, src, node, ins, axes, mesh));
       done = true;
     }
+  }
+  if (!done && hints.shapes_only) {
+    // Costed only: the outputs are what the layouts say a device holds.
+    Node copy;
+    copy.name = dst.unique_node_name(node.name);
+    copy.op_type = node.op_type;
+    copy.domain = node.domain;
+    copy.attrs = node.attrs;
+    copy.phase = node.phase;
+    copy.layer = node.layer;
+    copy.inputs = ins;
+    for (size_t i = 0; i < node.outputs.size(); ++i) {
+      if (node.outputs[i] == kNoId) {
+        copy.outputs.push_back(kNoId);
+        continue;
+      }
+      const Value& out = src.value(node.outputs[i]);
+      Value v;
+      v.name = dst.unique_value_name(out.name);
+      v.dtype = out.dtype;
+      v.shape =
+          Shape(i < strategy.outputs.size() ? strategy.outputs[i].shard_shape(out.shape.dims, mesh)
+                                            : out.shape.dims);
+      copy.outputs.push_back(dst.add_value(std::move(v)));
+    }
+    outs = copy.outputs;
+    dst.add_node(std::move(copy));
+    done = true;
   }
   if (!done) {
     ASSIGN_OR_RETURN(outs, duplicate(dst, src, node, ins, ""));

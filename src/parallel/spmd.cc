@@ -192,7 +192,9 @@ class Spmd {
   std::vector<Candidate> windowed(const Node& node, const std::vector<OpStrategy>& bases) const;
   Status lower_node(NodeId id);
   // Emits `node` under `strategy` (on a window of rows when given), its inputs resharded.
-  Status emit(const Node& node, const OpStrategy& strategy, const Window* window);
+  // `set` is the node's strategy set, when looked up.
+  Status emit(const Node& node, const OpStrategy& strategy, const Window* window,
+              const StrategySet* set = nullptr);
   // The mesh axes a node's strategies may split, and the same without sp.
   void strategy_axes(const Node& node, std::vector<std::string>& axes,
                      std::vector<std::string>& without_sp) const;
@@ -1090,7 +1092,7 @@ Status Spmd::lower_node(NodeId id) {
   if (!planned_.empty() && planned_[id] && planned_[id]->own >= 0 &&
       without_sp.size() == axes.size() && policy_.overrides.empty()) {
     const OpStrategy& planned = bases.at(planned_[id]->own);
-    if (strategy_cost(node, planned) < kInfinite) return emit(node, planned, nullptr);
+    if (strategy_cost(node, planned) < kInfinite) return emit(node, planned, nullptr, own.get());
   }
   std::vector<Candidate> derived;  // strategies beyond the op's own
   // Linear data movement (and negation) commutes with the sum: a partial input may stay
@@ -1256,10 +1258,11 @@ Status Spmd::lower_node(NodeId id) {
     // cannot take one is always reducible, so this is a replicated fallback).
     best = &candidates.front();
   }
-  return emit(node, *best->strategy, best->window);
+  return emit(node, *best->strategy, best->window, own.get());
 }
 
-Status Spmd::emit(const Node& node, const OpStrategy& strategy, const Window* window) {
+Status Spmd::emit(const Node& node, const OpStrategy& strategy, const Window* window,
+                  const StrategySet* set) {
   std::vector<ValueId> inputs;
   for (size_t i = 0; i < node.inputs.size(); ++i) {
     if (node.inputs[i] == kNoId) {
@@ -1274,7 +1277,8 @@ Status Spmd::emit(const Node& node, const OpStrategy& strategy, const Window* wi
     outs = split_window(result_.graph, src_, node, inputs, strategy, window->before, window->after,
                         window->attrs, mesh_);
   } else {
-    outs = split(result_.graph, src_, node, inputs, strategy, mesh_);
+    outs = split(result_.graph, src_, node, inputs, strategy, mesh_,
+                 {.space = set ? &set->space : nullptr, .shapes_only = in_.shapes_only});
   }
   if (!outs.is_ok()) return outs.status();
   for (size_t i = 0; i < node.outputs.size(); ++i) {

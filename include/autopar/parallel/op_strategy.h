@@ -54,6 +54,7 @@ struct StrategySet {
   std::vector<std::vector<Layout>> input_layouts;  // per input: its distinct layouts
   std::vector<std::vector<int>> input_choice;      // per strategy, per input: into input_layouts
   std::vector<int64_t> degree;                     // per strategy
+  std::optional<IterationSpace> space;             // the node's (iteration_space)
 };
 
 // enumerate_strategies by the node's signature: its op, opset, attributes, operand types and

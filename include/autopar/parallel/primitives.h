@@ -3,6 +3,7 @@
 // whose shapes are per device; node placement (assign) is kept beside the graph.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,9 +29,16 @@ StatusOr<std::vector<ValueId>> duplicate(Graph& dst, const Graph& src, const Nod
 // a split dimension is masked to the device's range, and a mean over a split reduction is
 // scaled into a partial sum. Returns the outputs, each in the strategy's output layout; their
 // shapes are checked against the layouts.
+// Two things a caller may already have: the node's iteration space (`space`, as
+// iteration_space gives it), and the knowledge that the graph is costed, never run
+// (`shapes_only`: outputs take their layouts' shard shapes without inferring them).
+struct SplitHints {
+  const std::optional<IterationSpace>* space = nullptr;
+  bool shapes_only = false;
+};
 StatusOr<std::vector<ValueId>> split(Graph& dst, const Graph& src, const Node& node,
                                      const std::vector<ValueId>& inputs, const OpStrategy& strategy,
-                                     const DeviceMesh& mesh);
+                                     const DeviceMesh& mesh, const SplitHints& hints = {});
 
 // split of a window op (Conv, ConvTranspose) over dim 2 split by sp: input 0 takes a halo of
 // `before` and `after` rows from its neighbours (augment), then the node runs on the block
