@@ -2,6 +2,8 @@
 #include "autopar/cost/compute.h"
 
 #include <algorithm>
+#include <string_view>
+#include <unordered_set>
 
 #include "autopar/ops/op_def.h"
 #include "autopar/runtime/executor.h"
@@ -44,14 +46,11 @@ std::optional<OpClass> op_class_of(const Graph& g, const Node& n) {
                                                               : OpClass::kAttention;
   }
   if (op == "Conv" || op == "ConvTranspose") return OpClass::kConv;
-  static const char* const kNorm[] = {
+  static const std::unordered_set<std::string_view> kNorm = {
       "Softmax",           "LogSoftmax", "LayerNormalization", "BatchNormalization",
       "ReduceSum",         "ReduceMean", "ReduceMax",          "SoftmaxCrossEntropyLoss",
       "GlobalAveragePool", "MaxPool",    "AveragePool"};
-  for (const char* name : kNorm) {
-    if (op == name) return OpClass::kNorm;
-  }
-  return OpClass::kElementwise;
+  return kNorm.count(op) ? OpClass::kNorm : OpClass::kElementwise;
 }
 
 const char* peak_key(Precision precision) {
@@ -119,9 +118,9 @@ std::vector<double> fused_node_seconds(const HardwareProfile& profile, const Gra
 bool is_view(const Graph& g, const Node& n) {
   if (!n.domain.empty()) return false;
   const std::string& op = n.op_type;
-  if (op == "Reshape" || op == "Squeeze" || op == "Unsqueeze" || op == "Flatten" ||
-      op == "Identity")
-    return true;
+  static const std::unordered_set<std::string_view> kViews = {"Reshape", "Squeeze", "Unsqueeze",
+                                                              "Flatten", "Identity"};
+  if (kViews.count(op)) return true;
   if (op != "Transpose" || n.outputs.size() != 1 || n.output(0) == kNoId) return false;
   // A swap of the last two dims that only GEMMs read: their transpose flags absorb it.
   const std::vector<int64_t> perm = n.attr_ints("perm");

@@ -81,12 +81,13 @@ LayerCosts layer_costs_of(const SpmdLowering& lowered, const Graph& model, const
   }
   std::vector<int32_t> spec_of(static_cast<size_t>(g.num_values()), -1);  // state inputs
   std::vector<int32_t> written(static_cast<size_t>(g.num_values()), -1);  // new state
+  // (State comes in as graph inputs and leaves as graph outputs.)
+  for (ValueId v : g.inputs()) {
+    if (auto it = spec_named.find(g.value(v).name); it != spec_named.end()) spec_of[v] = it->second;
+  }
   for (ValueId v = 0; v < g.num_values(); ++v) {
-    const Value& value = g.value(v);
-    if (value.kind == ValueKind::kInput) {
-      if (auto it = spec_named.find(value.name); it != spec_named.end()) spec_of[v] = it->second;
-    }
-    if (auto it = spec_writing.find(value.name); it != spec_writing.end()) written[v] = it->second;
+    if (auto it = spec_writing.find(g.value(v).name); it != spec_writing.end())
+      written[v] = it->second;
   }
   auto state_of = [&](ValueId v) -> const StateSpec* {
     return spec_of[v] >= 0 ? &specs[spec_of[v]] : nullptr;
