@@ -1,6 +1,8 @@
 // lower(): training graph → paradigms' policy → SPMD graph → roles → schedules.
 #include "autopar/parallel/lowering.h"
 
+#include <atomic>
+
 #include <algorithm>
 
 #include "autopar/parallel/primitives.h"
@@ -91,6 +93,8 @@ StatusOr<SpmdLowering> lower_to_spmd(const Graph& model, const Scheme& scheme,
       ASSIGN_OR_RETURN(narrowed, to_mixed_precision(*source, policy.compute));
       source = &narrowed;
     }
+    static std::atomic<uint64_t> next_id{1};
+    prepared.id = next_id++;
     prepared.training_graph = !options.inference;
     // The layer each node goes with: assign over one stage per layer. Stages are contiguous
     // layer ranges, so a node's stage is always the stage of its layer.
@@ -132,6 +136,7 @@ StatusOr<SpmdLowering> lower_to_spmd(const Graph& model, const Scheme& scheme,
   const bool train = prepared->training_graph;
   SpmdInput input;
   input.shapes_only = options.shapes_only;
+  input.graph_id = prepared->id;
   if (train) {
     input.graph = &prepared->training.graph;
     input.gradients = prepared->training.gradients;

@@ -181,6 +181,13 @@ void append_value(std::string& key, const Graph& g, ValueId v) {
 
 }  // namespace
 
+StrategyCache::NodeSets& StrategyCache::node_sets(const std::string& key, size_t nodes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_ptr<NodeSets>& sets = node_sets_[key];
+  if (!sets) sets = std::make_unique<NodeSets>(nodes);
+  return *sets;
+}
+
 std::shared_ptr<const StrategyCache::LayerPlan> StrategyCache::layer_plan(
     const std::string& key) const {
   std::lock_guard<std::mutex> lock(mutex_);

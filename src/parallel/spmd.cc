@@ -74,6 +74,14 @@ class Spmd {
     // Lowered graphs come out about 1.5 times the size of their source.
     result_.graph.reserve(2 * src_.num_nodes(), 2 * n);
     local_.assign(n, kNoId);
+    if (input.graph_id != 0) {
+      // Each node's axes follow from its phase, the policy's axes and whether ZeRO shards the
+      // update: those, the graph and the mesh name the slots.
+      std::string key =
+          fmt::format("{}|{}|zero {}|", input.graph_id, mesh.to_string(), policy.zero > 0 ? 1 : 0);
+      for (const std::string& a : policy.axes) key += a + ",";
+      node_sets_ = &strategies_->node_sets(key, static_cast<size_t>(src_.num_nodes()));
+    }
     layout_.assign(n, std::nullopt);
     state_.assign(n, false);
     for (const auto& [s, next] : in_.updates) state_[s] = true;
@@ -195,6 +203,21 @@ class Spmd {
   // `set` is the node's strategy set, when looked up.
   Status emit(const Node& node, const OpStrategy& strategy, const Window* window,
               const StrategySet* set = nullptr);
+  // The node's own strategies over `axes` (strategy_axes): from the shared per-graph slots
+  // when the graph has an id, else by signature.
+  std::shared_ptr<const StrategySet> own_set(NodeId id, const Node& node,
+                                             const std::vector<std::string>& axes) {
+    if (!node_sets_) return strategies_->get(src_, node, mesh_, axes);
+    const StrategySet* set = node_sets_->get(static_cast<size_t>(id));
+    if (!set) {
+      // Held by the cache for its lifetime: the slot keeps the raw pointer.
+      std::shared_ptr<const StrategySet> made = strategies_->get(src_, node, mesh_, axes);
+      node_sets_->set(static_cast<size_t>(id), made.get());
+      return made;
+    }
+    return std::shared_ptr<const StrategySet>(std::shared_ptr<const StrategySet>(), set);
+  }
+  StrategyCache::NodeSets* node_sets_ = nullptr;
   // The mesh axes a node's strategies may split, and the same without sp.
   void strategy_axes(const Node& node, std::vector<std::string>& axes,
                      std::vector<std::string>& without_sp) const;
@@ -223,22 +246,29 @@ class Spmd {
   Status accumulate(ValueId parameter, ValueId gradient, const std::string& part = "");
   Status accumulate_per_stage(NodeId sum);
 
-  // Planned reshards by (from, to, shape), bucketed by their hash so a lookup copies nothing.
+  // Planned reshards by (from, to, shape), bucketed by their hash so a lookup copies nothing:
+  // the steps stay in the shared cache, the shape in the source graph.
   struct PlannedReshard {
     Layout from, to;
-    std::vector<int64_t> shape;
-    StatusOr<std::vector<ReshardStep>> steps;
+    const std::vector<int64_t>* shape;
+    const StatusOr<std::vector<ReshardStep>>* steps;
   };
   const StatusOr<std::vector<ReshardStep>>& planned_reshard(
       const Layout& from, const Layout& to, const std::vector<int64_t>& shape) const {
-    size_t h = from.hash() * 31 + to.hash();
-    for (int64_t d : shape) h = h * 1000003 + static_cast<size_t>(d);
+    // FNV-1a over the layouts' few bytes and the dims.
+    uint64_t h = 14695981039346656037ULL;
+    auto mix = [&h](uint64_t x) { h = (h ^ x) * 1099511628211ULL; };
+    for (char c : from.code()) mix(static_cast<uint8_t>(c));
+    mix(0x100);
+    for (char c : to.code()) mix(static_cast<uint8_t>(c));
+    mix(0x101);
+    for (int64_t d : shape) mix(static_cast<uint64_t>(d));
     std::vector<PlannedReshard>& bucket = reshard_cache_[h];
     for (const PlannedReshard& p : bucket) {
-      if (p.from == from && p.to == to && p.shape == shape) return p.steps;
+      if (p.from == from && p.to == to && (p.shape == &shape || *p.shape == shape)) return *p.steps;
     }
-    bucket.push_back({from, to, shape, strategies_->reshard(from, to, shape, mesh_)});
-    return bucket.back().steps;
+    bucket.push_back({from, to, &shape, &strategies_->reshard(from, to, shape, mesh_)});
+    return *bucket.back().steps;
   }
   // The reshard already emitted for a value into a layout.
   std::optional<ValueId> resharded(ValueId v, const Layout& want) const {
@@ -249,7 +279,7 @@ class Spmd {
     }
     return std::nullopt;
   }
-  mutable std::unordered_map<size_t, std::vector<PlannedReshard>> reshard_cache_;
+  mutable std::unordered_map<uint64_t, std::vector<PlannedReshard>> reshard_cache_;
   const SpmdInput& in_;
   const Graph& src_;
   const DeviceMesh& mesh_;
@@ -483,8 +513,18 @@ StatusOr<ValueId> Spmd::local_as(ValueId v, const Layout& want, const Node& cons
   }
   if (*layout_[v] == want) return local_[v];
   if (std::optional<ValueId> x = resharded(v, want)) return *x;
-  auto x = augment_reshard(result_.graph, local_[v], *layout_[v], want, value.shape.dims, mesh_,
-                           consumer.phase, consumer.layer);
+  // The steps as planned when the strategy was priced.
+  const StatusOr<std::vector<ReshardStep>>& steps =
+      planned_reshard(*layout_[v], want, value.shape.dims);
+  StatusOr<ValueId> x = local_[v];
+  if (!steps.is_ok()) {
+    x = steps.status();
+  } else {
+    for (const ReshardStep& step : steps.value()) {
+      x = augment(result_.graph, x.value(), step, mesh_, consumer.phase, consumer.layer);
+      if (!x.is_ok()) break;
+    }
+  }
   if (!x.is_ok()) {
     return error("node '{}' ({}): input '{}' from {} to {}: {}", consumer.name, consumer.op_type,
                  value.name, layout_[v]->to_string(), want.to_string(), x.status().message());
@@ -626,7 +666,7 @@ std::string Spmd::layer_key(NodeId first, NodeId end) {
     }
     std::vector<std::string> axes, without_sp;
     strategy_axes(node, axes, without_sp);
-    sets_[id] = strategies_->get(src_, node, mesh_, axes);
+    sets_[id] = own_set(id, node, axes);
     raw(sets_[id].get());
     raw(node.inputs.size());
     for (ValueId v : node.inputs) {
@@ -775,7 +815,7 @@ void Spmd::plan_layer(NodeId first, NodeId end, StrategyCache::LayerPlan& plan) 
     if (!sets_[id]) {
       std::vector<std::string> axes, without_sp;
       strategy_axes(node, axes, without_sp);
-      sets_[id] = strategies_->get(src_, node, mesh_, axes);
+      sets_[id] = own_set(id, node, axes);
     }
     const StrategySet& set = *sets_[id];
     std::vector<const OpStrategy*> cs;
@@ -1083,9 +1123,8 @@ Status Spmd::lower_node(NodeId id) {
   }
   std::vector<std::string> axes, without_sp;
   strategy_axes(node, axes, without_sp);
-  const std::shared_ptr<const StrategySet> own = !sets_.empty() && sets_[id]
-                                                     ? std::move(sets_[id])
-                                                     : strategies_->get(src_, node, mesh_, axes);
+  const std::shared_ptr<const StrategySet> own =
+      !sets_.empty() && sets_[id] ? std::move(sets_[id]) : own_set(id, node, axes);
   const std::vector<OpStrategy>& bases = own->strategies;
   // The layer's plan, where the inputs came as it planned: its strategy is taken without
   // pricing the others (unless a window over sp, which the plan does not weigh, may win).

@@ -28,6 +28,7 @@ struct PreparedGraph {
   // Per node of the graph the SPMD pass reads: the layer it goes with (assign() over one stage
   // per layer), the same for every scheme that lowers this graph.
   std::vector<int32_t> layer_of;
+  uint64_t id = 0;  // unique in the process (SpmdInput::graph_id)
 };
 
 struct LoweringOptions {

@@ -1,6 +1,7 @@
 // OpStrategy: one way to run one node on the mesh, derived from its parallel semantics.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -68,6 +69,26 @@ class StrategyCache {
                                          const std::vector<std::string>& axes);
   size_t size() const;
 
+  // Per node of one graph on one mesh (by a key naming both, see SpmdInput::graph_id): the
+  // node's strategy set, looked up by signature once however many lowerings of the graph ask.
+  // Slots are filled by whichever lowering asks first; the sets live as long as the cache.
+  class NodeSets {
+   public:
+    explicit NodeSets(size_t nodes) : slots_(new std::atomic<const StrategySet*>[nodes]) {
+      for (size_t i = 0; i < nodes; ++i) slots_[i].store(nullptr, std::memory_order_relaxed);
+    }
+    const StrategySet* get(size_t node) const {
+      return slots_[node].load(std::memory_order_acquire);
+    }
+    void set(size_t node, const StrategySet* set) {
+      slots_[node].store(set, std::memory_order_release);
+    }
+
+   private:
+    std::unique_ptr<std::atomic<const StrategySet*>[]> slots_;
+  };
+  NodeSets& node_sets(const std::string& key, size_t nodes);
+
   // Plans of whole layers by the SPMD pass under tensor auto (per node of the layer: its
   // strategy, or none where the layer is chosen node by node), by a key naming each node's
   // strategy set, how the layer's nodes connect and the layouts its inputs arrive in. Repeated
@@ -93,6 +114,7 @@ class StrategyCache {
   mutable std::mutex mutex_;
   std::unordered_map<std::string, std::shared_ptr<const StrategySet>> strategies_;
   std::unordered_map<std::string, std::shared_ptr<const LayerPlan>> layer_plans_;
+  std::unordered_map<std::string, std::unique_ptr<NodeSets>> node_sets_;
   // By the two layouts' codes, the shape and the mesh's axis ids and sizes.
   std::unordered_map<std::string, std::unique_ptr<const StatusOr<std::vector<ReshardStep>>>>
       reshards_;

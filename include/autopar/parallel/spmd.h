@@ -61,6 +61,9 @@ struct SpmdInput {
   ValueId loss = kNoId;
   // The result is costed, never run: a constant without data is lowered by its shape.
   bool shapes_only = false;
+  // A number naming the graph for as long as it lives, unique in the process (0: none): the
+  // lowerings of one graph share its nodes' strategy sets by it (StrategyCache::node_sets).
+  uint64_t graph_id = 0;
 };
 
 struct SpmdResult {
