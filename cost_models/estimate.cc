@@ -58,8 +58,26 @@ const std::vector<std::pair<int32_t, int32_t>>& LayerCosts::balanced(int64_t sta
   return it->second;
 }
 
+std::vector<double> compute_seconds_of(const SpmdLowering& lowered,
+                                       const HardwareProfile& profile) {
+  const Graph& g = lowered.spmd.graph;
+  // Where the runtime fuses elementwise runs, as the simulator prices them (a plan's programs
+  // begin where the phase does).
+  std::vector<NodeId> phase_starts;
+  for (NodeId n = 1; n < g.num_nodes(); ++n) {
+    if (g.node(n).phase != g.node(n - 1).phase) phase_starts.push_back(n);
+  }
+  std::vector<double> seconds = fused_node_seconds(profile, g, phase_starts);
+  seconds.resize(static_cast<size_t>(g.num_nodes()), -1.0);
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    if (seconds[n] < 0 && g.node(n).domain != kAutoparDomain)
+      seconds[n] = node_cost(profile, g, g.node(n)).seconds;
+  }
+  return seconds;
+}
+
 LayerCosts layer_costs_of(const SpmdLowering& lowered, const Graph& model, const Scheme& scheme,
-                          const HardwareProfile& profile) {
+                          const HardwareProfile& profile, const std::vector<double>* compute) {
   const Graph& g = lowered.spmd.graph;
   const DeviceMesh& mesh = scheme.mesh;
   const int32_t num_layers = std::max(lowered.layers, 1);
@@ -250,15 +268,14 @@ LayerCosts layer_costs_of(const SpmdLowering& lowered, const Graph& model, const
     }
   }
 
-  // Seconds per layer, stream and phase; where the runtime fuses elementwise runs, as the
-  // simulator prices them (a plan's programs begin where the phase does).
-  std::vector<NodeId> phase_starts;
-  for (NodeId n = 1; n < nodes; ++n) {
-    if (g.node(n).phase != g.node(n - 1).phase) phase_starts.push_back(n);
+  // Seconds per layer, stream and phase.
+  std::vector<double> own_compute;
+  if (!compute) {
+    own_compute = compute_seconds_of(lowered, profile);
+    compute = &own_compute;
   }
-  const std::vector<double> fused = fused_node_seconds(profile, g, phase_starts);
   auto node_seconds = [&](NodeId n) {
-    if (!fused.empty() && fused[n] >= 0) return fused[n];
+    if ((*compute)[n] >= 0) return (*compute)[n];
     return device_node_seconds(profile, mesh, g, g.node(n), 0);
   };
   for (NodeId n = 0; n < nodes; ++n) {
@@ -421,6 +438,10 @@ struct Estimator::Model {
 struct Estimator::Structure {
   std::shared_ptr<const Model> model;
   SpmdLowering lowered;
+  // compute_seconds_of(lowered), worked out when first costed (the meshes of a structure share
+  // it).
+  mutable std::once_flag compute_once;
+  mutable std::vector<double> compute;
 };
 
 std::string spmd_structure_key(const Scheme& scheme) {
@@ -558,7 +579,12 @@ StatusOr<const LayerCosts*> Estimator::layer_costs(const Scheme& scheme) {
     ASSIGN_OR_RETURN(std::shared_ptr<const Structure> structure_of, structure(scheme));
     const Model* s = structure_of->model.get();
     LayerCosts reduced =
-        layer_costs_of(structure_of->lowered, s->collapsed.graph, scheme, profile_);
+        layer_costs_of(structure_of->lowered, s->collapsed.graph, scheme, profile_, [&] {
+          std::call_once(structure_of->compute_once, [&] {
+            structure_of->compute = compute_seconds_of(structure_of->lowered, profile_);
+          });
+          return &structure_of->compute;
+        }());
     // Every layer of the model takes the costs of the layer that stands for it.
     auto costs = std::make_shared<LayerCosts>();
     costs->training = reduced.training;

@@ -160,7 +160,13 @@ class Estimator {
 std::string spmd_structure_key(const Scheme& scheme);
 
 // Layer costs from a lowered SPMD graph on `profile` (device 0 of the mesh stands for all).
+// `compute`, when given, is compute_seconds_of(lowered, profile): what the lowering's compute
+// takes is the same on every mesh it is costed on.
 LayerCosts layer_costs_of(const SpmdLowering& lowered, const Graph& model, const Scheme& scheme,
-                          const HardwareProfile& profile);
+                          const HardwareProfile& profile,
+                          const std::vector<double>* compute = nullptr);
+// Per node of the lowered graph: its seconds on `profile` where they do not depend on the mesh
+// (its arithmetic, or its share of a fused run), -1 for communication.
+std::vector<double> compute_seconds_of(const SpmdLowering& lowered, const HardwareProfile& profile);
 
 }  // namespace autopar
