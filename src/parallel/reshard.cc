@@ -45,6 +45,7 @@ StatusOr<std::vector<ReshardStep>> reshard_steps(const Layout& from, const Layou
   auto apply = [&](ReshardStep step, Layout next) -> Status {
     if (Status valid = next.validate(shape, mesh); !valid.is_ok())
       return valid.with_context(fmt::format("after {}", step.to_string()));
+    step.axis_id = find_axis(step.axis);
     steps.push_back(std::move(step));
     at = std::move(next);
     return Status::ok();

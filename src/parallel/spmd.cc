@@ -250,8 +250,8 @@ class Spmd {
   // the steps stay in the shared cache, the shape in the source graph.
   struct PlannedReshard {
     Layout from, to;
-    const std::vector<int64_t>* shape;
-    const StatusOr<std::vector<ReshardStep>>* steps;
+    const std::vector<int64_t>* shape = nullptr;
+    const StatusOr<std::vector<ReshardStep>>* steps = nullptr;
   };
   const StatusOr<std::vector<ReshardStep>>& planned_reshard(
       const Layout& from, const Layout& to, const std::vector<int64_t>& shape) const {
@@ -347,7 +347,7 @@ double Spmd::reshard_cost(ValueId v, const Layout& from, const Layout& want,
       static_cast<double>(value.num_bytes()) / static_cast<double>(from.split_degree(mesh_));
   double cost = 0.0;
   for (const ReshardStep& step : steps.value()) {
-    const uint8_t axis = find_axis(step.axis);
+    const uint8_t axis = step.axis_id;
     const bool over_tp = axis == kTpAxis, over_dp = axis == kDpAxis;
     // (The update slices whole values onto its state's shards: that is no activation.)
     const bool update_slice =

@@ -22,6 +22,7 @@ struct ReshardStep {
   std::string axis;
   int64_t dim = -1;
   int64_t to_dim = -1;
+  uint8_t axis_id = 0;  // the axis's interned id (find_axis); set by reshard_steps
 
   // "all-gather(tp, dim 1)", "all-to-all(sp, dim 1 -> 2)", ...
   std::string to_string() const;
