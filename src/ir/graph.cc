@@ -88,11 +88,11 @@ void Graph::reserve(int32_t nodes, int32_t values) {
 }
 
 ValueId Graph::add_value(Value value) {
-  assert(!value_by_name_.count(value.name) && "value names are unique");
   ValueId id = num_values();
   value.producer = kNoId;
   value.consumers.clear();
-  value_by_name_.emplace(value.name, id);
+  [[maybe_unused]] const bool added = value_by_name_.try_emplace(value.name, id).second;
+  assert(added && "value names are unique");
   values_.push_back(std::move(value));
   return id;
 }
