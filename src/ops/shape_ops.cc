@@ -796,6 +796,53 @@ std::optional<IterationSpace> axis_whole_space(const Graph& g, const Node& n) {
   return space;
 }
 
+// Slice: every dim it does not slice is a loop the output shares with its data input (a
+// device slices its block); the sliced dims stay whole. Starts, ends, axes and steps are read
+// whole. Axes that are not constants leave the node unsplittable.
+std::optional<IterationSpace> slice_space(const Graph& g, const Node& n) {
+  if (n.inputs.empty() || n.inputs[0] == kNoId || n.outputs.size() != 1 || n.outputs[0] == kNoId)
+    return std::nullopt;
+  const std::vector<int64_t>& x = g.value(n.inputs[0]).shape.dims;
+  const std::vector<int64_t>& y = g.value(n.outputs[0]).shape.dims;
+  const auto rank = static_cast<int64_t>(x.size());
+  if (y.size() != x.size()) return std::nullopt;
+  std::vector<int64_t> axes;
+  if (g.opset(n.domain) >= 10) {
+    if (n.input(3) != kNoId) {
+      const TensorPtr& data = g.value(n.inputs[3]).data;
+      if (!data) return std::nullopt;
+      axes = data->to_int64_vector();
+    } else if (n.input(1) != kNoId && g.value(n.inputs[1]).shape.rank() == 1) {
+      for (int64_t a = 0; a < g.value(n.inputs[1]).shape.dims[0]; ++a) axes.push_back(a);
+    } else {
+      return std::nullopt;
+    }
+  } else {
+    axes = n.attr_ints("axes");
+    if (axes.empty()) {
+      for (size_t a = 0; a < n.attr_ints("starts").size(); ++a)
+        axes.push_back(static_cast<int64_t>(a));
+    }
+  }
+  std::vector<bool> sliced(static_cast<size_t>(rank), false);
+  for (int64_t a : axes) {
+    if (a < -rank || a >= rank) return std::nullopt;
+    sliced[a < 0 ? a + rank : a] = true;
+  }
+  IterationSpace space;
+  std::vector<int> map;
+  for (int64_t d = 0; d < rank; ++d) {
+    const bool whole = sliced[d] || x[d] != y[d];
+    space.loops.push_back({fmt::format("d{}", d), x[d], LoopKind::kParallel, !whole});
+    map.push_back(whole ? -1 : static_cast<int>(d));
+  }
+  space.inputs = {map};
+  for (size_t k = 1; k < n.inputs.size(); ++k)
+    space.inputs.emplace_back(n.input(k) == kNoId ? 0 : g.value(n.inputs[k]).shape.rank(), -1);
+  space.outputs = {map};
+  return space;
+}
+
 // ScatterND accumulating into zeros (a Gather's gradient): its update rows are reduction loops
 // (split, each device scatters its rows and the output is a partial sum), the slice dims
 // they carry parallel loops over the output's trailing dims. Scatters into other data run
@@ -848,7 +895,7 @@ void register_shape_ops(OpRegistry& registry) {
   add_data_op(registry, "Transpose", infer_transpose, {}, std::nullopt, transpose_space);
   add_data_op(registry, "Concat", infer_concat, {}, std::nullopt, axis_whole_space);
   add_data_op(registry, "Split", infer_split, {1}, std::nullopt, axis_whole_space);
-  add_data_op(registry, "Slice", infer_slice, {1, 2, 3, 4});
+  add_data_op(registry, "Slice", infer_slice, {1, 2, 3, 4}, std::nullopt, slice_space);
   add_data_op(registry, "Gather", infer_gather, {1}, std::vector<int>{}, gather_space);
   add_data_op(registry, "Unsqueeze", infer_unsqueeze, {1}, std::nullopt, reshape_space);
   add_data_op(registry, "Squeeze", infer_squeeze, {1}, std::nullopt, reshape_space);

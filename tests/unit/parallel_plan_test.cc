@@ -219,6 +219,27 @@ TEST(TensorAuto, RepeatedLayersArePlannedAlike) {
   }
 }
 
+// ViT prepends its class token by slicing the first patch token (Slice along the tokens) and
+// concatenating. Slice splits every dim it does not slice, so under data parallelism the batch
+// stays split through it: the forward gathers nothing over dp (it gathered the whole batch
+// there and ran every block on it before), and the only dp collective in the forward is the
+// loss's all-reduce.
+TEST(DataParallel, SlicedTokensKeepTheBatchSplit) {
+  auto scheme = parse_scheme("mesh: {dp: 2}\nbatch: {global: 8, micro: 4}\n", "s");
+  ASSERT_TRUE(scheme.is_ok()) << scheme.status().message();
+  ZooOptions zoo;
+  zoo.batch = 8;
+  auto model = build_zoo_model("vit-tiny", zoo);
+  ASSERT_TRUE(model.is_ok());
+  auto plan = lower(*model, *scheme, LoweringOptions{});
+  ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+  std::map<std::string, int> forward;
+  for (const Node& n : plan->roles[0].graph.nodes()) {
+    if (n.domain == kAutoparDomain && n.phase == Phase::kForward) ++forward[n.op_type];
+  }
+  EXPECT_EQ(forward, (std::map<std::string, int>{{"AllReduce", 1}}));
+}
+
 // gpt-tiny ties its token embedding to its head. On two pipeline ranks each computes a
 // gradient contribution every microbatch; each accumulates it where it is computed, and the
 // ranks' exchange programs send the accumulators once per step, before the updates (which add
