@@ -796,6 +796,30 @@ std::optional<IterationSpace> axis_whole_space(const Graph& g, const Node& n) {
   return space;
 }
 
+// Expand: a loop per output dim; the input's dims that are not broadcast follow their output
+// dim, the broadcast ones (and the target shape) are read whole. split() writes the target
+// shape of a device's block, as it does a Reshape's.
+std::optional<IterationSpace> expand_space(const Graph& g, const Node& n) {
+  if (n.inputs.size() != 2 || n.inputs[0] == kNoId || n.outputs.size() != 1 ||
+      n.outputs[0] == kNoId)
+    return std::nullopt;
+  const std::vector<int64_t>& x = g.value(n.inputs[0]).shape.dims;
+  const std::vector<int64_t>& y = g.value(n.outputs[0]).shape.dims;
+  if (y.size() < x.size()) return std::nullopt;
+  const size_t lead = y.size() - x.size();
+  IterationSpace space;
+  std::vector<int> in_map, out_map;
+  for (size_t d = 0; d < y.size(); ++d) {
+    space.loops.push_back({fmt::format("d{}", d), y[d], LoopKind::kParallel, true});
+    out_map.push_back(static_cast<int>(d));
+    if (d >= lead) in_map.push_back(x[d - lead] == y[d] ? static_cast<int>(d) : -1);
+  }
+  space.inputs = {in_map,
+                  std::vector<int>(static_cast<size_t>(g.value(n.inputs[1]).shape.rank()), -1)};
+  space.outputs = {out_map};
+  return space;
+}
+
 // Slice: every dim it does not slice is a loop the output shares with its data input (a
 // device slices its block); the sliced dims stay whole. Starts, ends, axes and steps are read
 // whole. Axes that are not constants leave the node unsplittable.
@@ -843,15 +867,18 @@ std::optional<IterationSpace> slice_space(const Graph& g, const Node& n) {
   return space;
 }
 
-// ScatterND accumulating into zeros (a Gather's gradient): its update rows are reduction loops
-// (split, each device scatters its rows and the output is a partial sum), the slice dims
-// they carry parallel loops over the output's trailing dims. Scatters into other data run
-// replicated: the data would be counted once per device.
+// ScatterND: the slice dims its updates carry are parallel loops over the output's trailing
+// dims (a device scatters its block of every row). Its update rows are reduction loops, split
+// only when the scatter accumulates into zeros (a Gather's gradient: each device scatters its
+// rows and the output is a partial sum); into other data, or replacing, they stay whole.
 std::optional<IterationSpace> scatter_nd_space(const Graph& g, const Node& n) {
-  if (n.attr_string("reduction", "none") != "add" || n.inputs.size() != 3 ||
-      n.outputs.size() != 1 || !is_zero_fill(g, n.inputs[0]) || n.inputs[1] == kNoId ||
-      n.inputs[2] == kNoId)
+  if (n.inputs.size() != 3 || n.outputs.size() != 1 || n.inputs[0] == kNoId ||
+      n.inputs[1] == kNoId || n.inputs[2] == kNoId)
     return std::nullopt;
+  // Rows split only where their partial results sum into zeros; the slice dims split always
+  // (every device writes its block of each row, in the same order).
+  const bool rows_split =
+      n.attr_string("reduction", "none") == "add" && is_zero_fill(g, n.inputs[0]);
   const std::vector<int64_t>& data = g.value(n.inputs[0]).shape.dims;
   const std::vector<int64_t>& indices = g.value(n.inputs[1]).shape.dims;
   if (indices.empty()) return std::nullopt;
@@ -861,7 +888,7 @@ std::optional<IterationSpace> scatter_nd_space(const Graph& g, const Node& n) {
   IterationSpace space;
   std::vector<int> index_map, update_map, data_map(data.size(), -1);
   for (int r = 0; r < rows; ++r) {
-    space.loops.push_back({fmt::format("r{}", r), indices[r], LoopKind::kReduction, true});
+    space.loops.push_back({fmt::format("r{}", r), indices[r], LoopKind::kReduction, rows_split});
     index_map.push_back(r);
     update_map.push_back(r);
   }
@@ -899,7 +926,7 @@ void register_shape_ops(OpRegistry& registry) {
   add_data_op(registry, "Gather", infer_gather, {1}, std::vector<int>{}, gather_space);
   add_data_op(registry, "Unsqueeze", infer_unsqueeze, {1}, std::nullopt, reshape_space);
   add_data_op(registry, "Squeeze", infer_squeeze, {1}, std::nullopt, reshape_space);
-  add_data_op(registry, "Expand", infer_expand, {1});
+  add_data_op(registry, "Expand", infer_expand, {1}, std::nullopt, expand_space);
   add_data_op(registry, "Shape", infer_shape);
   add_data_op(registry, "Tile", infer_tile, {1});
   add_data_op(registry, "Pad", infer_pad, {1, 2, 3}, std::vector<int>{1, 3});

@@ -150,7 +150,8 @@ StatusOr<std::vector<ValueId>> split(Graph& dst, const Graph& src, const Node& n
   }
   std::vector<ValueId> outs;
   bool done = false;
-  if (space && node.op_type == "Reshape" && !strategy.outputs.empty()) {
+  if (space && (node.op_type == "Reshape" || node.op_type == "Expand") && node.domain.empty() &&
+      !strategy.outputs.empty()) {
     // The target shape becomes the device's shard shape, written out in full.
     const std::vector<int64_t> local =
         strategy.outputs[0].shard_shape(src.value(node.outputs[0]).shape.dims, mesh);

@@ -342,7 +342,9 @@ double Spmd::reshard_cost(ValueId v, const Layout& from, const Layout& want,
   // Strategies ask for the same reshards again and again: plan each (from, to, shape) once.
   const auto& steps = planned_reshard(from, want, value.shape.dims);
   if (!steps.is_ok()) return kInfinite;
-  const bool constant = value.kind == ValueKind::kConstant && !state_[v];
+  // (A fill, ConstantOfShape's zeros, slices as freely as a constant: each device can fill its
+  // own block.)
+  const bool constant = (value.kind == ValueKind::kConstant && !state_[v]) || is_zero_fill(src_, v);
   const double bytes =
       static_cast<double>(value.num_bytes()) / static_cast<double>(from.split_degree(mesh_));
   double cost = 0.0;

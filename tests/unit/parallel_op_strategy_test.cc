@@ -79,7 +79,7 @@ TEST(ParallelSemantics, GatherOverASplitVocabularyIsAPartialSum) {
 // A Gather's gradient scatters the rows of each device's batch into zeros: a partial sum
 // over the devices that split the rows. Scattering into data that is not zeros would count
 // the data once per device: it runs replicated.
-TEST(ParallelSemantics, ScatterIntoZerosSplitsItsRowsIntoPartialSums) {
+TEST(ParallelSemantics, ScatterSplitsItsSliceDimsAndIntoZerosItsRowsIntoPartialSums) {
   for (bool zeros : {true, false}) {
     GraphBuilder b("scatter");
     b.set_with_data(false);
@@ -94,11 +94,18 @@ TEST(ParallelSemantics, ScatterIntoZerosSplitsItsRowsIntoPartialSums) {
     const Graph g = b.finish();
     const Node& scatter = g.node(g.num_nodes() - 1);
     const auto space = iteration_space(g, scatter);
+    ASSERT_TRUE(space);
+    // Into other data only the slice dim splits: every device scatters its block of each row.
+    auto columns =
+        derive_strategy(g, scatter, *space, {{"dp", space->find("d1")}}, mesh({{"dp", 2}}));
+    ASSERT_TRUE(columns.is_ok()) << columns.status().message();
+    EXPECT_EQ(columns->to_string(*space), "dp:d1 | [_, dp] [_, _, _] [_, _, dp] -> [_, dp]");
     if (!zeros) {
-      EXPECT_FALSE(space);
+      EXPECT_FALSE(
+          derive_strategy(g, scatter, *space, {{"dp", space->find("r0")}}, mesh({{"dp", 2}}))
+              .is_ok());
       continue;
     }
-    ASSERT_TRUE(space);
     EXPECT_EQ(space->to_string(), "d1=64 | r0=4 r1=16: [1,d1] [r0,r1,1] [r0,r1,d1] -> [1,d1]");
     auto split =
         derive_strategy(g, scatter, *space, {{"dp", space->find("r0")}}, mesh({{"dp", 2}}));
