@@ -28,7 +28,8 @@ double shard_bytes(const StateSpec& s, const DeviceMesh& mesh) {
 
 double bytes_of(const Value& v) { return static_cast<double>(v.num_bytes()); }
 
-// Microbatches a rank holds stashed at once under the schedule (make_schedule's orders).
+}  // namespace
+
 int64_t in_flight(PipelineSchedule schedule, int64_t rank, int64_t ranks, int64_t chunks,
                   int64_t microbatches) {
   if (chunks > 1) {
@@ -40,8 +41,6 @@ int64_t in_flight(PipelineSchedule schedule, int64_t rank, int64_t ranks, int64_
   if (schedule == PipelineSchedule::kGpipe) return microbatches;
   return std::min(microbatches, ranks - rank);
 }
-
-}  // namespace
 
 const std::vector<std::pair<int32_t, int32_t>>& LayerCosts::balanced(int64_t stages) const {
   std::lock_guard<std::mutex> lock(balanced_->mutex);

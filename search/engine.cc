@@ -6,8 +6,11 @@
 #include <chrono>
 #include <map>
 #include <mutex>
+#include <tuple>
 
 #include <tbb/parallel_for.h>
+
+#include "autopar/cost/communication.h"
 
 namespace autopar {
 namespace {
@@ -93,8 +96,8 @@ double state_floor(const DeviceMesh& mesh, const SearchSpace& space, const Searc
 }  // namespace
 
 std::vector<std::pair<int32_t, int32_t>> partition_stages(const LayerCosts& costs, int64_t stages,
-                                                          Recompute recompute,
-                                                          int64_t microbatches) {
+                                                          Recompute recompute, int64_t microbatches,
+                                                          const StageLimits* limits) {
   std::vector<double> seconds;
   seconds.reserve(costs.layers.size());
   for (const LayerCost& c : costs.layers) {
@@ -103,7 +106,80 @@ std::vector<std::pair<int32_t, int32_t>> partition_stages(const LayerCosts& cost
       t = t * static_cast<double>(microbatches) + c.update_compute + c.update_comm;
     seconds.push_back(t);
   }
-  return balance_stages(seconds, stages);
+  if (!limits) return balance_stages(seconds, stages);
+  const auto n = static_cast<int64_t>(seconds.size());
+  if (stages < 1 || stages > n) return balance_stages(seconds, stages);
+  std::vector<double> prefix(n + 1, 0.0);
+  for (int64_t l = 0; l < n; ++l) prefix[l + 1] = prefix[l] + seconds[l];
+  const bool check_memory = static_cast<int64_t>(limits->in_flight.size()) == stages;
+  if (check_memory) {
+    // Some stage holds at least its share of the state: when that alone is too much, nothing
+    // fits.
+    double state = 0;
+    for (const LayerCost& c : costs.layers)
+      state += c.parameter_bytes + c.gradient_bytes + c.optimizer_bytes;
+    if (state > limits->capacity * static_cast<double>(stages)) return {};
+  }
+  const bool full = recompute == Recompute::kFull;
+  const bool selective = recompute == Recompute::kSelective;
+  constexpr double kInf = 1e300;
+  // best[i]: the slowest of k stages over the first i layers (before: of k - 1); cuts[i]: what
+  // their cuts cost together (the tie-break); from[k][i]: where the last of them starts.
+  std::vector<double> before(n + 1, kInf), before_cuts(n + 1, kInf), best(n + 1), cuts(n + 1);
+  std::vector<int32_t> from(static_cast<size_t>((stages + 1) * (n + 1)), 0);
+  before[0] = before_cuts[0] = 0.0;
+  std::vector<double> cut_at(static_cast<size_t>(stages * n), -1.0);  // worked out when asked
+  for (int64_t k = 1; k <= stages; ++k) {
+    const int64_t stage = k - 1;
+    std::fill(best.begin(), best.end(), kInf);
+    std::fill(cuts.begin(), cuts.end(), kInf);
+    for (int64_t i = k; i <= n - (stages - k); ++i) {
+      const int32_t last = static_cast<int32_t>(i - 1);
+      double& cut = cut_at[static_cast<size_t>(stage * n + last)];
+      if (cut < 0) cut = k < stages ? limits->cut_seconds(stage, last) : 0.0;
+      // The stage is layers j..i-1, grown leftwards: its time and memory only grow, so the
+      // walk stops once the stage alone is slower than the best found.
+      double state = 0, stash = 0, later = 0, out = 0, forward_peak = 0, backward_peak = 0;
+      for (int64_t j = i - 1; j >= k - 1; --j) {
+        const LayerCost& c = costs.layers[j];
+        state += c.parameter_bytes + c.gradient_bytes + c.optimizer_bytes;
+        if (!full) stash += selective ? c.selective_stash_bytes : c.stash_bytes;
+        if (!full && !selective && j < i - 1) later += c.stash_later_bytes;
+        out += c.backward_out_bytes;
+        forward_peak = std::max(forward_peak, c.forward_peak_bytes);
+        backward_peak = std::max(backward_peak, c.backward_peak_bytes);
+        const double group = prefix[i] - prefix[j] + cut;
+        if (group > best[i]) break;
+        if (before[j] >= kInf) continue;
+        if (check_memory) {
+          double kept = stash + later;
+          if (k < stages) kept += costs.layers[last].cut_forward_bytes;  // sent, kept
+          if (j > 0) kept += costs.layers[j - 1].cut_forward_bytes;      // received
+          const double bytes = state + static_cast<double>(limits->in_flight[stage]) * kept +
+                               std::max(forward_peak, out + backward_peak);
+          if (bytes > limits->capacity) break;  // and with more layers neither
+        }
+        const double v = std::max(before[j], group);
+        const double total = before_cuts[j] + cut;
+        if (v < best[i] || (v == best[i] && total < cuts[i])) {
+          best[i] = v;
+          cuts[i] = total;
+          from[static_cast<size_t>(k * (n + 1) + i)] = static_cast<int32_t>(j);
+        }
+      }
+    }
+    std::swap(before, best);
+    std::swap(before_cuts, cuts);
+  }
+  if (before[n] >= kInf) return {};
+  std::vector<std::pair<int32_t, int32_t>> ranges(stages);
+  int64_t i = n;
+  for (int64_t k = stages; k >= 1; --k) {
+    const int64_t j = from[static_cast<size_t>(k * (n + 1) + i)];
+    ranges[k - 1] = {static_cast<int32_t>(j), static_cast<int32_t>(i - 1)};
+    i = j;
+  }
+  return ranges;
 }
 
 StatusOr<std::vector<DeviceMesh>> enumerate_meshes(const SearchSpace& space,
@@ -283,6 +359,19 @@ StatusOr<SearchResult> search(const SearchSpace& space, const SearchProblem& pro
       const auto layers = static_cast<int32_t>(c.layers.size());
       const int64_t pp = base.pp();
       const int64_t m = base.microbatches();
+      // A microbatch's message between pipeline ranks, as the estimate prices it.
+      auto device_of = [&](int64_t rank) {
+        std::vector<int64_t> coords(base.mesh.axes().size(), 0);
+        const int64_t axis = base.mesh.axis_index("pp");
+        if (axis >= 0) coords[axis] = rank;
+        return base.mesh.device(coords);
+      };
+      auto p2p = [&](double bytes, int64_t from, int64_t to) {
+        if (bytes <= 0 || from == to) return 0.0;
+        return collective_cost(profile, Collective::kPointToPoint, bytes,
+                               {device_of(from), device_of(to)})
+            .seconds;
+      };
       std::vector<std::pair<PipelineSchedule, int64_t>> pipelines;
       if (pp == 1) {
         pipelines.emplace_back(PipelineSchedule::kOneForwardOneBackward, 1);
@@ -307,10 +396,15 @@ StatusOr<SearchResult> search(const SearchSpace& space, const SearchProblem& pro
           // One scheme per schedule and recompute: its best stage partition (others differ
           // only in where the layers are cut).
           std::optional<Candidate> best_cut;
+          // The least any rank of an infeasible partition needs (with the reserve).
+          double least_rank = 0;
           auto consider = [&](const std::vector<std::pair<int32_t, int32_t>>& stages) {
             s.stages = stages;
             auto e = estimator.combine(c, s);
             ++evaluated[i];
+            if (e.is_ok() && !e->feasible && !e->memory_bytes_per_device.empty())
+              least_rank = *std::min_element(e->memory_bytes_per_device.begin(),
+                                             e->memory_bytes_per_device.end());
             if (!e.is_ok() || !e->feasible) return;
             Candidate candidate{s, std::move(e).value(), {}};
             if (!best_cut || better(candidate, *best_cut)) best_cut = std::move(candidate);
@@ -330,6 +424,33 @@ StatusOr<SearchResult> search(const SearchSpace& space, const SearchProblem& pro
             if (by_step != by_time) consider(by_step);
             const auto& by_flops = c.balanced(virtual_stages);
             if (by_flops != by_time && by_flops != by_step) consider(by_flops);
+            // Where every balance above leaves a rank that does not fit: what else a stage
+            // pays, its cuts, and (one stage per rank) its memory.
+            // (When every rank is over, moving layers between them cannot help.)
+            if (best_cut || least_rank > profile.device.memory_bytes) {
+              if (best_cut) found[i].push_back(std::move(*best_cut));
+              continue;
+            }
+            StageLimits limits;
+            // (Cut messages are mostly alike: each size is priced once per pair of ranks.)
+            std::map<std::tuple<int64_t, int64_t, double>, double> priced;
+            auto message = [&](double bytes, int64_t from, int64_t to) {
+              auto [it, added] = priced.try_emplace({from, to, bytes}, 0.0);
+              if (added) it->second = p2p(bytes, from, to);
+              return it->second;
+            };
+            limits.cut_seconds = [&](int64_t stage, int32_t last) {
+              return message(c.layers[last].cut_forward_bytes, stage % pp, (stage + 1) % pp) +
+                     message(c.layers[last].cut_backward_bytes, (stage + 1) % pp, stage % pp);
+            };
+            if (chunks == 1 && c.training) {
+              for (int64_t r = 0; r < pp; ++r)
+                limits.in_flight.push_back(in_flight(schedule, r, pp, 1, m));
+              limits.capacity = capacity;
+            }
+            const auto fitting = partition_stages(c, virtual_stages, recompute, m, &limits);
+            if (!fitting.empty() && fitting != by_time && fitting != by_step && fitting != by_flops)
+              consider(fitting);
           }
           if (best_cut) found[i].push_back(std::move(*best_cut));
         }

@@ -112,6 +112,46 @@ TEST(PartitionStages, MinimisesTheSlowestStage) {
             (std::vector<std::pair<int32_t, int32_t>>{{0, 2}, {3, 3}, {4, 5}}));
 }
 
+// With limits: each stage pays its cut, a stage that does not fit is not allowed, and of
+// equally slow partitions the cheaper cuts win.
+TEST(PartitionStages, PaysCutsAndKeepsStagesInMemory) {
+  LayerCosts costs;
+  for (int l = 0; l < 6; ++l) {
+    LayerCost c;
+    c.forward_compute = 1.0;
+    c.backward_compute = 2.0;
+    c.parameter_bytes = 10;
+    c.stash_bytes = 5;
+    // Cutting after layer 2 sends four times what a cut elsewhere does.
+    c.cut_forward_bytes = l == 2 ? 4 : 1;
+    costs.layers.push_back(c);
+  }
+  StageLimits limits;
+  limits.cut_seconds = [&](int64_t, int32_t last) {
+    return costs.layers[last].cut_forward_bytes * 0.25;
+  };
+  using Ranges = std::vector<std::pair<int32_t, int32_t>>;
+  // Layers take 3 seconds each. Without limits: 9 | 9. With them the cut after layer 2 costs 1
+  // second and the others 0.25: [0, 2] | [3, 5] is 10 | 9, still faster than 6.25 | 12 or
+  // 12.25 | 6.
+  EXPECT_EQ(partition_stages(costs, 2, Recompute::kNone), (Ranges{{0, 2}, {3, 5}}));
+  EXPECT_EQ(partition_stages(costs, 2, Recompute::kNone, 0, &limits), (Ranges{{0, 2}, {3, 5}}));
+  // Three stages of two layers each (6 | 6 | 6) cut after layers 1 and 3: 6.25 | 6.25 | 6.
+  EXPECT_EQ(partition_stages(costs, 3, Recompute::kNone, 0, &limits),
+            (Ranges{{0, 1}, {2, 3}, {4, 5}}));
+  // Memory: under 1F1B the first of two stages keeps 2 microbatches' stash, the second 1. A
+  // stage holds 10 bytes of state and 5 of stash per layer plus what crosses its cuts. With 46
+  // bytes, three layers on the first stage (30 + 2 · (15 + 4) = 68) do not fit; two do
+  // (20 + 2 · (10 + 1) = 42), and the second stage's four (40 + 1 · (20 + 1) = 61) do not
+  // either: nothing fits.
+  limits.in_flight = {2, 1};
+  limits.capacity = 46;
+  EXPECT_EQ(partition_stages(costs, 2, Recompute::kNone, 0, &limits), Ranges{});
+  // With 62 bytes, two layers first (42) and four after (61) fit, three first (68) do not.
+  limits.capacity = 62;
+  EXPECT_EQ(partition_stages(costs, 2, Recompute::kNone, 0, &limits), (Ranges{{0, 1}, {2, 5}}));
+}
+
 struct Problem {
   std::string model;
   int64_t nodes;

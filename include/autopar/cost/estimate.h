@@ -155,6 +155,11 @@ class Estimator {
   std::map<std::string, std::shared_future<StatusOr<std::shared_ptr<const LayerCosts>>>> cache_;
 };
 
+// Microbatches pipeline rank `rank` of `ranks` holds stashed at once under the schedule
+// (make_schedule's orders), with `chunks` virtual stages per rank.
+int64_t in_flight(PipelineSchedule schedule, int64_t rank, int64_t ranks, int64_t chunks,
+                  int64_t microbatches);
+
 // The key of a scheme's SPMD structure (what its SPMD lowering depends on) and of its layer
 // costs (the structure on one mesh).
 std::string spmd_structure_key(const Scheme& scheme);

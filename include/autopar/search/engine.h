@@ -79,11 +79,25 @@ StatusOr<std::vector<DeviceMesh>> enumerate_meshes(const SearchSpace& space,
 StatusOr<SearchResult> search(const SearchSpace& space, const SearchProblem& problem,
                               Estimator& estimator, const SearchOptions& options);
 
+// What else a pipeline stage pays, for partition_stages: sending a microbatch's activations
+// over the cut after layer `last` (and receiving their gradients back) as stage `stage`, and
+// the memory a device has for it. With `in_flight` per stage (the microbatches it keeps
+// stashed at once), a stage that does not fit is not allowed.
+struct StageLimits {
+  std::function<double(int64_t stage, int32_t last)> cut_seconds;
+  std::vector<int64_t> in_flight;  // per stage; empty: memory is not checked
+  double capacity = 0;             // bytes per device for the plan
+};
+
 // Contiguous layer ranges for `stages` stages that minimise the slowest stage, by dynamic
 // programming over the layers: its forward and backward of one microbatch under `recompute`,
-// or with `microbatches` > 0, of that many microbatches and its update.
+// or with `microbatches` > 0, of that many microbatches and its update. With `limits`, a stage
+// also pays its cut, stages whose state and stashed activations exceed the capacity are not
+// allowed, and of equally slow partitions the one whose cuts cost least wins (empty when no
+// partition fits).
 std::vector<std::pair<int32_t, int32_t>> partition_stages(const LayerCosts& costs, int64_t stages,
                                                           Recompute recompute,
-                                                          int64_t microbatches = 0);
+                                                          int64_t microbatches = 0,
+                                                          const StageLimits* limits = nullptr);
 
 }  // namespace autopar
