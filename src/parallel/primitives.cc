@@ -104,7 +104,8 @@ const char* step_op(ReshardStep::Kind kind) {
 
 StatusOr<std::vector<ValueId>> duplicate(Graph& dst, const Graph& src, const Node& node,
                                          const std::vector<ValueId>& inputs,
-                                         std::string_view suffix) {
+                                         std::string_view suffix,
+                                         const std::vector<std::vector<int64_t>>* shapes) {
   Node copy;
   copy.name = dst.unique_node_name(node.name + std::string(suffix));
   copy.op_type = node.op_type;
@@ -113,7 +114,8 @@ StatusOr<std::vector<ValueId>> duplicate(Graph& dst, const Graph& src, const Nod
   copy.phase = node.phase;
   copy.layer = node.layer;
   copy.inputs = inputs;
-  for (ValueId o : node.outputs) {
+  for (size_t i = 0; i < node.outputs.size(); ++i) {
+    const ValueId o = node.outputs[i];
     if (o == kNoId) {
       copy.outputs.push_back(kNoId);
       continue;
@@ -121,12 +123,12 @@ StatusOr<std::vector<ValueId>> duplicate(Graph& dst, const Graph& src, const Nod
     Value v;
     v.name = dst.unique_value_name(src.value(o).name + std::string(suffix));
     v.dtype = src.value(o).dtype;
-    v.shape = Shape::unknown();
+    v.shape = shapes ? Shape(shapes->at(i)) : Shape::unknown();
     copy.outputs.push_back(dst.add_value(std::move(v)));
   }
   std::vector<ValueId> outputs = copy.outputs;
   const NodeId id = dst.add_node(std::move(copy));
-  RETURN_IF_ERROR(infer_node(dst, id));
+  if (!shapes) RETURN_IF_ERROR(infer_node(dst, id));
   return outputs;
 }
 
@@ -168,30 +170,15 @@ StatusOr<std::vector<ValueId>> split(Graph& dst, const Graph& src, const Node& n
   }
   if (!done && hints.shapes_only) {
     // Costed only: the outputs are what the layouts say a device holds.
-    Node copy;
-    copy.name = dst.unique_node_name(node.name);
-    copy.op_type = node.op_type;
-    copy.domain = node.domain;
-    copy.attrs = node.attrs;
-    copy.phase = node.phase;
-    copy.layer = node.layer;
-    copy.inputs = ins;
+    std::vector<std::vector<int64_t>> shapes;
     for (size_t i = 0; i < node.outputs.size(); ++i) {
-      if (node.outputs[i] == kNoId) {
-        copy.outputs.push_back(kNoId);
-        continue;
-      }
-      const Value& out = src.value(node.outputs[i]);
-      Value v;
-      v.name = dst.unique_value_name(out.name);
-      v.dtype = out.dtype;
-      v.shape =
-          Shape(i < strategy.outputs.size() ? strategy.outputs[i].shard_shape(out.shape.dims, mesh)
-                                            : out.shape.dims);
-      copy.outputs.push_back(dst.add_value(std::move(v)));
+      const std::vector<int64_t> whole =
+          node.outputs[i] == kNoId ? std::vector<int64_t>{} : src.value(node.outputs[i]).shape.dims;
+      shapes.push_back(i < strategy.outputs.size() && node.outputs[i] != kNoId
+                           ? strategy.outputs[i].shard_shape(whole, mesh)
+                           : whole);
     }
-    outs = copy.outputs;
-    dst.add_node(std::move(copy));
+    ASSIGN_OR_RETURN(outs, duplicate(dst, src, node, ins, "", &shapes));
     done = true;
   }
   if (!done) {

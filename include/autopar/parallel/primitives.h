@@ -19,10 +19,12 @@ namespace autopar {
 
 // duplicate: a copy of `node` (of `src`) in `dst` reading `inputs` (dst ids, one per input of
 // the node, kNoId where omitted). Output names get `suffix` (a recomputed copy, a copy on
-// another stage); shapes are inferred in `dst`. Returns the new outputs.
+// another stage); shapes are inferred in `dst`, or taken from `shapes` (one per output) when
+// given. Returns the new outputs.
 StatusOr<std::vector<ValueId>> duplicate(Graph& dst, const Graph& src, const Node& node,
                                          const std::vector<ValueId>& inputs,
-                                         std::string_view suffix);
+                                         std::string_view suffix,
+                                         const std::vector<std::vector<int64_t>>* shapes = nullptr);
 
 // split: `node` run on its shards under `strategy`: `inputs` (dst ids) already hold the
 // strategy's input layouts. Shape inputs are rewritten to the per-device shapes, a gather over
