@@ -30,6 +30,21 @@ double bytes_of(const Value& v) { return static_cast<double>(v.num_bytes()); }
 
 }  // namespace
 
+double pipeline_message_seconds(const HardwareProfile& profile, const DeviceMesh& mesh,
+                                double bytes, int64_t from, int64_t to) {
+  if (bytes <= 0 || from == to) return 0.0;
+  // The device of pipeline rank r: every other coordinate 0.
+  auto device_of = [&](int64_t rank) {
+    std::vector<int64_t> coords(mesh.axes().size(), 0);
+    const int64_t axis = mesh.axis_index("pp");
+    if (axis >= 0) coords[axis] = rank % std::max<int64_t>(mesh.size("pp"), 1);
+    return mesh.device(coords);
+  };
+  return collective_cost(profile, Collective::kPointToPoint, bytes,
+                         {device_of(from), device_of(to)})
+      .seconds;
+}
+
 int64_t in_flight(PipelineSchedule schedule, int64_t rank, int64_t ranks, int64_t chunks,
                   int64_t microbatches) {
   if (chunks > 1) {
@@ -643,18 +658,8 @@ StatusOr<Estimate> Estimator::combine(const LayerCosts& costs, const Scheme& sch
   ranges.front().first = 0;
   ranges.back().second = num_layers - 1;
 
-  // The device of pipeline rank r (every other coordinate 0) and its neighbour's.
-  auto device_of = [&](int64_t rank) {
-    std::vector<int64_t> coords(mesh.axes().size(), 0);
-    const int64_t axis = mesh.axis_index("pp");
-    if (axis >= 0) coords[axis] = rank % p;
-    return mesh.device(coords);
-  };
   auto p2p = [&](double bytes, int64_t from, int64_t to) {
-    if (bytes <= 0 || from == to) return 0.0;
-    return collective_cost(profile_, Collective::kPointToPoint, bytes,
-                           {device_of(from), device_of(to)})
-        .seconds;
+    return pipeline_message_seconds(profile_, mesh, bytes, from, to);
   };
 
   struct Stage {

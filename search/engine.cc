@@ -10,8 +10,6 @@
 
 #include <tbb/parallel_for.h>
 
-#include "autopar/cost/communication.h"
-
 namespace autopar {
 namespace {
 
@@ -359,19 +357,6 @@ StatusOr<SearchResult> search(const SearchSpace& space, const SearchProblem& pro
       const auto layers = static_cast<int32_t>(c.layers.size());
       const int64_t pp = base.pp();
       const int64_t m = base.microbatches();
-      // A microbatch's message between pipeline ranks, as the estimate prices it.
-      auto device_of = [&](int64_t rank) {
-        std::vector<int64_t> coords(base.mesh.axes().size(), 0);
-        const int64_t axis = base.mesh.axis_index("pp");
-        if (axis >= 0) coords[axis] = rank;
-        return base.mesh.device(coords);
-      };
-      auto p2p = [&](double bytes, int64_t from, int64_t to) {
-        if (bytes <= 0 || from == to) return 0.0;
-        return collective_cost(profile, Collective::kPointToPoint, bytes,
-                               {device_of(from), device_of(to)})
-            .seconds;
-      };
       std::vector<std::pair<PipelineSchedule, int64_t>> pipelines;
       if (pp == 1) {
         pipelines.emplace_back(PipelineSchedule::kOneForwardOneBackward, 1);
@@ -436,7 +421,7 @@ StatusOr<SearchResult> search(const SearchSpace& space, const SearchProblem& pro
             std::map<std::tuple<int64_t, int64_t, double>, double> priced;
             auto message = [&](double bytes, int64_t from, int64_t to) {
               auto [it, added] = priced.try_emplace({from, to, bytes}, 0.0);
-              if (added) it->second = p2p(bytes, from, to);
+              if (added) it->second = pipeline_message_seconds(profile, base.mesh, bytes, from, to);
               return it->second;
             };
             limits.cut_seconds = [&](int64_t stage, int32_t last) {

@@ -1,9 +1,8 @@
 // lower(): training graph → paradigms' policy → SPMD graph → roles → schedules.
 #include "autopar/parallel/lowering.h"
 
-#include <atomic>
-
 #include <algorithm>
+#include <atomic>
 
 #include "autopar/parallel/primitives.h"
 
@@ -172,14 +171,7 @@ StatusOr<SpmdLowering> lower_to_spmd(const Graph& model, const Scheme& scheme,
          ++l)
       layer_stage[l] = s;
   }
-  if (virtual_stages == 1) {
-    // One stage: every node but the update's is on it (what assign gives).
-    out.source_stage.resize(graph.num_nodes());
-    for (NodeId n = 0; n < graph.num_nodes(); ++n)
-      out.source_stage[n] = graph.node(n).phase == Phase::kOptimizer ? -1 : 0;
-  } else {
-    out.source_stage = assign(graph, layer_stage, static_cast<int32_t>(virtual_stages));
-  }
+  out.source_stage = assign(graph, layer_stage, static_cast<int32_t>(virtual_stages));
   if (policy.stages > 1) {
     for (int32_t s : out.source_stage)
       policy.spmd.stage_of.push_back(static_cast<int32_t>(s % policy.stages));

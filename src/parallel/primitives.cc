@@ -298,6 +298,11 @@ StatusOr<ValueId> augment_reshard(Graph& dst, ValueId x, const Layout& from, con
                                   const std::vector<int64_t>& global_shape, const DeviceMesh& mesh,
                                   Phase phase, int32_t layer) {
   ASSIGN_OR_RETURN(std::vector<ReshardStep> steps, reshard_steps(from, to, global_shape, mesh));
+  return augment_steps(dst, x, steps, mesh, phase, layer);
+}
+
+StatusOr<ValueId> augment_steps(Graph& dst, ValueId x, const std::vector<ReshardStep>& steps,
+                                const DeviceMesh& mesh, Phase phase, int32_t layer) {
   for (const ReshardStep& step : steps) {
     ASSIGN_OR_RETURN(x, augment(dst, x, step, mesh, phase, layer));
   }
@@ -348,6 +353,12 @@ std::vector<int32_t> assign(const Graph& g, const std::vector<int32_t>& layer_st
                             int32_t num_stages) {
   const int32_t last = num_stages - 1;
   std::vector<int32_t> stage(g.num_nodes(), -1);
+  if (num_stages == 1) {
+    // One stage: every node but the update's is on it.
+    for (NodeId i = 0; i < g.num_nodes(); ++i)
+      if (g.node(i).phase != Phase::kOptimizer) stage[i] = 0;
+    return stage;
+  }
   auto layer_of = [&](int32_t layer) -> int32_t {
     if (layer < 0 || layer >= static_cast<int32_t>(layer_stage.size())) return -1;
     return layer_stage[layer];

@@ -50,6 +50,30 @@ bool pass_partial(OpStrategy& s, size_t input, const std::vector<std::string>& p
   return true;
 }
 
+// Add, Sub or Sum: a sum (or difference) of partial sums over the same axes is a partial sum.
+bool is_sum_op(const Node& node) {
+  return node.domain.empty() &&
+         (node.op_type == "Add" || node.op_type == "Sub" || node.op_type == "Sum") &&
+         node.inputs.size() >= 2 && node.outputs.size() == 1;
+}
+
+// A strategy of a sum with the partial-sum axes `partial` added to every input and its one
+// output; false when an axis is already split there.
+bool sum_partial(OpStrategy& s, size_t inputs, const std::vector<std::string>& partial) {
+  if (s.inputs.size() != inputs || s.outputs.size() != 1) return false;
+  for (const std::string& a : partial) {
+    if (s.outputs[0].uses(a)) return false;
+    for (const Layout& in : s.inputs) {
+      if (in.uses(a)) return false;
+    }
+  }
+  for (const std::string& a : partial) {
+    for (Layout& in : s.inputs) in = in.with_partial(a);
+    s.outputs[0] = s.outputs[0].with_partial(a);
+  }
+  return true;
+}
+
 // Glob match: '*' stands for any run of characters.
 bool glob_match(std::string_view pattern, std::string_view text) {
   if (pattern.empty()) return text.empty();
@@ -518,15 +542,9 @@ StatusOr<ValueId> Spmd::local_as(ValueId v, const Layout& want, const Node& cons
   // The steps as planned when the strategy was priced.
   const StatusOr<std::vector<ReshardStep>>& steps =
       planned_reshard(*layout_[v], want, value.shape.dims);
-  StatusOr<ValueId> x = local_[v];
-  if (!steps.is_ok()) {
-    x = steps.status();
-  } else {
-    for (const ReshardStep& step : steps.value()) {
-      x = augment(result_.graph, x.value(), step, mesh_, consumer.phase, consumer.layer);
-      if (!x.is_ok()) break;
-    }
-  }
+  StatusOr<ValueId> x = steps.is_ok() ? augment_steps(result_.graph, local_[v], steps.value(),
+                                                      mesh_, consumer.phase, consumer.layer)
+                                      : StatusOr<ValueId>(steps.status());
   if (!x.is_ok()) {
     return error("node '{}' ({}): input '{}' from {} to {}: {}", consumer.name, consumer.op_type,
                  value.name, layout_[v]->to_string(), want.to_string(), x.status().message());
@@ -642,15 +660,8 @@ void Spmd::strategy_axes(const Node& node, std::vector<std::string>& axes,
   }
 }
 
-// Tensor auto plans each layer's forward as a whole. A pass in node order keeps, for every
-// value the layer computes, the cheapest few layouts to have it in (each cost relative to
-// its cheapest, so what the inputs before the layer cost cancels); a pass back from the
-// layer's last node then chooses each node's strategy with what its chosen readers need.
-// Costs are the greedy pass's (reshards as arithmetic, the node's share of its FLOPs), and
-// the plan is kept only when, priced as one path, it beats choosing node by node. A layer's
-// plan depends on its nodes and on the layouts its inputs arrive in, never on the layers
-// after it: repeated layers are planned alike, in a model whose repeats are collapsed and in
-// the whole model.
+// What a layer's plan depends on (StrategyCache::layer_plan): its nodes' strategy sets, how
+// they connect, and the layouts (and reshards already made) of what it reads from before it.
 std::string Spmd::layer_key(NodeId first, NodeId end) {
   std::string key;
   auto raw = [&key](auto x) { key.append(reinterpret_cast<const char*>(&x), sizeof(x)); };
@@ -730,6 +741,15 @@ void Spmd::plan_segment(NodeId first, NodeId end) {
   plans_.push_back(std::move(kept));
 }
 
+// Tensor auto plans each layer's forward as a whole. A pass in node order keeps, for every
+// value the layer computes, the cheapest few layouts to have it in (each cost relative to
+// its cheapest, so what the inputs before the layer cost cancels); a pass back from the
+// layer's last node then chooses each node's strategy with what its chosen readers need.
+// Costs are the greedy pass's (reshards as arithmetic, the node's share of its FLOPs), and
+// the plan is kept only when, priced as one path, it beats choosing node by node. A layer's
+// plan depends on its nodes and on the layouts its inputs arrive in, never on the layers
+// after it: repeated layers are planned alike, in a model whose repeats are collapsed and in
+// the whole model.
 void Spmd::plan_layer(NodeId first, NodeId end, StrategyCache::LayerPlan& plan) {
   constexpr size_t kOptions = 4;
   struct Option {
@@ -844,9 +864,7 @@ void Spmd::plan_layer(NodeId first, NodeId end, StrategyCache::LayerPlan& plan) 
         }
       }
     }
-    if (node.domain.empty() &&
-        (node.op_type == "Add" || node.op_type == "Sub" || node.op_type == "Sum") &&
-        node.inputs.size() >= 2 && node.outputs.size() == 1) {
+    if (is_sum_op(node)) {
       for (const std::vector<std::string>& p : partials(node.inputs[0])) {
         bool all = true;
         for (ValueId in : node.inputs) {
@@ -855,19 +873,8 @@ void Spmd::plan_layer(NodeId first, NodeId end, StrategyCache::LayerPlan& plan) 
         }
         if (!all) continue;
         for (size_t b = 0; b < bases; ++b) {
-          if (cs[b]->inputs.size() != node.inputs.size() || cs[b]->outputs.size() != 1) continue;
           OpStrategy st = *cs[b];
-          bool valid = true;
-          for (const std::string& a : p) {
-            valid = valid && !st.outputs[0].uses(a);
-            for (const Layout& in : st.inputs) valid = valid && !in.uses(a);
-          }
-          if (!valid) continue;
-          for (const std::string& a : p) {
-            for (Layout& in : st.inputs) in = in.with_partial(a);
-            st.outputs[0] = st.outputs[0].with_partial(a);
-          }
-          add_derived(std::move(st), b);
+          if (sum_partial(st, node.inputs.size(), p)) add_derived(std::move(st), b);
         }
       }
     }
@@ -1159,8 +1166,7 @@ Status Spmd::lower_node(NodeId id) {
                              feeds_gradient(node.outputs[0]);
   // (So is an accumulating scatter into zeros in its updates: a Gather's gradient.)
   size_t linear_input = 0;
-  bool linear_op = gradient_cast || std::any_of(std::begin(kLinearOps), std::end(kLinearOps),
-                                                [&](const char* op) { return node.op_type == op; });
+  bool linear_op = gradient_cast || is_linear_op(node);
   if (node.op_type == "ScatterND" && node.inputs.size() == 3 &&
       node.attr_string("reduction", "none") == "add" && is_zero_fill(src_, node.inputs[0])) {
     linear_op = true;
@@ -1173,23 +1179,14 @@ Status Spmd::lower_node(NodeId id) {
     const std::vector<std::string> partial = layout_[node.inputs[linear_input]]->partial_axes();
     for (const OpStrategy& base : bases) {
       Candidate c{base, std::nullopt};
-      if (c.strategy.inputs.size() <= linear_input || c.strategy.outputs.size() != 1) continue;
-      Layout& in = c.strategy.inputs[linear_input];
-      for (const std::string& a : partial) {
-        if (in.uses(a) || c.strategy.outputs[0].uses(a)) continue;
-        in = in.with_partial(a);
-        c.strategy.outputs[0] = c.strategy.outputs[0].with_partial(a);
-      }
-      derived.push_back(std::move(c));
+      if (pass_partial(c.strategy, linear_input, partial)) derived.push_back(std::move(c));
     }
   }
   // A sum (or difference) of partial sums over the same axes is a partial sum: it is reduced
   // once, where a consumer needs the whole value (the gradient contributions of the
   // projections split from a fused one meet in a Sum before a single all-reduce, as the fused
   // projection's would).
-  bool partial_sum = node.domain.empty() &&
-                     (node.op_type == "Add" || node.op_type == "Sub" || node.op_type == "Sum") &&
-                     node.inputs.size() >= 2 && node.outputs.size() == 1;
+  bool partial_sum = is_sum_op(node);
   for (size_t i = 0; partial_sum && i < node.inputs.size(); ++i) {
     const ValueId in = node.inputs[i];
     partial_sum = in != kNoId && layout_[in] && layout_[in]->is_partial() &&
@@ -1198,18 +1195,8 @@ Status Spmd::lower_node(NodeId id) {
   if (partial_sum) {
     const std::vector<std::string> partial = layout_[node.inputs[0]]->partial_axes();
     for (const OpStrategy& base : bases) {
-      if (base.inputs.size() != node.inputs.size() || base.outputs.size() != 1) continue;
       Candidate c{base, std::nullopt};
-      OpStrategy& s = c.strategy;
-      bool valid = true;
-      for (const std::string& a : partial) {
-        valid = valid && !s.outputs[0].uses(a);
-        for (const Layout& in : s.inputs) valid = valid && !in.uses(a);
-        if (!valid) break;
-        for (Layout& in : s.inputs) in = in.with_partial(a);
-        s.outputs[0] = s.outputs[0].with_partial(a);
-      }
-      if (valid) derived.push_back(std::move(c));
+      if (sum_partial(c.strategy, node.inputs.size(), partial)) derived.push_back(std::move(c));
     }
   }
   if (without_sp.size() < axes.size()) {

@@ -155,6 +155,11 @@ class Estimator {
   std::map<std::string, std::shared_future<StatusOr<std::shared_ptr<const LayerCosts>>>> cache_;
 };
 
+// What sending `bytes` from pipeline rank `from` to rank `to` of `mesh` takes (point to point,
+// between the ranks' first devices).
+double pipeline_message_seconds(const HardwareProfile& profile, const DeviceMesh& mesh,
+                                double bytes, int64_t from, int64_t to);
+
 // Microbatches pipeline rank `rank` of `ranks` holds stashed at once under the schedule
 // (make_schedule's orders), with `chunks` virtual stages per rank.
 int64_t in_flight(PipelineSchedule schedule, int64_t rank, int64_t ranks, int64_t chunks,

@@ -55,6 +55,9 @@ StatusOr<std::vector<ValueId>> split_window(Graph& dst, const Graph& src, const 
 // by mesh axes so one graph serves every device of a role.
 StatusOr<ValueId> augment(Graph& dst, ValueId x, const ReshardStep& step, const DeviceMesh& mesh,
                           Phase phase, int32_t layer);
+// augment with reshard steps already planned, one node each.
+StatusOr<ValueId> augment_steps(Graph& dst, ValueId x, const std::vector<ReshardStep>& steps,
+                                const DeviceMesh& mesh, Phase phase, int32_t layer);
 // augment with a whole reshard: the steps from `from` to `to`, one node each.
 StatusOr<ValueId> augment_reshard(Graph& dst, ValueId x, const Layout& from, const Layout& to,
                                   const std::vector<int64_t>& global_shape, const DeviceMesh& mesh,
