@@ -1,4 +1,5 @@
-// CPU calibration: time ops and the inproc collectives on the runtime, fit the curves and α/β.
+// Calibration: on the CPU, time ops and the inproc collectives on the runtime and fit the curves
+// and α/β; on CUDA, time ops replayed as CUDA graphs on GPU 0 and fit the curves and overheads.
 #include "autopar/cost/calibrate.h"
 
 #include <Eigen/Dense>
@@ -7,9 +8,13 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <functional>
+#include <map>
+#include <random>
 #include <thread>
+#include <tuple>
 
 #include "autopar/autodiff/autodiff.h"
 #include "autopar/cost/compute.h"
@@ -18,6 +23,7 @@
 #include "autopar/ops/op_def.h"
 #include "autopar/parallel/lowering.h"
 #include "autopar/runtime/communicator.h"
+#include "autopar/runtime/cuda_executor.h"
 #include "autopar/runtime/executor.h"
 #include "autopar/runtime/plan_runner.h"
 
@@ -152,15 +158,16 @@ Bench reduce_sum(const std::vector<int64_t>& dims, const std::vector<int64_t>& a
   return {"ReduceSum", {dims}, {}, axes};
 }
 
-// `copies` independent nodes of the op, each over inputs of its own; `node` is the first.
-Graph bench_graph(const Bench& bench, int copies, NodeId& node) {
+// `copies` independent nodes of the op, each over inputs of its own in `dtype`; `node` is the
+// first.
+Graph bench_graph(const Bench& bench, int copies, NodeId& node, DType dtype = DType::kFloat32) {
   GraphBuilder b("bench");
   const ValueId axes = bench.axes_input.empty() ? kNoId : b.constant_ints("axes", bench.axes_input);
   node = kNoId;
   for (int c = 0; c < copies; ++c) {
     std::vector<ValueId> ins;
     for (size_t i = 0; i < bench.inputs.size(); ++i)
-      ins.push_back(b.input(fmt::format("x{}_{}", c, i), DType::kFloat32, bench.inputs[i]));
+      ins.push_back(b.input(fmt::format("x{}_{}", c, i), dtype, bench.inputs[i]));
     if (axes != kNoId) ins.push_back(axes);
     b.output(b.op1(bench.op, ins, bench.attrs));
     if (node == kNoId) node = b.graph().num_nodes() - 1;
@@ -169,10 +176,10 @@ Graph bench_graph(const Bench& bench, int copies, NodeId& node) {
 }
 
 // `count` one-element Adds in a chain: nothing but the executor's work per node.
-Graph add_chain(int count) {
+Graph add_chain(int count, DType dtype = DType::kFloat32) {
   GraphBuilder b("chain");
-  const ValueId one = b.input("x0", DType::kFloat32, {1});
-  ValueId y = b.input("x1", DType::kFloat32, {1});
+  const ValueId one = b.input("x0", dtype, {1});
+  ValueId y = b.input("x1", dtype, {1});
   for (int i = 0; i < count; ++i) y = b.op1("Add", {y, one});
   b.output(y);
   return b.finish();
@@ -763,6 +770,363 @@ StatusOr<Calibration> calibrate_sweep(const CalibrationOptions& options, Sweeps&
   return cal;
 }
 
+// ---- CUDA: GPU 0 through the CUDA backend -------------------------------------------------
+
+// The L2 cache of an H100 or H200. A memory-bound benchmark moves several times this per replay
+// where its size allows: replays of a smaller graph would find their operands in L2, where a
+// training step's kernels, reading what was written many kernels before, mostly do not.
+constexpr double kGpuL2Bytes = 50e6;
+
+// At most this many copies of a benchmark per graph. Matrix products are compute-bound, so a
+// few copies only share out the replay's own overhead; each convolution copy is also an
+// algorithm search by cuDNN when the graph first runs.
+constexpr int kMemoryCopies = 512;
+constexpr int kMatMulCopies = 16;
+constexpr int kConvCopies = 4;
+
+// Random operands, made fast: magnitudes 0.5 to 2 with random signs (positive for a square
+// root's input), never zero (zeros are multiplied and moved faster than data whose bits toggle)
+// nor near it (divisions stay finite). One block of a prime number of values per dtype repeats
+// through every tensor, out of step with the benchmarks' power-of-two dims so no two rows of an
+// operand are alike; drawing every element would take seconds per gigabyte.
+class RandomOperands {
+ public:
+  TensorPtr make(DType dtype, const std::vector<int64_t>& dims, bool positive) {
+    const std::vector<uint8_t>& block = this->block(dtype, positive).bytes();
+    Tensor t(dtype, dims);
+    std::vector<uint8_t>& out = t.mutable_bytes();
+    for (size_t at = 0; at < out.size(); at += block.size())
+      std::memcpy(out.data() + at, block.data(), std::min(block.size(), out.size() - at));
+    return std::make_shared<const Tensor>(std::move(t));
+  }
+
+ private:
+  const Tensor& block(DType dtype, bool positive) {
+    auto [it, fresh] = blocks_.try_emplace({dtype, positive});
+    if (fresh) {
+      constexpr int64_t kValues = 1000003;
+      Tensor t(dtype, {kValues});
+      std::uniform_real_distribution<double> magnitude(0.5, 2.0);
+      for (int64_t i = 0; i < kValues; ++i) {
+        const double v = magnitude(rng_);
+        t.set_from_double(i, positive || (rng_() & 1) ? v : -v);
+      }
+      it->second = std::move(t);
+    }
+    return it->second;
+  }
+
+  std::mt19937_64 rng_{0x5eed};
+  std::map<std::pair<DType, bool>, Tensor> blocks_;
+};
+
+// Seconds of one replay of `g` on GPU 0 as a captured CUDA graph: the median of enough replays
+// to run for `seconds`, at least `repeats`, after the eager first run (where cuBLASLt and cuDNN
+// choose their algorithms) and three replays that size the count. Every node is a kernel of its
+// own, as the profile prices nodes: a benchmark's copies are consecutive elementwise nodes of
+// one shape, which the runtime would otherwise fuse into one kernel.
+StatusOr<double> time_cuda_graph(const Graph& g, int repeats, double seconds,
+                                 RandomOperands& operands) {
+  runtime::CudaOptions options;
+  options.fuse_elementwise = false;
+  ASSIGN_OR_RETURN(std::unique_ptr<runtime::CudaExecutor> ex,
+                   runtime::CudaExecutor::create(g, options));
+  {
+    // Copies of an input share one host tensor; each has device memory of its own.
+    std::map<std::tuple<DType, std::vector<int64_t>, bool>, TensorPtr> made;
+    std::vector<runtime::Feed> feeds;
+    for (ValueId in : g.inputs()) {
+      const Value& v = g.value(in);
+      if (v.is_initializer()) continue;
+      bool positive = false;
+      for (NodeId c : v.consumers) positive = positive || g.node(c).op_type == "Sqrt";
+      TensorPtr& t = made[{v.dtype, v.shape.dims, positive}];
+      if (!t) t = operands.make(v.dtype, v.shape.dims, positive);
+      feeds.emplace_back(in, t);
+    }
+    RETURN_IF_ERROR(ex->feed(feeds));
+  }
+  ASSIGN_OR_RETURN(double eager, ex->step());
+  (void)eager;
+  ASSIGN_OR_RETURN(std::vector<double> probe, ex->replay(3));
+  const int times = static_cast<int>(std::clamp(std::ceil(seconds / std::max(median(probe), 1e-7)),
+                                                static_cast<double>(repeats), 10000.0));
+  ASSIGN_OR_RETURN(std::vector<double> replays, ex->replay(times));
+  return median(replays);
+}
+
+std::string bench_text(const Bench& b, DType dtype) {
+  std::vector<std::string> shapes;
+  for (const std::vector<int64_t>& dims : b.inputs)
+    shapes.push_back(fmt::format("[{}]", fmt::join(dims, ",")));
+  return fmt::format("{} {} {}", b.op, dtype_name(dtype), fmt::join(shapes, " "));
+}
+
+// Elementwise forms over `n` elements as they come in training graphs: adds, products with a
+// broadcast row (bias, scale) of a hidden size, divisions and square roots (optimizers,
+// decomposed normalisations), and the transposes that split heads ([tokens, heads, 64] to
+// [heads, tokens, 64]; a swap of the last two dims that GEMMs read is a view in the profile).
+std::vector<Bench> gpu_elementwise_forms(int64_t n) {
+  const int64_t rows = n / 1024;
+  return {one_op("Add", {{n}, {n}}), one_op("Mul", {{rows, 1024}, {1024}}),
+          one_op("Div", {{n}, {n}}), one_op("Sqrt", {{n}}),
+          one_op("Transpose", {{rows, 16, 64}}, {{"perm", std::vector<int64_t>{1, 0, 2}}})};
+}
+
+// Normalisations and reductions over `n` elements: softmaxes and layer norms over rows of 1024,
+// row sums, and per-channel means of [batch, 64, 16, 16] images (batch-norm statistics).
+std::vector<Bench> gpu_norm_forms(int64_t n) {
+  const int64_t rows = n / 1024, width = 1024;
+  return {one_op("Softmax", {{rows, width}}, {{"axis", int64_t{-1}}}),
+          one_op("LayerNormalization", {{rows, width}, {width}, {width}}, {{"axis", int64_t{-1}}}),
+          reduce_sum({rows, width}, {-1}),
+          one_op("ReduceMean", {{n / 16384, 64, 16, 16}},
+                 {{"axes", std::vector<int64_t>{0, 2, 3}}})};
+}
+
+// One sweep over every CUDA benchmark; each time recorded in `sweeps` counts at its median so
+// far.
+StatusOr<Calibration> calibrate_cuda_sweep(const CalibrationOptions& options,
+                                           const HardwareProfile& base, Sweeps& sweeps,
+                                           RandomOperands& operands) {
+  Calibration cal;
+  HardwareProfile& p = cal.profile;
+  p = base;
+  p.name = base.name + "-calibrated";
+  const int repeats = std::max(options.repeats, 1);
+  const double budget = options.seconds;
+  const DType bf16 = DType::kBFloat16;
+
+  // Launch overhead: chains of one-element adds replayed as one CUDA graph, t(K) = per program
+  // + K · per kernel, fitted by least squares on relative error. The per-kernel slope is what
+  // each kernel of a program costs beyond its work (the GPU's gap between dependent kernels of
+  // a graph and the shortest kernel); the intercept is the graph's own launch and end, paid
+  // once per program a plan runs.
+  const std::vector<int> chain =
+      options.quick ? std::vector<int>{1, 16, 64} : std::vector<int>{1, 8, 32, 128, 512};
+  Eigen::MatrixXd chain_rows(static_cast<Eigen::Index>(chain.size()), 2);
+  Eigen::VectorXd chain_ones(static_cast<Eigen::Index>(chain.size()));
+  for (size_t i = 0; i < chain.size(); ++i) {
+    auto timed = time_cuda_graph(add_chain(chain[i], bf16), repeats, budget, operands);
+    if (!timed.is_ok())
+      return error("a chain of {} adds: {}", chain[i], timed.status().message());
+    const double t = sweeps.record(timed.value());
+    const auto row = static_cast<Eigen::Index>(i);
+    chain_rows(row, 0) = 1.0 / t;
+    chain_rows(row, 1) = chain[i] / t;
+    chain_ones(row) = 1.0;
+  }
+  const Eigen::VectorXd per_program_kernel = chain_rows.colPivHouseholderQr().solve(chain_ones);
+  const double per_program = std::max(per_program_kernel(0), 0.0);
+  p.device.launch_overhead_s = std::max(per_program_kernel(1), 1e-8);
+  p.device.program_overhead_s = per_program;
+  const double overhead = p.device.launch_overhead_s;
+  cal.report.push_back(fmt::format(
+      "launch: {:.2f} µs per kernel of a replayed CUDA graph and {:.2f} µs per program (the "
+      "graph's launch), fitted over chains of {} to {} one-element adds",
+      overhead * 1e6, per_program * 1e6, chain.front(), chain.back()));
+
+  // Seconds per node of one op, its launch overhead included. The graph timed holds copies of
+  // the op over inputs of their own, enough to move four L2 caches per replay (at most
+  // `max_copies`); the replay's own overhead is shared out over them.
+  auto measure = [&](const Bench& b, DType dtype, bool flops, int max_copies) -> StatusOr<Sample> {
+    NodeId node = kNoId;
+    Graph g = bench_graph(b, 1, node, dtype);
+    const double bytes = node_bytes(g, g.node(node));
+    const int copies = static_cast<int>(std::clamp(std::ceil(4 * kGpuL2Bytes / std::max(bytes, 1.0)),
+                                                   1.0, static_cast<double>(max_copies)));
+    if (copies > 1) g = bench_graph(b, copies, node, dtype);
+    auto timed = time_cuda_graph(g, repeats, budget, operands);
+    if (!timed.is_ok()) return error("{}: {}", bench_text(b, dtype), timed.status().message());
+    const double t = sweeps.record(timed.value());
+    const Node& n = g.node(node);
+    return Sample{flops ? node_flops(g, n) : node_bytes(g, n),
+                  std::max(t - per_program, 0.0) / copies};
+  };
+  auto measure_forms = [&](const std::vector<Bench>& forms, DType dtype, bool flops,
+                           int max_copies) -> StatusOr<Sample> {
+    std::vector<Sample> samples;
+    for (const Bench& b : forms) {
+      ASSIGN_OR_RETURN(Sample s, measure(b, dtype, flops, max_copies));
+      samples.push_back(s);
+    }
+    return combined(samples, overhead);
+  };
+  auto tflops = [](const Sample& s) { return s.work / s.seconds * 1e-12; };
+
+  // GEMM: square bf16 products against the datasheet's bf16 peak, held out at sizes between.
+  // The curve is flat beyond its ends, which below them prices a kernel's work at the smallest
+  // size's efficiency; the smallest products take about as long as their launch, so the sizes
+  // start at 64 for the small models and tensor-parallel shards that run them.
+  const double peak = base.device.peak("bf16");
+  auto square = [](int64_t n) { return one_op("MatMul", {{n, n}, {n, n}}); };
+  std::vector<int64_t> fit = {64, 128, 256, 512, 1024, 2048, 4096, 8192};
+  std::vector<int64_t> held = {384, 1536, 6144};
+  if (options.quick) {
+    fit = {64, 256, 1024, 4096, 8192};
+    held = {2048};
+  }
+  std::vector<Sample> gemm, gemm_held;
+  std::map<int64_t, Sample> gemm_at;
+  for (int64_t n : fit) {
+    ASSIGN_OR_RETURN(Sample s, measure(square(n), bf16, true, kMatMulCopies));
+    gemm.push_back(s);
+    gemm_at[n] = s;
+  }
+  for (int64_t n : held) {
+    ASSIGN_OR_RETURN(Sample s, measure(square(n), bf16, true, kMatMulCopies));
+    gemm_held.push_back(s);
+  }
+  ASSIGN_OR_RETURN(p.device.efficiency[OpClass::kGemm],
+                   EfficiencyCurve::create(curve_points(gemm, peak, overhead)));
+  const EfficiencyCurve& gemm_curve = p.device.efficiency[OpClass::kGemm];
+  const double gemm_error = held_out_error(gemm_held, gemm_curve, peak, overhead);
+  cal.report.push_back(fmt::format(
+      "gemm: bf16 4096³ {:.1f} TFLOP/s, 8192³ {:.1f} TFLOP/s (of the datasheet's {:.0f}), {} "
+      "sizes fitted ({} to {}), held-out error {:.1f}%",
+      tflops(gemm_at.at(4096)), tflops(gemm_at.at(8192)), peak * 1e-12, gemm.size(), fit.front(),
+      fit.back(), gemm_error * 100));
+  // fp32 GEMMs (exact on this runtime: no TF32) priced by the same curve: the fp32 peak is the
+  // measured rate at 4096³ over the curve's efficiency at its FLOPs, not the datasheet's.
+  {
+    ASSIGN_OR_RETURN(Sample s, measure(square(4096), DType::kFloat32, true, kMatMulCopies));
+    const double rate = s.work / std::max(s.seconds - overhead, 0.05 * s.seconds);
+    p.device.peak_flops["fp32"] = rate / gemm_curve.at(s.work);
+    cal.report.push_back(fmt::format(
+        "gemm fp32: 4096³ {:.1f} TFLOP/s; peak_flops fp32 set to {:.1f} TFLOP/s so that fp32 "
+        "GEMMs are predicted by the bf16 gemm curve (its efficiency at 4096³ is {:.3f})",
+        tflops(s), p.device.peak_flops["fp32"] * 1e-12, gemm_curve.at(s.work)));
+  }
+
+  // Attention: the scores and their weighted sum, batched over batch × heads, head dim 64.
+  const int64_t heads = 64, head_dim = 64;
+  auto attention_forms = [&](int64_t s) {
+    return std::vector<Bench>{one_op("MatMul", {{heads, s, head_dim}, {heads, head_dim, s}}),
+                              one_op("MatMul", {{heads, s, s}, {heads, s, head_dim}})};
+  };
+  const std::vector<int64_t> sequences =
+      options.quick ? std::vector<int64_t>{32, 256, 1024, 4096}
+                    : std::vector<int64_t>{32, 64, 128, 256, 512, 1024, 2048, 4096};
+  std::vector<Sample> attention, attention_held;
+  for (int64_t s : sequences) {
+    ASSIGN_OR_RETURN(Sample sample, measure_forms(attention_forms(s), bf16, true, kMatMulCopies));
+    attention.push_back(sample);
+  }
+  for (int64_t s : options.quick ? std::vector<int64_t>{512} : std::vector<int64_t>{384, 1536}) {
+    ASSIGN_OR_RETURN(Sample sample, measure_forms(attention_forms(s), bf16, true, kMatMulCopies));
+    attention_held.push_back(sample);
+  }
+  ASSIGN_OR_RETURN(p.device.efficiency[OpClass::kAttention],
+                   EfficiencyCurve::create(curve_points(attention, peak, overhead)));
+  const double attention_error =
+      held_out_error(attention_held, p.device.efficiency[OpClass::kAttention], peak, overhead);
+  cal.report.push_back(fmt::format(
+      "attention: bf16 [{}, s, {}] products at s = {} to {}, {:.1f} TFLOP/s at the largest, {} "
+      "sizes fitted, held-out error {:.1f}%",
+      heads, head_dim, sequences.front(), sequences.back(), tflops(attention.back()),
+      attention.size(), attention_error * 100));
+
+  // Convolutions: 3×3 filters over a batch of 32, 64 to 512 channels at sides 56 to 7, each as
+  // its forward, data-gradient (transposed) and weight-gradient form. Their FLOPs grow with
+  // channels × side, which ResNet's stages hold constant (64 at 56² to 512 at 7²), so the sizes
+  // step it from 448 to 14336 with one stage among them.
+  const Attributes same = {{"pads", std::vector<int64_t>{1, 1, 1, 1}}};
+  auto conv_forms = [&](int64_t c, int64_t side) {
+    const int64_t batch = 32;
+    return std::vector<Bench>{
+        one_op("Conv", {{batch, c, side, side}, {c, c, 3, 3}}, same),
+        one_op("ConvTranspose", {{batch, c, side, side}, {c, c, 3, 3}}, same),
+        one_op("Conv", {{c, batch, side, side}, {c, batch, side, side}}, same)};
+  };
+  using Layer = std::pair<int64_t, int64_t>;  // channels, side
+  const std::vector<Layer> conv_fit =
+      options.quick ? std::vector<Layer>{{64, 7}, {64, 56}, {512, 28}}
+                    : std::vector<Layer>{{64, 7}, {128, 7}, {128, 14}, {64, 56}, {256, 28},
+                                         {512, 28}};
+  const std::vector<Layer> conv_held = options.quick ? std::vector<Layer>{{128, 14}}
+                                                     : std::vector<Layer>{{192, 14}, {384, 28}};
+  std::vector<Sample> conv, conv_held_samples;
+  for (const auto& [c, side] : conv_fit) {
+    ASSIGN_OR_RETURN(Sample s, measure_forms(conv_forms(c, side), bf16, true, kConvCopies));
+    conv.push_back(s);
+  }
+  for (const auto& [c, side] : conv_held) {
+    ASSIGN_OR_RETURN(Sample s, measure_forms(conv_forms(c, side), bf16, true, kConvCopies));
+    conv_held_samples.push_back(s);
+  }
+  ASSIGN_OR_RETURN(p.device.efficiency[OpClass::kConv],
+                   EfficiencyCurve::create(curve_points(conv, peak, overhead)));
+  const double conv_error =
+      held_out_error(conv_held_samples, p.device.efficiency[OpClass::kConv], peak, overhead);
+  cal.report.push_back(fmt::format(
+      "conv: bf16 3×3 forward, transposed and weight-gradient forms, batch 32, {}×{}² to {}×{}², "
+      "{:.1f} TFLOP/s at the largest, {} sizes fitted, held-out error {:.1f}%",
+      conv_fit.front().first, conv_fit.front().second, conv_fit.back().first,
+      conv_fit.back().second, tflops(conv.back()), conv.size(), conv_error * 100));
+
+  // Memory-bound classes, by bytes read and written. The bandwidth is the best rate of large
+  // adds; the elementwise and norm curves are fractions of it.
+  std::vector<Sample> add;
+  for (int64_t n : options.quick ? std::vector<int64_t>{int64_t{1} << 26}
+                                 : std::vector<int64_t>{int64_t{1} << 25, int64_t{1} << 27,
+                                                        int64_t{1} << 28}) {
+    ASSIGN_OR_RETURN(Sample s, measure(one_op("Add", {{n}, {n}}), bf16, false, kMemoryCopies));
+    add.push_back(s);
+  }
+  const double bandwidth = best_rate(add, overhead);
+  p.device.memory_bandwidth = bandwidth;
+  // Elements from 2^14 to 2^27 (an add moves 6 bytes per element: 1e5 to 8e8 bytes), held out
+  // at sizes between.
+  const std::vector<int64_t> memory_fit =
+      options.quick
+          ? std::vector<int64_t>{int64_t{1} << 14, int64_t{1} << 18, int64_t{1} << 22,
+                                 int64_t{1} << 26}
+          : std::vector<int64_t>{int64_t{1} << 14, int64_t{1} << 16, int64_t{1} << 18,
+                                 int64_t{1} << 20, int64_t{1} << 22, int64_t{1} << 24,
+                                 int64_t{1} << 26, int64_t{1} << 27};
+  const std::vector<int64_t> memory_held =
+      options.quick ? std::vector<int64_t>{int64_t{3} << 19}
+                    : std::vector<int64_t>{int64_t{3} << 15, int64_t{3} << 21};
+  std::vector<Sample> elementwise, elementwise_held, norm, norm_held;
+  for (int64_t n : memory_fit) {
+    ASSIGN_OR_RETURN(Sample s, measure_forms(gpu_elementwise_forms(n), bf16, false, kMemoryCopies));
+    elementwise.push_back(s);
+  }
+  for (int64_t n : memory_held) {
+    ASSIGN_OR_RETURN(Sample s, measure_forms(gpu_elementwise_forms(n), bf16, false, kMemoryCopies));
+    elementwise_held.push_back(s);
+  }
+  ASSIGN_OR_RETURN(p.device.efficiency[OpClass::kElementwise],
+                   EfficiencyCurve::create(curve_points(elementwise, bandwidth, overhead)));
+  const double elementwise_error = held_out_error(
+      elementwise_held, p.device.efficiency[OpClass::kElementwise], bandwidth, overhead);
+  cal.report.push_back(fmt::format(
+      "elementwise: {:.0f} GB/s (best large bf16 add; the datasheet's {:.0f}), add, broadcast "
+      "product, division, square root and head transpose in bf16, {} sizes fitted, held-out "
+      "error {:.1f}%",
+      bandwidth * 1e-9, base.device.memory_bandwidth * 1e-9, elementwise.size(),
+      elementwise_error * 100));
+  for (int64_t n : memory_fit) {
+    ASSIGN_OR_RETURN(Sample s, measure_forms(gpu_norm_forms(n), bf16, false, kMemoryCopies));
+    norm.push_back(s);
+  }
+  for (int64_t n : memory_held) {
+    ASSIGN_OR_RETURN(Sample s, measure_forms(gpu_norm_forms(n), bf16, false, kMemoryCopies));
+    norm_held.push_back(s);
+  }
+  ASSIGN_OR_RETURN(p.device.efficiency[OpClass::kNorm],
+                   EfficiencyCurve::create(curve_points(norm, bandwidth, overhead)));
+  const double norm_error =
+      held_out_error(norm_held, p.device.efficiency[OpClass::kNorm], bandwidth, overhead);
+  cal.report.push_back(fmt::format(
+      "norm: softmax, layer norm, row sum and per-channel mean in bf16, {} sizes fitted, "
+      "held-out error {:.1f}%",
+      norm.size(), norm_error * 100));
+  cal.worst_held_out_error =
+      std::max({gemm_error, attention_error, conv_error, elementwise_error, norm_error});
+  return cal;
+}
+
 }  // namespace
 
 StatusOr<Calibration> calibrate_cpu(const CalibrationOptions& options) {
@@ -775,11 +1139,29 @@ StatusOr<Calibration> calibrate_cpu(const CalibrationOptions& options) {
   return cal;
 }
 
+StatusOr<Calibration> calibrate_cuda(const CalibrationOptions& options,
+                                     const HardwareProfile& base) {
+  if (const std::string why = runtime::cuda_unavailable_reason(); !why.empty())
+    return error("--backend cuda: {}", why);
+  if (!base.device.peak_flops.count("bf16"))
+    return error("{}: device.peak_flops: needs bf16 (the GPU's efficiency curves are fractions "
+                 "of it)",
+                 base.source.empty() ? base.name : base.source);
+  Sweeps sweeps;
+  RandomOperands operands;
+  Calibration cal;
+  for (int k = 0; k < std::max(options.sweeps, 1); ++k) {
+    sweeps.restart();
+    ASSIGN_OR_RETURN(cal, calibrate_cuda_sweep(options, base, sweeps, operands));
+  }
+  return cal;
+}
+
 std::string profile_yaml(const HardwareProfile& p, const std::string& header) {
   auto points = [](const EfficiencyCurve& c) {
     std::vector<std::string> parts;
     for (const auto& [work, eff] : c.points())
-      parts.push_back(fmt::format("[{:.6g}, {:.4f}]", work, eff));
+      parts.push_back(fmt::format("[{:.6g}, {:.4g}]", work, eff));
     return fmt::format("[{}]", fmt::join(parts, ", "));
   };
   std::string y = header;
@@ -796,6 +1178,7 @@ std::string profile_yaml(const HardwareProfile& p, const std::string& header) {
   if (p.device.program_overhead_s > 0)
     y += fmt::format("  program_overhead_s: {:.6g}\n", p.device.program_overhead_s);
   if (!p.device.overlap_communication) y += "  overlap_communication: false\n";
+  if (p.device.free_views) y += "  free_views: true\n";
   if (p.device.fused_op_element_s > 0)
     y += fmt::format("  fused_op_element_s: {:.6g}\n", p.device.fused_op_element_s);
   if (p.device.optimizer_element_s > 0)

@@ -41,6 +41,8 @@ StatusOr<runtime::PlanFeeds> plan_feeds(const BuiltPlan& built, int steps, uint6
 
 Status run_plan_directory(const std::string& dir, const std::string& comm, int steps, bool json,
                           uint64_t seed);
+// A plan's roles timed on the one GPU of this machine, communication stubbed.
+Status run_plan_directory_cuda(const std::string& dir, int steps, bool json, uint64_t seed);
 void add_transform_command(CLI::App& app, Command& command);
 void add_verify_command(CLI::App& app, Command& command, int* exit_code);
 void add_simulate_command(CLI::App& app, Command& command);

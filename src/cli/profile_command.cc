@@ -1,12 +1,17 @@
 // autopar profile PLAN --hw PROFILE [--steps N] [--top N] [--json]: a plan run on this
 // machine's runtime, its measured step and node times next to what the simulator predicts.
+// With --backend cuda, each role's programs run on one GPU (communication stubbed), their
+// compute next to the model's, per role and per op class.
 #include <algorithm>
+#include <cmath>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "autopar/cost/compute.h"
 #include "autopar/cost/simulator.h"
+#include "autopar/runtime/cuda_executor.h"
+#include "autopar/runtime/cuda_plan.h"
 #include "commands.h"
 #include "plan_command.h"
 
@@ -16,6 +21,7 @@ namespace {
 struct ProfileFlags {
   std::string plan;
   std::string hw;
+  std::string backend = "cpu";
   int steps = 10;
   uint64_t seed = 0;
   int top = 0;
@@ -264,9 +270,173 @@ void print_profile(const ProfileFlags& f, const HardwareProfile& hw, const Plan&
   }
 }
 
+// ---- --backend cuda: each role on one GPU, communication stubbed ----------------------------
+
+struct CudaRoleProfile {
+  int32_t role = 0;
+  double predicted_compute = 0, measured_compute = 0;
+  // The model's seconds of the role's communication nodes, which the GPU run stubs.
+  double predicted_communication = 0;
+  // The stubs' own launches (zero fills), inside measured_compute.
+  double measured_stubs = 0;
+  std::map<std::string, Times> classes;  // the compute model's op classes
+};
+
+// Per role, a step of its schedule: the model's compute (every node but communication, and the
+// per-program overhead the simulator charges on the compute stream) against the GPU's (its
+// programs' median replays); its communication apart, from the model alone. Per class, the
+// GPU's seconds are the eager launch-by-launch node times scaled so that each program's sum is
+// its median replay: launched one at a time, every kernel carries a gap that the kernels of a
+// replayed graph do not.
+std::vector<CudaRoleProfile> compare_cuda(const Plan& plan, const NodeSeconds& model_costs,
+                                          const StreamModel& streams,
+                                          const std::vector<runtime::CudaRoleTiming>& timings) {
+  std::vector<CudaRoleProfile> roles;
+  for (const runtime::CudaRoleTiming& timing : timings) {
+    const Role& role = plan.roles.at(static_cast<size_t>(timing.role));
+    int64_t device = 0;
+    for (size_t d = 0; d < plan.device_role.size(); ++d) {
+      if (plan.device_role[d] == role.id) {
+        device = static_cast<int64_t>(d);
+        break;
+      }
+    }
+    CudaRoleProfile r;
+    r.role = role.id;
+    r.measured_compute = timing.step_s;
+    for (const std::string& name : class_names()) {
+      if (name != "communication") r.classes[name] = {};
+    }
+    for (const ScheduleStep& step : role.schedule) {
+      const int p = role.program_of(step);
+      if (p < 0) continue;
+      const Program& prog = role.programs[static_cast<size_t>(p)];
+      r.predicted_compute += streams.program_overhead_s;
+      for (NodeId n = prog.begin; n < prog.end; ++n) {
+        const double seconds = model_costs(role, n, device);
+        const std::optional<OpClass> op_class = op_class_of(role.graph, role.graph.node(n));
+        if (!op_class) {
+          r.predicted_communication += seconds;
+          continue;
+        }
+        r.predicted_compute += seconds;
+        r.classes[op_class_name(*op_class)].predicted += seconds;
+      }
+    }
+    for (size_t p = 0; p < timing.programs.size() && p < role.programs.size(); ++p) {
+      const runtime::CudaProgramTiming& t = timing.programs[p];
+      const Program& prog = role.programs[p];
+      const NodeId end = std::min<NodeId>(prog.end, static_cast<NodeId>(t.node_seconds.size()));
+      double launched = 0;
+      for (NodeId n = prog.begin; n < end; ++n) launched += t.node_seconds[n];
+      if (launched <= 0) continue;
+      const double scale = t.median_s / launched * t.runs_per_step;
+      for (NodeId n = prog.begin; n < end; ++n) {
+        const double seconds = t.node_seconds[n] * scale;
+        const std::optional<OpClass> op_class = op_class_of(role.graph, role.graph.node(n));
+        if (op_class)
+          r.classes[op_class_name(*op_class)].measured += seconds;
+        else
+          r.measured_stubs += seconds;
+      }
+    }
+    roles.push_back(std::move(r));
+  }
+  return roles;
+}
+
+double worst_role_error(const std::vector<CudaRoleProfile>& roles) {
+  double worst = 0;
+  for (const CudaRoleProfile& r : roles)
+    worst = std::max(worst, std::fabs(relative(r.predicted_compute, r.measured_compute)));
+  return worst;
+}
+
+nlohmann::json cuda_profile_json(const ProfileFlags& f, const HardwareProfile& hw,
+                                 const Plan& plan, const std::vector<CudaRoleProfile>& roles) {
+  nlohmann::json json_roles = nlohmann::json::array();
+  for (const CudaRoleProfile& r : roles) {
+    nlohmann::json classes = nlohmann::json::object();
+    for (const auto& [name, t] : r.classes)
+      classes[name] = {{"predicted_s", t.predicted}, {"measured_s", t.measured}};
+    json_roles.push_back({{"role", r.role},
+                          {"predicted_compute_s", r.predicted_compute},
+                          {"measured_compute_s", r.measured_compute},
+                          {"error", relative(r.predicted_compute, r.measured_compute)},
+                          {"predicted_communication_s", r.predicted_communication},
+                          {"measured_stubbed_communication_s", r.measured_stubs},
+                          {"classes", classes}});
+  }
+  return {{"plan", f.plan},
+          {"profile", hw.name},
+          {"backend", "cuda"},
+          {"device", runtime::cuda_device_description()},
+          {"devices", plan.device_role.size()},
+          {"replays", f.steps},
+          {"communication", "stubbed"},
+          {"roles", json_roles},
+          {"worst_role_error", worst_role_error(roles)}};
+}
+
+void print_cuda_profile(const ProfileFlags& f, const HardwareProfile& hw, const Plan& plan,
+                        const std::vector<CudaRoleProfile>& roles) {
+  fmt::print(
+      "{} on {} ({} devices, {} role{}): each role's programs on {}, communication stubbed, {} "
+      "replays per program\n",
+      f.plan, hw.name, plan.device_role.size(), roles.size(), roles.size() == 1 ? "" : "s",
+      runtime::cuda_device_description(), f.steps);
+  fmt::print("{:<6} {:<15} {:>14} {:>13} {:>8}\n", "role", "per step", "predicted ms",
+             "measured ms", "error");
+  for (const CudaRoleProfile& r : roles) {
+    fmt::print("{:<6} {:<15} {:>14.3f} {:>13.3f} {:>+7.1f}%\n", r.role, "compute",
+               r.predicted_compute * 1e3, r.measured_compute * 1e3,
+               100 * relative(r.predicted_compute, r.measured_compute));
+    for (const auto& [name, t] : r.classes) {
+      if (t.predicted == 0 && t.measured == 0) continue;
+      fmt::print("{:<6} {:<15} {:>14.3f} {:>13.3f} {:>+7.1f}%\n", "", "  " + name,
+                 t.predicted * 1e3, t.measured * 1e3, 100 * relative(t.predicted, t.measured));
+    }
+    if (r.measured_stubs > 0)
+      fmt::print("{:<6} {:<15} {:>14} {:>13.3f}\n", "", "  stubs", "", r.measured_stubs * 1e3);
+    if (r.predicted_communication > 0)
+      fmt::print("{:<6} {:<15} {:>14.3f} {:>13}\n", "", "communication",
+                 r.predicted_communication * 1e3, "stubbed");
+  }
+  fmt::print("worst role error {:.1f}% (compute; communication is the model's alone)\n",
+             100 * worst_role_error(roles));
+}
+
+Status run_profile_cuda(const ProfileFlags& f) {
+  if (f.top > 0)
+    return error("--top {}: lists nodes of the CPU run; --backend cuda compares roles and classes",
+                 f.top);
+  ASSIGN_OR_RETURN(BuiltPlan built, load_plan(f.plan, false));
+  ASSIGN_OR_RETURN(HardwareProfile hw,
+                   read_hardware_profile(f.hw, std::string(AUTOPAR_CONFIG_DIR) + "/hw"));
+  if (const std::string why = runtime::cuda_unavailable_reason(); !why.empty())
+    return error("--backend cuda: {}", why);
+  const Plan& plan = built.plan;
+  const int64_t devices = static_cast<int64_t>(plan.device_role.size());
+  hw.nodes = (devices + hw.devices_per_node - 1) / hw.devices_per_node;
+  const NodeSeconds model_costs = profile_costs(plan, hw);
+  ASSIGN_OR_RETURN(std::vector<runtime::CudaRoleTiming> timings,
+                   runtime::time_plan_roles_cuda(plan, f.steps, /*node_seconds=*/true));
+  const std::vector<CudaRoleProfile> roles =
+      compare_cuda(plan, model_costs, stream_model(hw), timings);
+  if (f.json) {
+    fmt::print("{}\n", cuda_profile_json(f, hw, plan, roles).dump(2));
+    return Status::ok();
+  }
+  print_cuda_profile(f, hw, plan, roles);
+  return Status::ok();
+}
+
 Status run_profile(const ProfileFlags& f) {
   if (f.steps < 1) return error("--steps {}: must be at least 1", f.steps);
   if (f.top < 0) return error("--top {}: must be 0 or more", f.top);
+  if (f.backend != "cpu" && f.backend != "cuda")
+    return error("--backend {}: expected cpu or cuda", f.backend);
+  if (f.backend == "cuda") return run_profile_cuda(f);
   ASSIGN_OR_RETURN(BuiltPlan built, load_plan(f.plan, true));
   ASSIGN_OR_RETURN(HardwareProfile hw,
                    read_hardware_profile(f.hw, std::string(AUTOPAR_CONFIG_DIR) + "/hw"));
@@ -312,8 +482,12 @@ void add_profile_command(CLI::App& app, Command& command) {
                 "hardware profile of this machine (autopar calibrate -o FILE): a YAML file or a "
                 "name in configs/hw/")
       ->required();
+  p->add_option("--backend", flags->backend,
+                "cpu (the default: the plan on this machine's cores) or cuda (each role's "
+                "programs on GPU 0, communication stubbed)");
   p->add_option("--steps", flags->steps,
-                "steps measured after one warm-up step (default 10); the median counts");
+                "steps measured after one warm-up step (default 10; cuda: replays of each "
+                "program); the median counts");
   p->add_option("--seed", flags->seed, "seed of the synthetic data (default 0)");
   p->add_option("--top", flags->top, "also list the N slowest nodes of the first role");
   p->add_flag("--json", flags->json, "print one JSON object");

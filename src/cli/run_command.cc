@@ -1,10 +1,13 @@
 // `autopar run MODEL`: runs a model on the CPU executor (inference on input files).
+#include <algorithm>
 #include <filesystem>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
 #include "autopar/onnx/onnx_bind.h"
 #include "autopar/onnx/onnx_tensor.h"
+#include "autopar/runtime/cuda_executor.h"
 #include "autopar/runtime/executor.h"
 #include "autopar/runtime/trainer.h"
 #include "commands.h"
@@ -24,6 +27,7 @@ struct RunFlags {
   int batches = 4;
   uint64_t seed = 0;
   std::string comm = "inproc";
+  std::string backend = "cpu";
   CLI::Option* steps_option = nullptr;
   DimFlags dims;
   TrainingFlags training;
@@ -57,14 +61,25 @@ Status run_inference(const RunFlags& flags) {
   ASSIGN_OR_RETURN(std::vector<Tensor> inputs, read_inputs(flags.inputs));
   ASSIGN_OR_RETURN(BoundModel bound,
                    import_for_inputs(model, std::move(inputs), flags.model, model_dir));
-  runtime::ExecutorOptions options;
-  options.num_threads = flags.threads;
-  ASSIGN_OR_RETURN(runtime::Executor executor,
-                   runtime::Executor::create(std::move(bound.graph), options));
   std::vector<runtime::Feed> feeds(bound.feeds.begin(), bound.feeds.end());
   runtime::RunStats stats;
-  ASSIGN_OR_RETURN(std::vector<TensorPtr> outputs, executor.run(feeds, &stats));
-  const Graph& g = executor.graph();
+  std::vector<TensorPtr> outputs;
+  std::optional<runtime::Executor> executor;
+  std::unique_ptr<runtime::CudaExecutor> cuda;
+  if (flags.backend == "cuda") {
+    ASSIGN_OR_RETURN(cuda, runtime::CudaExecutor::create(bound.graph));
+    RETURN_IF_ERROR(cuda->feed(feeds));
+    ASSIGN_OR_RETURN(stats.seconds, cuda->step());
+    ASSIGN_OR_RETURN(outputs, cuda->outputs());
+    stats.peak_activation_bytes = runtime::summarize(cuda->lowering()).arena_bytes;
+  } else {
+    runtime::ExecutorOptions options;
+    options.num_threads = flags.threads;
+    ASSIGN_OR_RETURN(executor, runtime::Executor::create(std::move(bound.graph), options));
+    ASSIGN_OR_RETURN(outputs, executor->run(feeds, &stats));
+  }
+  const Graph& g = cuda ? cuda->graph() : executor->graph();
+  const int threads = cuda ? 0 : executor->num_threads();
   if (!flags.outputs.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(flags.outputs, ec);
@@ -88,7 +103,8 @@ Status run_inference(const RunFlags& flags) {
   if (flags.json) {
     nlohmann::json out = {{"outputs", json_outputs},
                           {"seconds", stats.seconds},
-                          {"threads", executor.num_threads()},
+                          {"backend", flags.backend},
+                          {"threads", threads},
                           {"peak_activation_bytes", stats.peak_activation_bytes}};
     fmt::print("{}\n", out.dump(2));
     return Status::ok();
@@ -98,8 +114,9 @@ Status run_inference(const RunFlags& flags) {
                o["dtype"].get<std::string>(),
                fmt::join(o["shape"].get<std::vector<int64_t>>(), ","), o["mean"].get<double>());
   }
-  fmt::print("ran {} nodes in {:.3f} ms on {} threads; peak activations {}\n", g.num_nodes(),
-             stats.seconds * 1e3, executor.num_threads(),
+  fmt::print("ran {} nodes in {:.3f} ms on {}; peak activations {}\n", g.num_nodes(),
+             stats.seconds * 1e3,
+             cuda ? runtime::cuda_device_description() : fmt::format("{} threads", threads),
              human_bytes(static_cast<double>(stats.peak_activation_bytes)));
   return Status::ok();
 }
@@ -115,8 +132,16 @@ Status run_training(RunFlags& flags) {
   options.batches = flags.batches;
   options.seed = flags.seed;
   options.num_threads = flags.threads;
+  options.cuda = flags.backend == "cuda";
   ASSIGN_OR_RETURN(runtime::TrainingRun run,
                    runtime::train_synthetic(model, loss, optimizer, options));
+  // The first step is a warm-up (CUDA: run eagerly while libraries choose their algorithms,
+  // then captured) when there are others: the median and the 10th percentile of the rest.
+  std::vector<double> timed(run.step_seconds.begin() + (run.step_seconds.size() > 1),
+                            run.step_seconds.end());
+  std::sort(timed.begin(), timed.end());
+  const double median = timed.empty() ? 0.0 : timed[timed.size() / 2];
+  const double p10 = timed.empty() ? 0.0 : timed[timed.size() / 10];
   if (flags.json) {
     nlohmann::json out = {
         {"losses", run.losses},
@@ -126,6 +151,9 @@ Status run_training(RunFlags& flags) {
         {"lr", optimizer.learning_rate()},
         {"seconds", run.seconds},
         {"seconds_per_step", run.seconds / static_cast<double>(run.losses.size())},
+        {"median_step_s", median},
+        {"p10_step_s", p10},
+        {"backend", flags.backend},
         {"peak_activation_bytes", run.peak_activation_bytes},
         {"training_nodes", run.training_nodes}};
     fmt::print("{}\n", out.dump(2));
@@ -136,10 +164,12 @@ Status run_training(RunFlags& flags) {
              optimizer.learning_rate(), flags.batches);
   for (size_t s = 0; s < run.losses.size(); ++s)
     fmt::print("step {:>4}  loss {:.6f}\n", s + 1, run.losses[s]);
-  fmt::print("{} steps in {:.3f} s ({:.2f} ms per step, {} nodes); peak activations {}\n",
-             run.losses.size(), run.seconds,
-             1e3 * run.seconds / static_cast<double>(run.losses.size()), run.training_nodes,
-             human_bytes(static_cast<double>(run.peak_activation_bytes)));
+  fmt::print(
+      "{} steps in {:.3f} s on {} (median step {:.3f} ms, 10th percentile {:.3f} ms, {} nodes); "
+      "peak activations {}\n",
+      run.losses.size(), run.seconds,
+      options.cuda ? runtime::cuda_device_description() : "the CPU", median * 1e3, p10 * 1e3,
+      run.training_nodes, human_bytes(static_cast<double>(run.peak_activation_bytes)));
   return Status::ok();
 }
 
@@ -147,7 +177,8 @@ Status run_training(RunFlags& flags) {
 
 void add_run_command(CLI::App& app, Command& command) {
   auto flags = std::make_shared<RunFlags>();
-  CLI::App* run = app.add_subcommand("run", "run a model on the CPU runtime");
+  CLI::App* run = app.add_subcommand(
+      "run", "run a model or a plan on the CPU runtime or a GPU (--backend cuda)");
   run->add_option("model", flags->model,
                   "ONNX file, a zoo name (built with weights), or a plan directory (runs its "
                   "training steps on synthetic data)")
@@ -159,6 +190,9 @@ void add_run_command(CLI::App& app, Command& command) {
                   "take their sizes");
   run->add_option("--outputs", flags->outputs, "folder to write output_<i>.pb files to");
   run->add_option("--threads", flags->threads, "threads of the kernels (default 0: every core)");
+  run->add_option("--backend", flags->backend,
+                  "cpu (default) or cuda (device 0; plans: each role's programs on the one GPU, "
+                  "communication stubbed)");
   run->add_flag("--json", flags->json, "print one JSON object");
   run->add_flag("--train", flags->train,
                 "train on a synthetic task (labels from a fixed random teacher) and print the "
@@ -172,6 +206,8 @@ void add_run_command(CLI::App& app, Command& command) {
   flags->training.add_to(*run);
   run->callback([flags, &command] {
     command = [flags]() -> Status {
+      if (flags->backend != "cpu" && flags->backend != "cuda")
+        return error("--backend {}: expected cpu or cuda", flags->backend);
       std::error_code ec;
       if (std::filesystem::exists(flags->model + "/manifest.yaml", ec)) {
         if (flags->dims.given() || !flags->inputs.empty() || !flags->outputs.empty())
@@ -180,6 +216,14 @@ void add_run_command(CLI::App& app, Command& command) {
               "do not apply",
               flags->model);
         const bool steps = flags->train || flags->steps_option->count() > 0;
+        if (flags->backend == "cuda") {
+          if (flags->comm != "inproc")
+            return error("--comm {}: plans run across GPUs over NCCL are not supported yet; "
+                         "--backend cuda profiles each role on one GPU",
+                         flags->comm);
+          return run_plan_directory_cuda(flags->model, steps ? flags->steps : 20, flags->json,
+                                         flags->seed);
+        }
         return run_plan_directory(flags->model, flags->comm, steps ? flags->steps : 1, flags->json,
                                   flags->seed);
       }

@@ -68,15 +68,9 @@ void copy_block(Tensor& whole, Tensor& shard, const std::vector<std::pair<int64_
   }
 }
 
-// One program of a role as a graph of its own: what it reads from outside its node range are
-// its inputs; what later programs or the step read are its outputs.
-struct ProgramGraph {
-  Graph graph;
-  std::vector<std::string> inputs;  // in graph-input order
-  std::vector<std::string> outputs;
-};
+}  // namespace
 
-StatusOr<ProgramGraph> extract(const Graph& rg, const Program& prog) {
+StatusOr<ProgramGraph> extract_program(const Graph& rg, const Program& prog) {
   ProgramGraph pg;
   Graph& g = pg.graph;
   g.name = fmt::format("{}.{}", rg.name, prog.name());
@@ -127,6 +121,8 @@ StatusOr<ProgramGraph> extract(const Graph& rg, const Program& prog) {
   return pg;
 }
 
+namespace {
+
 struct DeviceOutcome {
   std::vector<double> losses;
   double seconds = 0;                // the steps alone, without building executors and shards
@@ -166,7 +162,7 @@ StatusOr<DeviceOutcome> DeviceRun::run() {
   std::vector<ProgramGraph> programs;
   std::vector<Executor> executors;
   for (const Program& p : role.programs) {
-    ASSIGN_OR_RETURN(ProgramGraph pg, extract(role.graph, p));
+    ASSIGN_OR_RETURN(ProgramGraph pg, extract_program(role.graph, p));
     ExecutorOptions eo;
     eo.num_threads = options_.threads_per_device;
     eo.communicator = &comm_;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <random>
 
+#include "autopar/runtime/cuda_executor.h"
 #include "autopar/runtime/executor.h"
 
 namespace autopar::runtime {
@@ -128,18 +129,39 @@ StatusOr<TrainingRun> train_synthetic(const Graph& model, const LossSpec& loss,
     batches.push_back(std::move(feeds));
   }
 
+  TrainingRun run;
+  run.training_nodes = g.num_nodes();
+  if (options.cuda) {
+    CudaOptions cuda_options;
+    cuda_options.updates = training.updates;
+    ASSIGN_OR_RETURN(std::unique_ptr<CudaExecutor> step, CudaExecutor::create(g, cuda_options));
+    run.peak_activation_bytes = summarize(step->lowering()).arena_bytes;
+    const auto start = std::chrono::steady_clock::now();
+    for (int s = 0; s < options.steps; ++s) {
+      RETURN_IF_ERROR(step->feed(batches[static_cast<size_t>(s) % batches.size()]));
+      ASSIGN_OR_RETURN(double seconds, step->step());
+      ASSIGN_OR_RETURN(Tensor loss_value, step->read(g.outputs()[0]));
+      const double value = loss_value.float_at(0);
+      if (!std::isfinite(value)) return error("step {}: the loss is {} (lower --lr?)", s + 1, value);
+      run.losses.push_back(value);
+      run.step_seconds.push_back(seconds);
+    }
+    run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return run;
+  }
   ASSIGN_OR_RETURN(Executor step, Executor::create(g, executor_options));
   std::vector<TensorPtr> state;
   for (const auto& [value, next] : training.updates) state.push_back(g.value(value).data);
-  TrainingRun run;
-  run.training_nodes = g.num_nodes();
   const auto start = std::chrono::steady_clock::now();
   for (int s = 0; s < options.steps; ++s) {
     std::vector<Feed> feeds = batches[static_cast<size_t>(s) % batches.size()];
     for (size_t k = 0; k < training.updates.size(); ++k)
       feeds.emplace_back(training.updates[k].first, state[k]);
     RunStats stats;
+    const auto step_start = std::chrono::steady_clock::now();
     ASSIGN_OR_RETURN(std::vector<TensorPtr> outputs, step.run(feeds, &stats));
+    run.step_seconds.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count());
     const double value = outputs[0]->float_at(0);
     if (!std::isfinite(value)) {
       return error("step {}: the loss is {} (lower --lr?)", s + 1, value);

@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
+#include "autopar/runtime/cuda_executor.h"
 #include "testing/testing.h"
 
 namespace autopar {
@@ -138,12 +139,35 @@ TEST_F(PlanErrors, SimulateWithAMissingOrBrokenProfile) {
 
 TEST_F(PlanErrors, CalibrateOtherBackends) {
   expect_error({"calibrate", "--backend", "gpu", "-o", "p.yaml"},
-               "autopar: error: --backend gpu: only cpu can be calibrated here");
+               "autopar: error: --backend gpu: expected cpu or cuda");
+  expect_error({"calibrate", "--hw", "hgx-h200", "-o", "p.yaml"},
+               "autopar: error: --hw hgx-h200: a base profile applies to --backend cuda only (the "
+               "CPU calibration measures every number)");
   expect_error({"calibrate", "--sweeps", "-1", "-o", "p.yaml"},
                "autopar: error: --sweeps -1: must be at least 1");
   expect_error(
       {"calibrate", "--comm", "mpi", "-o", "p.yaml"},
       "autopar: error: --comm mpi: calibration measures the inproc communicator (threads)");
+  expect_error({"profile", "plan", "--backend", "tpu", "--hw", "hgx-h200"},
+               "autopar: error: --backend tpu: expected cpu or cuda");
+}
+
+// Where no GPU can be used, --backend cuda says why in one line, after the flags and files are
+// checked (where one can, these commands measure it instead).
+TEST_F(PlanErrors, CudaBackendWithoutAGpu) {
+  const std::string why = runtime::cuda_unavailable_reason();
+  if (why.empty()) GTEST_SKIP() << "a GPU can be used here: " << runtime::cuda_device_description();
+  expect_error({"calibrate", "--backend", "cuda", "-o", "p.yaml"},
+               "autopar: error: --backend cuda: " + why);
+  expect_error({"calibrate", "--backend", "cuda", "--hw", "dgx-h100", "--quick", "-o", "p.yaml"},
+               "autopar: error: --backend cuda: " + why);
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/p.yaml"));
+  const testing::CommandResult t = run_autopar(
+      {"transform", "mlp", "--scheme", scheme("mesh: {dp: 2}\nbatch: {global: 4}\n"), "-o", "plan"},
+      dir_);
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  expect_error({"profile", "plan", "--backend", "cuda", "--hw", "hgx-h200"},
+               "autopar: error: --backend cuda: " + why);
 }
 
 TEST_F(PlanErrors, NotAPlanDirectory) {

@@ -70,7 +70,7 @@ TEST(CalibrateCli, WritesAProfileThatSimulates) {
   EXPECT_GT(nlohmann::json::parse(s.out)["step_time_s"].get<double>(), 0.0);
   auto bad = testing::run_autopar({"calibrate", "--backend", "gpu", "-o", dir + "/x.yaml"});
   EXPECT_EQ(bad.exit_code, 2);
-  EXPECT_EQ(bad.err, "autopar: error: --backend gpu: only cpu can be calibrated here\n");
+  EXPECT_EQ(bad.err, "autopar: error: --backend gpu: expected cpu or cuda\n");
 }
 
 // profile runs a dp-2 plan on this machine against a quick calibration of it: the predicted and

@@ -38,7 +38,7 @@ NodeRun& NodeRun::threads(int count) {
   return *this;
 }
 
-StatusOr<std::vector<Tensor>> NodeRun::run() {
+StatusOr<Graph> NodeRun::build(std::vector<runtime::Feed>* out_feeds) {
   Graph g;
   g.opsets = {{"", opset_}};
   if (!domain_.empty()) g.opsets[domain_] = 1;
@@ -76,6 +76,13 @@ StatusOr<std::vector<Tensor>> NodeRun::run() {
   const NodeId id = g.add_node(std::move(node));
   for (ValueId out : g.node(id).outputs) g.add_output(out);
   RETURN_IF_ERROR(infer_node(g, id));
+  if (out_feeds) *out_feeds = std::move(feeds);
+  return g;
+}
+
+StatusOr<std::vector<Tensor>> NodeRun::run() {
+  std::vector<runtime::Feed> feeds;
+  ASSIGN_OR_RETURN(Graph g, build(&feeds));
   runtime::ExecutorOptions options;
   options.num_threads = threads_;
   ASSIGN_OR_RETURN(runtime::Executor executor, runtime::Executor::create(std::move(g), options));

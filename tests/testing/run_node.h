@@ -23,6 +23,9 @@ class NodeRun {
   NodeRun& outputs(int count);
   NodeRun& threads(int count);
 
+  // The node in a graph of its own, output shapes inferred by the op's shape rule; `feeds`
+  // receives the non-constant inputs.
+  StatusOr<Graph> build(std::vector<std::pair<ValueId, std::shared_ptr<const Tensor>>>* feeds);
   // Infers the output shapes with the op's shape rule and runs the node.
   StatusOr<std::vector<Tensor>> run();
   // run() that must succeed; returns output 0.

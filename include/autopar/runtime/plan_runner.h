@@ -44,6 +44,16 @@ struct PlanRunOptions {
   bool profile = false;
 };
 
+// One program of a role as a graph of its own: what it reads from outside its node range are
+// its inputs; what later programs or the step read are its outputs. Node i of the graph is
+// role-graph node prog.begin + i.
+struct ProgramGraph {
+  Graph graph;
+  std::vector<std::string> inputs;  // in graph-input order
+  std::vector<std::string> outputs;
+};
+StatusOr<ProgramGraph> extract_program(const Graph& role_graph, const Program& prog);
+
 // Every device as a thread of this process, on the inproc communicator.
 StatusOr<PlanResult> run_plan_inproc(const Plan& plan, const PlanFeeds& feeds,
                                      const PlanRunOptions& options = {});

@@ -16,11 +16,17 @@ struct SyntheticTrainingOptions {
   int batches = 4;
   uint64_t seed = 0;
   int num_threads = 0;
+  // Run the steps on the CUDA backend (device 0): the state stays on the device, the first
+  // step runs eagerly and the others replay it as a captured CUDA graph.
+  bool cuda = false;
 };
 
 struct TrainingRun {
   std::vector<double> losses;  // one per step
   double seconds = 0;          // all steps
+  // Per step: its seconds (CPU: wall clock of the executor's run; CUDA: device events around
+  // the program, the eager first step included).
+  std::vector<double> step_seconds;
   int64_t peak_activation_bytes = 0;
   int64_t training_nodes = 0;
 };

@@ -1,0 +1,100 @@
+// The CUDA backend: a graph lowered to a device program (launches over an arena planned from
+// its liveness), run eagerly once and then replayed as a captured CUDA graph.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autopar/ir/graph.h"
+#include "autopar/runtime/executor.h"
+#include "autopar/support/status.h"
+
+namespace autopar::cuda {
+struct Program;
+class Device;
+}  // namespace autopar::cuda
+
+namespace autopar::runtime {
+
+// "" when a CUDA device can be used, else one sentence saying why not.
+std::string cuda_unavailable_reason();
+// One line naming device 0, or the reason there is none.
+std::string cuda_device_description();
+
+// Whether the CUDA backend lowers (domain, op_type); every op of the zoo's training graphs
+// and of plans built from them is covered (tests check the list).
+bool cuda_supports(std::string_view domain, std::string_view op_type);
+std::vector<std::pair<std::string, std::string>> cuda_supported_ops();
+
+struct CudaOptions {
+  int device = 0;
+  // Run consecutive elementwise nodes of one shape as one kernel (registers, not memory, hold
+  // the values between them).
+  bool fuse_elementwise = true;
+  // State written back in place after each run: (state value, its next value) pairs, as a
+  // training graph's updates; the state stays on the device between runs.
+  std::vector<std::pair<ValueId, ValueId>> updates;
+  // Communication ops produce their outputs' shapes without communicating (zeros for
+  // received and gathered data; an all-reduce keeps its input): a role of a plan profiled
+  // alone on one device.
+  bool stub_communication = false;
+  // Fill the arena with NaN bytes before the first run (tests: every output element written).
+  bool poison_arena = false;
+};
+
+// What the lowering made of a graph: tested without a GPU.
+struct CudaLoweringSummary {
+  int64_t launches = 0;
+  std::map<std::string, int64_t> launches_by_kind;  // "map", "matmul", ...
+  int64_t fused_nodes = 0;  // nodes run inside a multi-node kMap
+  int64_t views = 0;        // nodes that became aliases
+  int64_t arena_bytes = 0;
+  int64_t persistent_bytes = 0;
+};
+
+// The device program of `graph` (host side only): errors name the node an op or form is not
+// lowered for.
+struct CudaLowering;
+StatusOr<std::shared_ptr<const CudaLowering>> lower_for_cuda(const Graph& graph,
+                                                             const CudaOptions& options = {});
+CudaLoweringSummary summarize(const CudaLowering& lowering);
+
+class CudaExecutor {
+ public:
+  // Lowers the graph, opens the device and loads the program (uploads initializers).
+  static StatusOr<std::unique_ptr<CudaExecutor>> create(const Graph& graph,
+                                                        const CudaOptions& options = {});
+  ~CudaExecutor();
+
+  // Writes the feeds (graph inputs, or initializers to override) to the device.
+  Status feed(const std::vector<Feed>& feeds);
+  // Runs once: eagerly the first time (libraries choose their algorithms), then as the
+  // captured CUDA graph. Returns the run's seconds (device events).
+  StatusOr<double> step();
+  // Runs the captured graph `times` times and returns each run's seconds.
+  StatusOr<std::vector<double>> replay(int times);
+  // Per node: seconds of its launches, run eagerly one launch at a time (a profile).
+  StatusOr<std::vector<double>> profile_nodes();
+  // Reads the graph outputs (after step()).
+  StatusOr<std::vector<TensorPtr>> outputs();
+  // Reads one value that has storage (a graph input, initializer or output).
+  StatusOr<Tensor> read(ValueId value);
+
+  // feed + step + outputs.
+  StatusOr<std::vector<TensorPtr>> run(const std::vector<Feed>& feeds);
+
+  const Graph& graph() const { return *graph_; }
+  const CudaLowering& lowering() const { return *lowering_; }
+
+ private:
+  CudaExecutor() = default;
+  std::shared_ptr<const Graph> graph_;
+  std::shared_ptr<const CudaLowering> lowering_;
+  std::unique_ptr<cuda::Device> device_;
+  bool ran_ = false;
+};
+
+}  // namespace autopar::runtime

@@ -1,0 +1,253 @@
+// kComm on NCCL: collectives over a group's communicator, point-to-point over the device's own.
+//
+// A group other than every rank in order gets its communicator from ncclCommSplit at its first
+// use, and the split is collective over all ranks of the device's communicator: it blocks until
+// every rank splits too. So every rank must run the same programs' first runs in the same order,
+// each reaching its first use of a new group where the others reach theirs (ranks in disjoint
+// groups split in the same call, each into its own group). Later runs and capture reuse the
+// communicators, which outlive load() and go with init_nccl() or the device.
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "launch.h"
+
+namespace autopar::cuda {
+namespace {
+
+// The sub-communicators live in ctx.state under a negative key: they belong to the device's
+// communicator, not to a launch, and device.cu keeps negative keys across loads.
+constexpr int kSubCommunicatorsKey = -1;
+
+struct SubCommunicators {
+  std::map<std::vector<int>, ncclComm_t> by_group;
+  ~SubCommunicators() {
+    for (auto& entry : by_group) ncclCommDestroy(entry.second);
+  }
+};
+
+const char* op_name(CommOp op) {
+  switch (op) {
+    case CommOp::kSend: return "send";
+    case CommOp::kRecv: return "recv";
+    case CommOp::kAllReduce: return "all-reduce";
+    case CommOp::kAllGather: return "all-gather";
+    case CommOp::kReduceScatter: return "reduce-scatter";
+    case CommOp::kAllToAll: return "all-to-all";
+    case CommOp::kBroadcast: return "broadcast";
+  }
+  return "comm";
+}
+
+std::string group_text(const std::vector<int>& group) {
+  std::string text = "{";
+  for (size_t i = 0; i < group.size(); ++i) text += (i ? ", " : "") + std::to_string(group[i]);
+  return text + "}";
+}
+
+std::string nccl_error(ncclResult_t status, const CommParams& p, const char* what) {
+  if (status == ncclSuccess) return "";
+  std::string message = std::string(op_name(p.op)) + ": " + what + ": " +
+                        ncclGetErrorString(status);
+  // ncclGetLastError ignores its communicator and answers the thread's last error.
+  const char* last = ncclGetLastError(nullptr);
+  if (last != nullptr && last[0] != '\0') message += std::string(" (") + last + ")";
+  return message;
+}
+
+bool nccl_type(Dt dt, ncclDataType_t* type) {
+  switch (dt) {
+    case Dt::kF32: *type = ncclFloat32; return true;
+    case Dt::kF16: *type = ncclFloat16; return true;
+    case Dt::kBF16: *type = ncclBfloat16; return true;
+    case Dt::kF64: *type = ncclFloat64; return true;
+    case Dt::kI64: *type = ncclInt64; return true;
+    case Dt::kI32: *type = ncclInt32; return true;
+    case Dt::kI8: *type = ncclInt8; return true;
+    case Dt::kU8:
+    case Dt::kBool: *type = ncclUint8; return true;
+  }
+  return false;
+}
+
+bool nccl_reduce(int reduce, ncclRedOp_t* op) {
+  switch (reduce) {
+    case 0: *op = ncclSum; return true;
+    case 1: *op = ncclMax; return true;
+    case 2: *op = ncclMin; return true;
+    case 3: *op = ncclAvg; return true;
+    default: return false;
+  }
+}
+
+// The communicator of `group` and this rank's place in it.
+std::string group_communicator(const CommParams& p, Context& ctx, ncclComm_t* comm, int* rank) {
+  ncclComm_t world = static_cast<ncclComm_t>(ctx.nccl);
+  int world_size = 0;
+  std::string e = nccl_error(ncclCommCount(world, &world_size), p, "ncclCommCount");
+  if (!e.empty()) return e;
+  const std::vector<int>& group = p.group;
+  if (group.empty()) return std::string(op_name(p.op)) + ": empty group";
+  std::vector<int> sorted = group;
+  std::sort(sorted.begin(), sorted.end());
+  if (sorted.front() < 0 || sorted.back() >= world_size ||
+      std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
+    return std::string(op_name(p.op)) + ": group " + group_text(group) +
+           " is not a set of ranks below " + std::to_string(world_size);
+  }
+  const auto mine = std::find(group.begin(), group.end(), ctx.nccl_rank);
+  if (mine == group.end()) {
+    return std::string(op_name(p.op)) + ": rank " + std::to_string(ctx.nccl_rank) +
+           " is not in group " + group_text(group);
+  }
+  *rank = static_cast<int>(mine - group.begin());
+
+  bool everyone = static_cast<int>(group.size()) == world_size;
+  for (size_t i = 0; everyone && i < group.size(); ++i) everyone = group[i] == static_cast<int>(i);
+  if (everyone) {
+    *comm = world;
+    return "";
+  }
+
+  std::shared_ptr<void>& slot = ctx.state[kSubCommunicatorsKey];
+  if (slot == nullptr) slot = std::make_shared<SubCommunicators>();
+  auto& by_group = static_cast<SubCommunicators*>(slot.get())->by_group;
+  const auto cached = by_group.find(group);
+  if (cached != by_group.end()) {
+    *comm = cached->second;
+    return "";
+  }
+  if (ctx.capturing) {
+    return std::string(op_name(p.op)) + ": no communicator for group " + group_text(group) +
+           " (the program must run before capture)";
+  }
+  // The smallest member names the group: groups splitting together are disjoint when every
+  // member agrees on its group, and a member that does not is caught by the checks below.
+  ncclComm_t split = nullptr;
+  e = nccl_error(ncclCommSplit(world, sorted.front(), *rank, &split, nullptr), p, "ncclCommSplit");
+  if (!e.empty()) return e;
+  int split_size = 0, split_rank = -1;
+  e = nccl_error(ncclCommCount(split, &split_size), p, "ncclCommCount");
+  if (e.empty()) e = nccl_error(ncclCommUserRank(split, &split_rank), p, "ncclCommUserRank");
+  if (e.empty() && (split_size != static_cast<int>(group.size()) || split_rank != *rank)) {
+    e = std::string(op_name(p.op)) + ": splitting group " + group_text(group) + " gave rank " +
+        std::to_string(split_rank) + " of " + std::to_string(split_size) +
+        " (the ranks' programs reached different groups' first use)";
+  }
+  if (!e.empty()) {
+    ncclCommDestroy(split);
+    return e;
+  }
+  by_group.emplace(group, split);
+  *comm = split;
+  return "";
+}
+
+}  // namespace
+
+std::string enqueue_comm(const Resolved& r, Context& ctx) {
+  const Launch& launch = *r.launch;
+  const CommParams& p = launch.comm;
+  const std::string name = op_name(p.op);
+  if (ctx.nccl == nullptr) return name + ": no NCCL communicator (init_nccl first)";
+  if (p.count < 0) return name + ": negative count";
+  const bool sends = p.op != CommOp::kRecv;
+  const bool receives = p.op != CommOp::kSend;
+  if ((sends && p.op != CommOp::kBroadcast && launch.in.empty()) ||
+      (receives && launch.out.empty())) {
+    return name + ": missing " + (receives && launch.out.empty() ? "output" : "input");
+  }
+  const Dt dt = receives ? launch.out[0].ref.dt : launch.in[0].ref.dt;
+  ncclDataType_t type;
+  if (!nccl_type(dt, &type)) return name + ": no NCCL type for the dtype";
+  const size_t count = static_cast<size_t>(p.count);
+
+  if (p.op == CommOp::kSend || p.op == CommOp::kRecv) {
+    ncclComm_t world = static_cast<ncclComm_t>(ctx.nccl);
+    int world_size = 0;
+    std::string e = nccl_error(ncclCommCount(world, &world_size), p, "ncclCommCount");
+    if (!e.empty()) return e;
+    // The device's communicator was made with rank = global rank, so the peer needs no map.
+    if (p.peer < 0 || p.peer >= world_size || p.peer == ctx.nccl_rank) {
+      return name + ": peer " + std::to_string(p.peer) + " (rank " +
+             std::to_string(ctx.nccl_rank) + " of " + std::to_string(world_size) + ")";
+    }
+    if (p.op == CommOp::kSend) {
+      return nccl_error(ncclSend(r.in[0], count, type, p.peer, world, ctx.stream), p, "ncclSend");
+    }
+    return nccl_error(ncclRecv(r.out[0], count, type, p.peer, world, ctx.stream), p, "ncclRecv");
+  }
+
+  ncclComm_t comm = nullptr;
+  int rank = 0;
+  std::string e = group_communicator(p, ctx, &comm, &rank);
+  if (!e.empty()) return e;
+  const size_t ranks = p.group.size();
+
+  switch (p.op) {
+    case CommOp::kAllReduce:
+    case CommOp::kReduceScatter: {
+      ncclRedOp_t op;
+      if (!nccl_reduce(p.reduce, &op)) return name + ": reduction " + std::to_string(p.reduce);
+      if (p.op == CommOp::kAllReduce) {
+        return nccl_error(ncclAllReduce(r.in[0], r.out[0], count, type, op, comm, ctx.stream), p,
+                          "ncclAllReduce");
+      }
+      if (count % ranks != 0) {
+        return name + ": " + std::to_string(count) + " elements do not split over " +
+               std::to_string(ranks) + " ranks";
+      }
+      return nccl_error(
+          ncclReduceScatter(r.in[0], r.out[0], count / ranks, type, op, comm, ctx.stream), p,
+          "ncclReduceScatter");
+    }
+    case CommOp::kAllGather:
+      return nccl_error(ncclAllGather(r.in[0], r.out[0], count, type, comm, ctx.stream), p,
+                        "ncclAllGather");
+    case CommOp::kAllToAll: {
+      if (count % ranks != 0) {
+        return name + ": " + std::to_string(count) + " elements do not split over " +
+               std::to_string(ranks) + " ranks";
+      }
+      const size_t chunk = count / ranks;
+      const size_t chunk_bytes = chunk * static_cast<size_t>(dt_size(dt));
+      const char* in = static_cast<const char*>(r.in[0]);
+      char* out = static_cast<char*>(r.out[0]);
+      e = nccl_error(ncclGroupStart(), p, "ncclGroupStart");
+      if (!e.empty()) return e;
+      for (size_t j = 0; e.empty() && j < ranks; ++j) {
+        const int peer = static_cast<int>(j);
+        e = nccl_error(ncclSend(in + j * chunk_bytes, chunk, type, peer, comm, ctx.stream), p,
+                       "ncclSend");
+        if (e.empty()) {
+          e = nccl_error(ncclRecv(out + j * chunk_bytes, chunk, type, peer, comm, ctx.stream), p,
+                         "ncclRecv");
+        }
+      }
+      // Closed whatever happened, or NCCL's group stays open for the next call.
+      const std::string ended = nccl_error(ncclGroupEnd(), p, "ncclGroupEnd");
+      return e.empty() ? ended : e;
+    }
+    case CommOp::kBroadcast: {
+      if (p.root < 0 || p.root >= static_cast<int>(ranks)) {
+        return name + ": root " + std::to_string(p.root) + " of a group of " +
+               std::to_string(ranks);
+      }
+      if (launch.in.empty() && rank == p.root) return name + ": the root has no input";
+      // Only the root's send buffer is read.
+      const void* send = launch.in.empty() ? r.out[0] : r.in[0];
+      return nccl_error(ncclBroadcast(send, r.out[0], count, type, p.root, comm, ctx.stream), p,
+                        "ncclBroadcast");
+    }
+    default: break;
+  }
+  return name + ": unknown communication op";
+}
+
+}  // namespace autopar::cuda

@@ -1,0 +1,124 @@
+// The CUDA executor: a lowered graph loaded on one device, fed and read by the host, run
+// eagerly once (libraries choose their algorithms) and replayed as a CUDA graph after.
+#include "autopar/runtime/cuda_executor.h"
+
+#include "device.h"
+#include "lowering.h"
+
+namespace autopar::runtime {
+
+std::string cuda_unavailable_reason() { return cuda::device_unavailable_reason(); }
+
+std::string cuda_device_description() {
+  const std::string why = cuda::device_unavailable_reason();
+  return why.empty() ? cuda::device_description(0) : why;
+}
+
+CudaExecutor::~CudaExecutor() = default;
+
+StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::create(const Graph& graph,
+                                                             const CudaOptions& options) {
+  ASSIGN_OR_RETURN(std::shared_ptr<const CudaLowering> lowering, lower_for_cuda(graph, options));
+  if (const std::string why = cuda::device_unavailable_reason(); !why.empty())
+    return error("--backend cuda: {}", why);
+  std::string problem;
+  std::unique_ptr<cuda::Device> device = cuda::Device::open(options.device, &problem);
+  if (!device) return error("CUDA device {}: {}", options.device, problem);
+  if (problem = device->load(lowering->program); !problem.empty())
+    return error("CUDA device {}: {}", options.device, problem);
+  if (options.poison_arena) {
+    if (problem = device->poison_arena(); !problem.empty())
+      return error("CUDA device {}: {}", options.device, problem);
+  }
+  std::unique_ptr<CudaExecutor> e(new CudaExecutor());
+  e->graph_ = std::make_shared<const Graph>(graph);
+  e->lowering_ = std::move(lowering);
+  e->device_ = std::move(device);
+  return e;
+}
+
+Status CudaExecutor::feed(const std::vector<Feed>& feeds) {
+  for (const auto& [id, tensor] : feeds) {
+    const Value& v = graph_->value(id);
+    if (v.kind == ValueKind::kIntermediate)
+      return error("value '{}' is computed by the graph and cannot be fed", v.name);
+    if (!tensor) return error("input '{}' is fed no tensor", v.name);
+    RETURN_IF_ERROR(check_feed(v, *tensor));
+    const auto& ref = lowering_->refs[id];
+    if (!ref) continue;  // read by nothing on the device
+    if (std::string problem = device_->write(*ref, tensor->bytes().data(), tensor->num_bytes());
+        !problem.empty())
+      return error("feeding '{}': {}", v.name, problem);
+  }
+  return Status::ok();
+}
+
+StatusOr<double> CudaExecutor::step() {
+  if (!ran_) {
+    cuda::RunTiming timing;
+    if (std::string problem = device_->run(&timing); !problem.empty()) return error("{}", problem);
+    if (std::string bad = device_->take_data_error(); !bad.empty()) return error("{}", bad);
+    if (std::string problem = device_->capture(); !problem.empty()) return error("{}", problem);
+    ran_ = true;
+    return timing.seconds;
+  }
+  ASSIGN_OR_RETURN(std::vector<double> seconds, replay(1));
+  return seconds.front();
+}
+
+StatusOr<std::vector<double>> CudaExecutor::replay(int times) {
+  if (!ran_) {
+    ASSIGN_OR_RETURN(double first, step());
+    (void)first;
+  }
+  std::vector<double> seconds;
+  if (std::string problem = device_->replay(times, &seconds); !problem.empty())
+    return error("{}", problem);
+  if (std::string bad = device_->take_data_error(); !bad.empty()) return error("{}", bad);
+  return seconds;
+}
+
+StatusOr<std::vector<double>> CudaExecutor::profile_nodes() {
+  std::vector<double> launch_seconds;
+  if (std::string problem = device_->run_profiled(launch_seconds); !problem.empty())
+    return error("{}", problem);
+  std::vector<double> node_seconds(static_cast<size_t>(graph_->num_nodes()), 0.0);
+  const auto& launches = lowering_->program.launches;
+  for (size_t i = 0; i < launches.size() && i < launch_seconds.size(); ++i) {
+    if (launches[i].node_id >= 0) node_seconds[launches[i].node_id] += launch_seconds[i];
+  }
+  return node_seconds;
+}
+
+StatusOr<Tensor> CudaExecutor::read(ValueId id) {
+  const Value& v = graph_->value(id);
+  Tensor t(v.dtype, v.shape.dims);
+  const auto& ref = lowering_->refs[id];
+  if (!ref) {
+    if (v.data) return *v.data;
+    return error("value '{}' has no storage on the device", v.name);
+  }
+  if (t.num_bytes() == 0) return t;
+  if (std::string problem = device_->read(*ref, t.mutable_bytes().data(), t.num_bytes());
+      !problem.empty())
+    return error("reading '{}': {}", v.name, problem);
+  return t;
+}
+
+StatusOr<std::vector<TensorPtr>> CudaExecutor::outputs() {
+  std::vector<TensorPtr> out;
+  for (ValueId id : graph_->outputs()) {
+    ASSIGN_OR_RETURN(Tensor t, read(id));
+    out.push_back(std::make_shared<const Tensor>(std::move(t)));
+  }
+  return out;
+}
+
+StatusOr<std::vector<TensorPtr>> CudaExecutor::run(const std::vector<Feed>& feeds) {
+  RETURN_IF_ERROR(feed(feeds));
+  ASSIGN_OR_RETURN(double seconds, step());
+  (void)seconds;
+  return outputs();
+}
+
+}  // namespace autopar::runtime

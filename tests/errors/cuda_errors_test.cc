@@ -1,0 +1,32 @@
+// User errors of the CUDA backend's flags: one line, exit code 2, with or without a GPU.
+#include <gtest/gtest.h>
+
+#include "autopar/runtime/cuda_executor.h"
+#include "testing/testing.h"
+
+namespace autopar {
+namespace {
+
+using testing::run_autopar;
+
+void expect_error(const std::vector<std::string>& args, const std::string& line) {
+  const testing::CommandResult r = run_autopar(args, ".");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(r.err, line + "\n");
+}
+
+TEST(CudaErrors, UnknownBackend) {
+  expect_error({"run", "gpt-tiny", "--train", "--backend", "tpu"},
+               "autopar: error: --backend tpu: expected cpu or cuda");
+}
+
+// Where no GPU can be used, asking for one says why.
+TEST(CudaErrors, NoDevice) {
+  const std::string why = runtime::cuda_unavailable_reason();
+  if (why.empty()) GTEST_SKIP() << "a CUDA device is present";
+  expect_error({"run", "gpt-tiny", "--train", "--steps", "1", "--backend", "cuda"},
+               "autopar: error: --backend cuda: " + why);
+}
+
+}  // namespace
+}  // namespace autopar

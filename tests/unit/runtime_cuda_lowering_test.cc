@@ -1,0 +1,363 @@
+// The CUDA backend's host side, tested without a GPU: which ops it lowers, how MatMul maps onto
+// cuBLASLt's strided batches, what elementwise runs fuse into, and the arena planned from the
+// values' lifetimes against the CPU executor's peak.
+#include <gtest/gtest.h>
+
+#include "../../src/runtime/cuda/lowering.h"
+#include "autopar/autodiff/autodiff.h"
+#include "autopar/ir/builder.h"
+#include "autopar/runtime/cuda_executor.h"
+#include "autopar/parallel/lowering.h"
+#include "autopar/parallel/scheme.h"
+#include "autopar/runtime/executor.h"
+#include "autopar/runtime/plan_runner.h"
+#include "autopar/runtime/trainer.h"
+#include "autopar/zoo/zoo.h"
+
+namespace autopar::runtime {
+namespace {
+
+TrainingGraph tiny_training_graph(const std::string& name, int64_t batch = 2) {
+  ZooOptions zoo;
+  zoo.batch = batch;
+  zoo.with_weights = true;
+  const Graph model = *build_zoo_model(name, zoo);
+  auto training = build_training_graph(model, {default_loss(model), ""}, OptimizerSpec{});
+  EXPECT_TRUE(training.is_ok()) << training.status().message();
+  return *training;
+}
+
+std::shared_ptr<const CudaLowering> lowered(const Graph& g, const CudaOptions& options = {}) {
+  auto l = lower_for_cuda(g, options);
+  EXPECT_TRUE(l.is_ok()) << l.status().message();
+  return l.is_ok() ? *l : nullptr;
+}
+
+ValueId add_value(Graph& g, const std::string& name, std::vector<int64_t> dims, bool input) {
+  Value v;
+  v.name = name;
+  v.dtype = DType::kFloat32;
+  v.shape = Shape(std::move(dims));
+  v.kind = input ? ValueKind::kInput : ValueKind::kIntermediate;
+  const ValueId id = g.add_value(std::move(v));
+  if (input) g.add_input(id);
+  return id;
+}
+
+// Graph with one MatMul of the given operand dims (both graph inputs).
+Graph matmul_graph(const std::vector<int64_t>& a, const std::vector<int64_t>& b,
+                   const std::vector<int64_t>& y) {
+  Graph g;
+  const ValueId va = add_value(g, "a", a, true);
+  const ValueId vb = add_value(g, "b", b, true);
+  const ValueId vy = add_value(g, "y", y, false);
+  Node n;
+  n.name = "mm";
+  n.op_type = "MatMul";
+  n.inputs = {va, vb};
+  n.outputs = {vy};
+  g.add_node(std::move(n));
+  g.add_output(vy);
+  return g;
+}
+
+std::vector<cuda::MatMulParams> gemms_of(const Graph& g) {
+  std::vector<cuda::MatMulParams> out;
+  const auto lowering = lowered(g);
+  for (const cuda::Launch& l : lowering->program.launches)
+    if (l.kind == cuda::Kind::kMatMul) out.push_back(l.matmul);
+  return out;
+}
+
+TEST(CudaLowering, MatMulWithASharedWeightIsOneGemmOverEveryRow) {
+  const auto gemms = gemms_of(matmul_graph({2, 3, 4, 5}, {5, 6}, {2, 3, 4, 6}));
+  ASSERT_EQ(gemms.size(), 1u);
+  EXPECT_EQ(gemms[0].m, 24);
+  EXPECT_EQ(gemms[0].n, 6);
+  EXPECT_EQ(gemms[0].k, 5);
+  EXPECT_EQ(gemms[0].batch, 1);
+  EXPECT_EQ(gemms[0].lda, 5);
+  EXPECT_EQ(gemms[0].ldb, 6);
+  EXPECT_EQ(gemms[0].ldc, 6);
+}
+
+TEST(CudaLowering, BatchedMatMulIsOneStridedBatch) {
+  const auto gemms = gemms_of(matmul_graph({2, 3, 4, 5}, {2, 3, 5, 6}, {2, 3, 4, 6}));
+  ASSERT_EQ(gemms.size(), 1u);
+  EXPECT_EQ(gemms[0].m, 4);
+  EXPECT_EQ(gemms[0].batch, 6);
+  EXPECT_EQ(gemms[0].stride_a, 20);
+  EXPECT_EQ(gemms[0].stride_b, 30);
+  EXPECT_EQ(gemms[0].stride_c, 24);
+}
+
+TEST(CudaLowering, ABroadcastLeftOperandHasBatchStrideZero) {
+  const auto gemms = gemms_of(matmul_graph({4, 5}, {3, 5, 6}, {3, 4, 6}));
+  ASSERT_EQ(gemms.size(), 1u);
+  EXPECT_EQ(gemms[0].batch, 3);
+  EXPECT_EQ(gemms[0].stride_a, 0);
+  EXPECT_EQ(gemms[0].stride_b, 30);
+}
+
+TEST(CudaLowering, PartlyBroadcastBatchesRunOneGemmEach) {
+  const Graph g = matmul_graph({2, 1, 4, 5}, {1, 3, 5, 6}, {2, 3, 4, 6});
+  const auto l = lowered(g);
+  std::vector<int64_t> bases_a, bases_b, bases_c;
+  for (const cuda::Launch& launch : l->program.launches) {
+    ASSERT_EQ(launch.kind, cuda::Kind::kMatMul);
+    bases_a.push_back(launch.in[0].base);
+    bases_b.push_back(launch.in[1].base);
+    bases_c.push_back(launch.out[0].base);
+  }
+  EXPECT_EQ(bases_a, (std::vector<int64_t>{0, 0, 0, 20, 20, 20}));
+  EXPECT_EQ(bases_b, (std::vector<int64_t>{0, 30, 60, 0, 30, 60}));
+  EXPECT_EQ(bases_c, (std::vector<int64_t>{0, 24, 48, 72, 96, 120}));
+}
+
+TEST(CudaLowering, GemmTransposesAreFlagsAndItsBiasIsCopiedUnderBeta) {
+  Graph g;
+  const ValueId a = add_value(g, "a", {8, 4}, true);
+  const ValueId w = add_value(g, "w", {16, 8}, true);
+  const ValueId c = add_value(g, "c", {16}, true);
+  const ValueId y = add_value(g, "y", {4, 16}, false);
+  Node n;
+  n.name = "gemm";
+  n.op_type = "Gemm";
+  n.inputs = {a, w, c};
+  n.outputs = {y};
+  n.attrs = {{"transA", int64_t{1}}, {"transB", int64_t{1}}, {"beta", 0.5f}};
+  g.add_node(std::move(n));
+  g.add_output(y);
+  const auto l = lowered(g);
+  ASSERT_EQ(l->program.launches.size(), 2u);
+  EXPECT_EQ(l->program.launches[0].kind, cuda::Kind::kMap);  // c broadcast into y
+  const cuda::MatMulParams& p = l->program.launches[1].matmul;
+  EXPECT_TRUE(p.trans_a);
+  EXPECT_TRUE(p.trans_b);
+  EXPECT_EQ(p.m, 4);
+  EXPECT_EQ(p.n, 16);
+  EXPECT_EQ(p.k, 8);
+  EXPECT_EQ(p.lda, 4);
+  EXPECT_EQ(p.ldb, 8);
+  EXPECT_DOUBLE_EQ(p.beta, 0.5);
+}
+
+// Every op of the tiny zoo models' training graphs (standard and fused) lowers.
+TEST(CudaLowering, CoversEveryOpOfTheZoosTrainingGraphs) {
+  for (const char* name : {"mlp", "gpt-tiny", "bert-tiny", "resnet-tiny", "vit-tiny"}) {
+    for (bool fused : {false, true}) {
+      ZooOptions zoo;
+      zoo.batch = 2;
+      zoo.with_weights = true;
+      const Graph model = *build_zoo_model(name, zoo);
+      TrainingOptions options;
+      options.fused = fused;
+      auto training =
+          build_training_graph(model, {default_loss(model), ""}, OptimizerSpec{}, options);
+      ASSERT_TRUE(training.is_ok()) << training.status().message();
+      for (const Node& node : training->graph.nodes())
+        EXPECT_TRUE(cuda_supports(node.domain, node.op_type))
+            << name << ": " << node.domain << " " << node.op_type;
+      CudaOptions cuda_options;
+      cuda_options.updates = training->updates;
+      auto l = lower_for_cuda(training->graph, cuda_options);
+      EXPECT_TRUE(l.is_ok()) << name << (fused ? " fused: " : ": ") << l.status().message();
+    }
+  }
+}
+
+// The full-size models lower too (shape-only: parameters without data), where values pass the
+// host's folding limit (gpt2-small's gradient of its 50257-row embedding starts as a fill).
+TEST(CudaLowering, FullSizeTrainingGraphsLower) {
+  for (const char* name : {"gpt2-small", "bert-base", "resnet50"}) {
+    ZooOptions zoo;
+    zoo.batch = 2;
+    zoo.with_weights = false;
+    const Graph model = *build_zoo_model(name, zoo);
+    auto training = build_training_graph(model, {default_loss(model), ""}, OptimizerSpec{});
+    ASSERT_TRUE(training.is_ok()) << training.status().message();
+    CudaOptions options;
+    options.updates = training->updates;
+    auto l = lower_for_cuda(training->graph, options);
+    ASSERT_TRUE(l.is_ok()) << name << ": " << l.status().message();
+    // Every optimizer update is written in place; BatchNorm's running statistics (computed by
+    // the normalisation itself) are copied back.
+    int64_t batch_norms = 0;
+    for (const Node& node : training->graph.nodes()) batch_norms += node.op_type == "BatchNormalization";
+    EXPECT_EQ((*l)->update_launches, 2 * batch_norms) << name;
+    EXPECT_EQ((*l)->updates_in_place + (*l)->update_launches,
+              static_cast<int64_t>(training->updates.size()))
+        << name;
+  }
+}
+
+// Every program of every role of plans across paradigms and precisions lowers with its
+// communication stubbed (a role profiled alone on one GPU).
+TEST(CudaLowering, PlanProgramsLowerWithCommunicationStubbed) {
+  // (model, scheme, the model's batch: a microbatch over dp)
+  const std::vector<std::tuple<std::string, std::string, int64_t>> cases = {
+      {"gpt-tiny", "mesh: {dp: 2, tp: 2}\nbatch: {global: 8, micro: 2}\ntensor: megatron\nprecision: bf16\n", 4},
+      {"gpt-tiny", "mesh: {pp: 2, dp: 2}\nbatch: {global: 8, micro: 2}\npipeline: {schedule: 1f1b}\nzero: 1\n", 4},
+      {"gpt-tiny", "mesh: {dp: 2, tp: 2}\nbatch: {global: 8, micro: 2}\ntensor: megatron-sp\nzero: 3\nrecompute: selective\n", 4},
+      {"resnet-tiny", "mesh: {dp: 4}\nbatch: {global: 8, micro: 2}\nprecision: bf16\n", 8},
+      {"bert-tiny", "mesh: {dp: 2, tp: 2}\nbatch: {global: 4, micro: 2}\ntensor: auto\n", 4}};
+  for (const auto& [name, yaml, batch] : cases) {
+    auto scheme = parse_scheme(yaml, "scheme");
+    ASSERT_TRUE(scheme.is_ok()) << scheme.status().message();
+    ZooOptions zoo;
+    zoo.batch = batch;
+    auto model = build_zoo_model(name, zoo);
+    ASSERT_TRUE(model.is_ok());
+    auto plan = lower(*model, *scheme, LoweringOptions{});
+    ASSERT_TRUE(plan.is_ok()) << name << ": " << plan.status().message();
+    int64_t programs = 0;
+    for (const Role& role : plan->roles) {
+      for (const Program& prog : role.programs) {
+        auto pg = extract_program(role.graph, prog);
+        ASSERT_TRUE(pg.is_ok());
+        CudaOptions options;
+        options.stub_communication = true;
+        auto l = lower_for_cuda(pg->graph, options);
+        EXPECT_TRUE(l.is_ok()) << name << " " << yaml << " role " << role.id << " " << prog.name()
+                               << ": " << l.status().message();
+        ++programs;
+      }
+    }
+    EXPECT_GT(programs, 1) << name;
+  }
+}
+
+// The CPU kernels the CUDA backend does not run, exactly.
+TEST(CudaLowering, TheCpuOpsWithoutACudaKernelAreKnown) {
+  std::vector<std::string> missing;
+  for (const auto& [domain, op] : kernel_registry().keys())
+    if (!cuda_supports(domain, op)) missing.push_back(domain.empty() ? op : domain + "." + op);
+  EXPECT_EQ(missing, (std::vector<std::string>{}));
+}
+
+// The arena holds every value a launch writes at an offset no other value live at the same
+// time overlaps; best fit leaves it within a few percent of the most bytes live at once, and
+// since views alias it stays under the CPU executor's peak (which copies them).
+TEST(CudaLowering, TheArenaIsCloseToTheLiveBytesAndUnderTheCpuPeak) {
+  for (const char* name : {"gpt-tiny", "resnet-tiny"}) {
+    const TrainingGraph t = tiny_training_graph(name);
+    CudaOptions options;
+    options.updates = t.updates;
+    const auto l = lowered(t.graph, options);
+    ASSERT_TRUE(l);
+    EXPECT_GE(l->program.arena_bytes, l->live_peak_bytes) << name;
+    EXPECT_LE(l->program.arena_bytes, l->live_peak_bytes * 115 / 100) << name;
+    // The CPU's peak over the same step.
+    ExecutorOptions cpu_options;
+    cpu_options.num_threads = 2;
+    auto cpu = Executor::create(t.graph, cpu_options);
+    ASSERT_TRUE(cpu.is_ok());
+    std::vector<Feed> feeds;
+    for (ValueId in : t.graph.inputs()) {
+      const Value& v = t.graph.value(in);
+      feeds.emplace_back(in, std::make_shared<const Tensor>(v.dtype, v.shape.dims));
+    }
+    RunStats stats;
+    ASSERT_TRUE(cpu->run(feeds, &stats).is_ok());
+    EXPECT_LE(l->live_peak_bytes, stats.peak_activation_bytes * 11 / 10) << name;
+  }
+}
+
+// No two arena values whose lifetimes overlap share bytes, and every arena operand of a launch
+// lies inside a value live at that launch.
+TEST(CudaLowering, ArenaValuesLiveAtOnceNeverOverlap) {
+  for (const char* name : {"gpt-tiny", "resnet-tiny"}) {
+    const TrainingGraph t = tiny_training_graph(name);
+    CudaOptions options;
+    options.updates = t.updates;
+    const auto l = lowered(t.graph, options);
+    ASSERT_TRUE(l);
+    const auto& blocks = l->arena_blocks;
+    ASSERT_GT(blocks.size(), 10u);
+    int64_t overlapping_lifetimes = 0;
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      EXPECT_LE(blocks[i].offset + blocks[i].bytes, l->program.arena_bytes);
+      EXPECT_EQ(blocks[i].offset % 256, 0);
+      for (size_t j = i + 1; j < blocks.size(); ++j) {
+        const auto& a = blocks[i];
+        const auto& b = blocks[j];
+        if (a.last < b.first || b.last < a.first) continue;
+        ++overlapping_lifetimes;
+        EXPECT_TRUE(a.offset + a.bytes <= b.offset || b.offset + b.bytes <= a.offset)
+            << name << ": values " << a.value << " and " << b.value << " share bytes";
+      }
+    }
+    EXPECT_GT(overlapping_lifetimes, 0) << name;
+    const auto& launches = l->program.launches;
+    for (size_t i = 0; i < launches.size(); ++i) {
+      auto check = [&](const cuda::Access& a) {
+        if (a.ref.region != cuda::Region::kArena || a.ref.offset < 0) return;
+        bool inside = false;
+        for (const auto& b : blocks) {
+          inside = inside || (b.offset == a.ref.offset && b.first <= static_cast<int64_t>(i) &&
+                              static_cast<int64_t>(i) <= b.last);
+        }
+        EXPECT_TRUE(inside) << name << ": launch " << i << " (" << launches[i].node
+                            << ") reads or writes arena offset " << a.ref.offset
+                            << " outside a live value";
+      };
+      for (const auto& a : launches[i].in) check(a);
+      for (const auto& a : launches[i].out) check(a);
+    }
+  }
+}
+
+// gpt-tiny's Adam step: elementwise runs fuse (Adam's dozen ops per parameter become one
+// launch), reshapes are aliases, and the updates are copied back into the state.
+TEST(CudaLowering, GptTinyStepFusesElementwiseRunsAndAliasesViews) {
+  const TrainingGraph t = tiny_training_graph("gpt-tiny");
+  CudaOptions options;
+  options.updates = t.updates;
+  const auto l = lowered(t.graph, options);
+  ASSERT_TRUE(l);
+  const CudaLoweringSummary s = summarize(*l);
+  std::cerr << "DEBUG nodes " << t.graph.num_nodes() << " launches " << s.launches << " fused " << s.fused_nodes << " views " << s.views << " arena " << s.arena_bytes << " live " << l->live_peak_bytes << " persistent " << s.persistent_bytes << " updates " << t.updates.size() << " copies " << l->update_launches << "\n";
+  for (auto& [k, v] : s.launches_by_kind) std::cerr << "DEBUG " << k << " " << v << "\n";
+  EXPECT_GT(s.fused_nodes, 0);
+  EXPECT_GT(s.views, 0);
+  EXPECT_EQ(l->update_launches + l->updates_in_place, static_cast<int64_t>(t.updates.size()));
+  EXPECT_LT(s.launches, t.graph.num_nodes());
+}
+
+TEST(CudaLowering, AnUnsupportedOpIsAnErrorNamingTheNode) {
+  Graph g;
+  const ValueId x = add_value(g, "x", {4}, true);
+  const ValueId y = add_value(g, "y", {4}, false);
+  Node n;
+  n.name = "odd";
+  n.op_type = "Send";
+  n.domain = std::string(kAutoparDomain);
+  n.inputs = {x};
+  g.add_node(std::move(n));
+  Node m;
+  m.name = "neg";
+  m.op_type = "Neg";
+  m.inputs = {x};
+  m.outputs = {y};
+  g.add_node(std::move(m));
+  g.add_output(y);
+  auto l = lower_for_cuda(g);
+  ASSERT_FALSE(l.is_ok());
+  EXPECT_NE(l.status().message().find("node 'odd' (Send)"), std::string::npos)
+      << l.status().message();
+  CudaOptions stub;
+  stub.stub_communication = true;
+  EXPECT_TRUE(lower_for_cuda(g, stub).is_ok());
+}
+
+TEST(CudaLowering, WithoutADeviceCreatingAnExecutorSaysWhy) {
+  if (cuda_unavailable_reason().empty()) GTEST_SKIP() << "a CUDA device is present";
+  const Graph g = matmul_graph({4, 5}, {5, 6}, {4, 6});
+  auto e = CudaExecutor::create(g);
+  ASSERT_FALSE(e.is_ok());
+  EXPECT_NE(e.status().message().find("--backend cuda: "), std::string::npos)
+      << e.status().message();
+}
+
+}  // namespace
+}  // namespace autopar::runtime
