@@ -13,10 +13,12 @@ for p in "${programs[@]}"; do
   [ -x "$p" ] || { echo "gpu-bundle: $p is missing: build first (make build)" >&2; exit 2; }
   strip -o "$out/bin/$(basename "$p")" "$p"
 done
-# The libraries ldd resolves, less the C library's own and the CUDA ones the GPU machine brings.
+# The libraries ldd resolves, less the C and C++ runtimes (the GPU machine's are as new or
+# newer, and cuDNN's own libraries load against them) and the CUDA ones it brings.
 for p in "${programs[@]}"; do ldd "$p"; done | awk '/=> \//{print $3}' | sort -u | while read -r lib; do
   case "$(basename "$lib")" in
     libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libgcc_s.so*) continue ;;
+    libstdc++.so*|libz.so*) continue ;;
     libcublas*|libcudnn*|libnccl*|libcudart*|libcuda.so*) continue ;;
   esac
   cp -L "$lib" "$out/lib/"

@@ -53,21 +53,44 @@ missing=$(ldd "$autopar" | grep 'not found' || true)
 if [ -n "$missing" ]; then echo "$missing"; echo "gpu-check: libraries missing"; exit 2; fi
 
 echo "== kernels and training steps against the CPU (ctest label cuda)"
-timeout 120 "$tests" --gtest_color=no >"$out/cuda_tests.txt" 2>&1
-rc=$?
-passed=$(grep -c '^\[       OK \]' "$out/cuda_tests.txt")
-failures=$(grep -c '^\[  FAILED  \].*(' "$out/cuda_tests.txt")
-skipped=$(grep -c '^\[  SKIPPED \]' "$out/cuda_tests.txt")
-grep -E 'Failure|Expected|Which is|error|output|  Actual' "$out/cuda_tests.txt" | head -60
-if [ "$rc" = 0 ] && [ "$skipped" = 0 ]; then row "kernel agreement (cuda tests)" "$passed passed"
-else fail "kernel agreement (cuda tests)" "$passed passed, $failures failed, $skipped skipped (rc $rc)"; fi
+# One process per test, so a crash loses one test, not the rest (its last words are kept).
+: >"$out/cuda_tests.txt"
+passed=0; failures=0; skipped=0; crashed=""
+for t in $("$tests" --gtest_list_tests | awk '/^[^ ]/{suite=$1} /^  /{print suite $1}'); do
+  timeout 90 "$tests" --gtest_color=no --gtest_filter="$t" >>"$out/cuda_tests.txt" 2>&1
+  rc=$?
+  if grep -q "^\[  SKIPPED \] $t " "$out/cuda_tests.txt"; then skipped=$((skipped + 1))
+  elif [ "$rc" = 0 ]; then passed=$((passed + 1))
+  elif [ "$rc" -ge 124 ]; then crashed="$crashed $t(rc $rc)"; failures=$((failures + 1))
+  else failures=$((failures + 1)); fi
+done
+grep -E 'Failure|Expected|Which is|error|crashed|output [0-9]|  Actual' "$out/cuda_tests.txt" | head -60
+if [ "$failures" = 0 ] && [ "$skipped" = 0 ] && [ "$passed" -gt 0 ]; then row "kernel agreement (cuda tests)" "$passed passed"
+else fail "kernel agreement (cuda tests)" "$passed passed, $failures failed, $skipped skipped${crashed:+; crashed:$crashed}"; fi
 
 echo "== GEMM and bandwidth"
-timeout 60 "$bench" --benchmark_format=json --benchmark_min_time=0.1 >"$out/cuda_bench.json" 2>"$out/cuda_bench.err"
+timeout 150 "$bench" --benchmark_format=json --benchmark_min_time=0.1 >"$out/cuda_bench.json" 2>"$out/cuda_bench.err"
+# Read what came out, also from a run cut short (each benchmark's object is complete).
+cat >"$out/bench_results.py" <<'PY'
+import json, re, sys
+def benchmarks(path):
+    text = open(path).read()
+    try:
+        return json.loads(text).get("benchmarks", [])
+    except Exception:
+        found = []
+        for block in re.findall(r"\{[^{}]*\"name\"[^{}]*\}", text):
+            try:
+                found.append(json.loads(block))
+            except Exception:
+                pass
+        return found
+PY
 python3 - "$out/cuda_bench.json" <<'PY' | tee -a "$summary"
-import json, sys
-data = json.load(open(sys.argv[1]))
-for b in data.get("benchmarks", []):
+import sys
+sys.path.insert(0, sys.argv[1].rsplit("/", 1)[0])
+from bench_results import benchmarks
+for b in benchmarks(sys.argv[1]):
     name = b["name"].split("/manual_time")[0]
     if b.get("error_occurred"):
         print(f"{name:<58} ERROR {b.get('error_message','')}")
@@ -76,8 +99,8 @@ for b in data.get("benchmarks", []):
     elif "bytes/s" in b:
         print(f"{name:<58} {b['bytes/s']/1e12:8.2f} TB/s  ({b['real_time']:.1f} {b['time_unit']})")
 PY
-gemm8k=$(python3 -c "import json;d=json.load(open('$out/cuda_bench.json'));print(max([b.get('FLOP/s',0) for b in d['benchmarks'] if b['name'].startswith('BM_GemmBf16/8192')]+[0])/1e12)")
-python3 -c "import sys; sys.exit(0 if $gemm8k >= 700 else 1)" && row "bf16 GEMM 8192^3 >= 700 TFLOP/s" "ok ($gemm8k)" || fail "bf16 GEMM 8192^3 >= 700 TFLOP/s" "($gemm8k)"
+gemm8k=$(cd "$out" && python3 -c "from bench_results import benchmarks; print(max([b.get('FLOP/s', 0) for b in benchmarks('cuda_bench.json') if b['name'].startswith('BM_GemmBf16/8192')] + [0]) / 1e12)" 2>/dev/null || echo 0)
+python3 -c "import sys; sys.exit(0 if ${gemm8k:-0} >= 700 else 1)" && row "bf16 GEMM 8192^3 >= 700 TFLOP/s" "ok ($gemm8k)" || fail "bf16 GEMM 8192^3 >= 700 TFLOP/s" "($gemm8k)"
 
 echo "== gpt2-small training step: autopar (CUDA graph) against PyTorch eager, fp32"
 in_time "gpt2-small step" && {

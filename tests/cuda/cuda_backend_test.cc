@@ -22,10 +22,12 @@ using testing::f32;
 using testing::i64;
 using testing::NodeRun;
 
-#define SKIP_WITHOUT_GPU()                                        \
-  do {                                                            \
-    if (const std::string why = cuda_unavailable_reason(); !why.empty()) \
-      GTEST_SKIP() << "no CUDA device: " << why;                  \
+// Without a GPU the cases still run their host side (the CPU result and the lowering) and
+// the test skips at its end, saying why.
+bool have_gpu() { return cuda_unavailable_reason().empty(); }
+#define SKIP_WITHOUT_GPU()                                                        \
+  do {                                                                            \
+    if (!have_gpu()) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason(); \
   } while (0)
 
 Tensor random_tensor(DType dtype, std::vector<int64_t> dims, uint64_t seed, double lo = -1,
@@ -76,6 +78,9 @@ void expect_agrees(NodeRun node, const std::string& what, double tolerance = -1)
   ASSERT_TRUE(expected.is_ok()) << what << ": " << expected.status().message();
   CudaOptions options;
   options.poison_arena = true;
+  auto lowering = lower_for_cuda(g, options);
+  ASSERT_TRUE(lowering.is_ok()) << what << ": " << lowering.status().message();
+  if (!have_gpu()) return;
   auto gpu = CudaExecutor::create(g, options);
   ASSERT_TRUE(gpu.is_ok()) << what << ": " << gpu.status().message();
   auto got = (*gpu)->run(feeds);
@@ -94,6 +99,14 @@ void expect_agrees(NodeRun node, const std::string& what, double tolerance = -1)
   }
 }
 
+// Each kernel test runs its cases' host side everywhere and skips at the end without a GPU.
+class CudaKernels : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    if (!have_gpu() && !HasFailure()) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
+  }
+};
+
 const std::vector<DType>& float_types() {
   static const std::vector<DType> types = {DType::kFloat32, DType::kBFloat16, DType::kFloat16};
   return types;
@@ -103,8 +116,7 @@ std::string label(const std::string& op, DType dtype) {
   return op + " " + std::string(dtype_name(dtype));
 }
 
-TEST(CudaKernels, UnaryOps) {
-  SKIP_WITHOUT_GPU();
+TEST_F(CudaKernels, UnaryOps) {
   for (DType t : float_types()) {
     for (const char* op : {"Relu", "Sigmoid", "Tanh", "Exp", "Erf", "Neg", "Abs", "Softplus",
                            "Softsign", "HardSwish", "Floor", "Ceil", "Sign"}) {
@@ -120,8 +132,7 @@ TEST(CudaKernels, UnaryOps) {
   }
 }
 
-TEST(CudaKernels, BinaryOpsWithBroadcasting) {
-  SKIP_WITHOUT_GPU();
+TEST_F(CudaKernels, BinaryOpsWithBroadcasting) {
   for (DType t : float_types()) {
     for (const char* op : {"Add", "Sub", "Mul", "Div", "Max", "Min"}) {
       expect_agrees(NodeRun(op).input(random_tensor(t, {4, 5, 6}, 5)).input(random_tensor(t, {6}, 6, 0.5, 2)),
@@ -151,8 +162,7 @@ TEST(CudaKernels, BinaryOpsWithBroadcasting) {
                 "Clip");
 }
 
-TEST(CudaKernels, Casts) {
-  SKIP_WITHOUT_GPU();
+TEST_F(CudaKernels, Casts) {
   auto cast = [](Tensor x, DType to) { return std::move(NodeRun("Cast").input(std::move(x)).attr("to", static_cast<int64_t>(dtype_to_onnx(to)))); };
   expect_agrees(cast(random_tensor(DType::kFloat32, {100}, 22, -50, 50), DType::kInt64), "Cast f32->i64");
   expect_agrees(cast(index_tensor({100}, 1000, 23), DType::kFloat32), "Cast i64->f32");
@@ -162,8 +172,7 @@ TEST(CudaKernels, Casts) {
   expect_agrees(cast(random_tensor(DType::kFloat32, {100}, 27, -2, 2), DType::kBool), "Cast f32->bool");
 }
 
-TEST(CudaKernels, MatMulAndGemm) {
-  SKIP_WITHOUT_GPU();
+TEST_F(CudaKernels, MatMulAndGemm) {
   for (DType t : float_types()) {
     expect_agrees(NodeRun("MatMul").input(random_tensor(t, {2, 3, 64, 32}, 30)).input(random_tensor(t, {32, 48}, 31)),
                   label("MatMul shared weight", t));
@@ -177,8 +186,7 @@ TEST(CudaKernels, MatMulAndGemm) {
   }
 }
 
-TEST(CudaKernels, ReductionsAndRowOps) {
-  SKIP_WITHOUT_GPU();
+TEST_F(CudaKernels, ReductionsAndRowOps) {
   for (DType t : float_types()) {
     const Tensor x = random_tensor(t, {6, 50, 33}, 40);
     expect_agrees(NodeRun("ReduceSum").input(x).constant(i64({1}, {1})), label("ReduceSum axis 1", t));
@@ -211,8 +219,7 @@ TEST(CudaKernels, ReductionsAndRowOps) {
                 "SoftmaxCrossEntropyLoss none");
 }
 
-TEST(CudaKernels, ShapeOps) {
-  SKIP_WITHOUT_GPU();
+TEST_F(CudaKernels, ShapeOps) {
   const Tensor x = random_tensor(DType::kFloat32, {4, 6, 10}, 60);
   expect_agrees(NodeRun("Transpose").input(x).attr("perm", std::vector<int64_t>{2, 0, 1}), "Transpose");
   expect_agrees(NodeRun("Slice").input(x).constant(i64({2}, {1, -8})).constant(i64({2}, {4, 100})).constant(i64({2}, {1, 2})).constant(i64({2}, {1, 2})),
@@ -225,8 +232,7 @@ TEST(CudaKernels, ShapeOps) {
   expect_agrees(NodeRun("Reshape").input(x).constant(i64({2}, {24, 10})), "Reshape");
 }
 
-TEST(CudaKernels, IndexingOps) {
-  SKIP_WITHOUT_GPU();
+TEST_F(CudaKernels, IndexingOps) {
   for (DType t : float_types()) {
     expect_agrees(NodeRun("Gather").input(random_tensor(t, {100, 64}, 70)).input(index_tensor({3, 16}, 100, 71)), label("Gather rows", t));
   }
@@ -243,8 +249,7 @@ TEST(CudaKernels, IndexingOps) {
                 "ScatterND");
 }
 
-TEST(CudaKernels, ConvolutionsAndPools) {
-  SKIP_WITHOUT_GPU();
+TEST_F(CudaKernels, ConvolutionsAndPools) {
   for (DType t : float_types()) {
     const Tensor x = random_tensor(t, {2, 8, 12, 12}, 90);
     expect_agrees(NodeRun("Conv").input(x).input(random_tensor(t, {16, 8, 3, 3}, 91)).input(random_tensor(t, {16}, 92))
@@ -271,8 +276,7 @@ TEST(CudaKernels, ConvolutionsAndPools) {
                 "Resize linear");
 }
 
-TEST(CudaKernels, TrainingOps) {
-  SKIP_WITHOUT_GPU();
+TEST_F(CudaKernels, TrainingOps) {
   for (DType t : {DType::kFloat32}) {
     Tensor rate = random_tensor(t, {1}, 100, 1e-3, 1e-3);
     Tensor eps = random_tensor(t, {1}, 101, 1e-8, 1e-8);

@@ -1,4 +1,6 @@
 // User errors of the CUDA backend's flags: one line, exit code 2, with or without a GPU.
+#include <filesystem>
+
 #include <gtest/gtest.h>
 
 #include "autopar/runtime/cuda_executor.h"
@@ -10,7 +12,10 @@ namespace {
 using testing::run_autopar;
 
 void expect_error(const std::vector<std::string>& args, const std::string& line) {
-  const testing::CommandResult r = run_autopar(args, ".");
+  const std::string dir =
+      testing::temp_dir(::testing::UnitTest::GetInstance()->current_test_info()->name());
+  const testing::CommandResult r = run_autopar(args, dir);
+  std::filesystem::remove_all(dir);
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_EQ(r.err, line + "\n");
 }

@@ -5,6 +5,10 @@
 #include <cudnn.h>
 #include <nccl.h>
 
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <iterator>
@@ -99,6 +103,23 @@ std::string launch_prefix(const Program& program, int64_t index) {
     prefix += " (node '" + program.launches[static_cast<size_t>(index)].node + "')";
   }
   return prefix + ": ";
+}
+
+// The launch being enqueued: a fault inside a library (cuBLASLt, cuDNN, NCCL) or a kernel
+// family's host code then names the node it was running instead of dying silently.
+std::atomic<const Launch*> current_launch{nullptr};
+
+void report_crash(int signal) {
+  if (const Launch* l = current_launch.load(std::memory_order_relaxed)) {
+    static const char kHead[] = "autopar: crashed while enqueuing the launch of node '";
+    static const char kTail[] = "'\n";
+    ssize_t ignored = write(2, kHead, sizeof kHead - 1);
+    ignored = write(2, l->node.data(), l->node.size());
+    ignored = write(2, kTail, sizeof kTail - 1);
+    (void)ignored;
+  }
+  std::signal(signal, SIG_DFL);
+  std::raise(signal);
 }
 
 double elapsed_seconds(cudaEvent_t start, cudaEvent_t stop, std::string* error) {
@@ -237,20 +258,46 @@ std::string Device::Impl::validate() const {
 std::string Device::Impl::enqueue_all(std::vector<double>* per_launch) {
   // Errors of earlier calls were answered there; the first kernel must not report them.
   cudaGetLastError();
+  // Profiling: an event after every launch, read once at the end, so the launches queue as in
+  // a plain run (a synchronisation after each would add its own latency to every kernel).
+  std::vector<cudaEvent_t> marks;
+  auto destroy_marks = [&] {
+    for (cudaEvent_t m : marks) cudaEventDestroy(m);
+  };
+  if (per_launch != nullptr) {
+    marks.resize(resolved.size() + 1, nullptr);
+    for (cudaEvent_t& m : marks) {
+      std::string error = cuda_error(cudaEventCreate(&m), "cudaEventCreate");
+      if (!error.empty()) {
+        destroy_marks();
+        return error;
+      }
+    }
+    std::string error = cuda_error(cudaEventRecord(marks[0], ctx.stream), "cudaEventRecord");
+    if (!error.empty()) {
+      destroy_marks();
+      return error;
+    }
+  }
   for (size_t i = 0; i < resolved.size(); ++i) {
     ctx.launch_index = static_cast<int>(i);
-    if (per_launch != nullptr) {
-      std::string error = cuda_error(cudaEventRecord(start, ctx.stream), "cudaEventRecord");
-      if (!error.empty()) return launch_prefix(program, static_cast<int64_t>(i)) + error;
-    }
+    current_launch.store(resolved[i].launch, std::memory_order_relaxed);
     std::string error = dispatch(resolved[i], ctx);
-    if (error.empty() && per_launch != nullptr) {
-      error = cuda_error(cudaEventRecord(stop, ctx.stream), "cudaEventRecord");
-      // A failing kernel is named by its own launch's synchronisation, not a later one.
-      if (error.empty()) error = cuda_error(cudaEventSynchronize(stop), "cudaEventSynchronize");
-      if (error.empty()) (*per_launch)[i] = elapsed_seconds(start, stop, &error);
+    if (error.empty() && per_launch != nullptr)
+      error = cuda_error(cudaEventRecord(marks[i + 1], ctx.stream), "cudaEventRecord");
+    if (!error.empty()) {
+      current_launch.store(nullptr, std::memory_order_relaxed);
+      destroy_marks();
+      return launch_prefix(program, static_cast<int64_t>(i)) + error;
     }
-    if (!error.empty()) return launch_prefix(program, static_cast<int64_t>(i)) + error;
+  }
+  current_launch.store(nullptr, std::memory_order_relaxed);
+  if (per_launch != nullptr) {
+    std::string error = cuda_error(cudaEventSynchronize(marks.back()), "cudaEventSynchronize");
+    for (size_t i = 0; error.empty() && i < resolved.size(); ++i)
+      (*per_launch)[i] = elapsed_seconds(marks[i], marks[i + 1], &error);
+    destroy_marks();
+    if (!error.empty()) return error;
   }
   return "";
 }
@@ -325,6 +372,13 @@ std::unique_ptr<Device> Device::open(int ordinal, std::string* error) {
     return fail("no such device (" + std::to_string(count) + " present)");
   }
 
+  static const bool handlers = [] {
+    std::signal(SIGSEGV, report_crash);
+    std::signal(SIGBUS, report_crash);
+    std::signal(SIGFPE, report_crash);
+    return true;
+  }();
+  (void)handlers;
   auto impl = std::make_unique<Impl>();
   impl->ordinal = ordinal;
   std::string e = impl->set_device();

@@ -258,6 +258,9 @@ class Lowerer {
   std::vector<std::vector<int64_t>> dims_;
   std::vector<TensorPtr> host_;
   std::vector<bool> state_;  // fed or updated: never host-known
+  // Per value: the value it transposes in its last two dims, when only MatMuls read it (they
+  // read the source through a transpose flag and the Transpose launches nothing); else kNoId.
+  std::vector<ValueId> transposed_;
   std::vector<Launch> launches_;
   std::vector<Operands> operands_;
   int64_t fused_nodes_ = 0, views_ = 0;
@@ -567,6 +570,7 @@ Status Lowerer::lower_map_run(NodeId first, NodeId& last, int max_nodes,
     return Status::ok();
   }
   if (last > first) fused_nodes_ += last - first + 1;
+  if (stores.empty()) return Status::ok();  // nothing the run computes is read
   Launch l;
   l.kind = Kind::kMap;
   l.space.rank = static_cast<int>(out_dims.size());
@@ -599,8 +603,13 @@ void Lowerer::matmul(ValueId a, ValueId b, ValueId c, cuda::MatMulParams p, int6
 }
 
 Status Lowerer::lower_matmul(const Node& node) {
-  const ValueId a = node.inputs[0], b = node.inputs[1], y = node.outputs[0];
+  ValueId a = node.inputs[0], b = node.inputs[1];
+  const ValueId y = node.outputs[0];
   std::vector<int64_t> ad = dims(a), bd = dims(b);
+  // An operand transposed in its last two dims is read through cuBLASLt's transpose flag.
+  const bool ta = transposed_[a] != kNoId, tb = transposed_[b] != kNoId;
+  if (ta) a = transposed_[a];
+  if (tb) b = transposed_[b];
   if (ad.empty() || bd.empty()) return error("node '{}' (MatMul): scalar operands", node.name);
   if (ad.size() == 1) ad.insert(ad.begin(), 1);
   if (bd.size() == 1) bd.push_back(1);
@@ -617,10 +626,12 @@ Status Lowerer::lower_matmul(const Node& node) {
   cuda::MatMulParams p;
   p.k = k;
   p.n = n;
-  p.lda = k;
-  p.ldb = n;
+  p.trans_a = ta;
+  p.trans_b = tb;
+  p.lda = ta ? m : k;
+  p.ldb = tb ? k : n;
   p.ldc = n;
-  if (b_none && a_all) {  // A's batch rows are contiguous: one GEMM of batches*m rows
+  if (b_none && a_all && !ta) {  // A's batch rows are contiguous: one GEMM of batches*m rows
     p.m = batches * m;
     matmul(a, b, y, p, 0, 0, 0, &node);
     return Status::ok();
@@ -1398,10 +1409,34 @@ StatusOr<std::shared_ptr<const CudaLowering>> Lowerer::run() {
     if (auto d = device_dtype(value.dtype)) dts_[v] = *d;
     if (value.kind == ValueKind::kConstant && value.data && !state_[v]) host_[v] = value.data;
   }
+  transposed_.assign(static_cast<size_t>(n), kNoId);
+  for (const Node& node : g_.nodes()) {
+    if (!node.domain.empty() || node.op_type != "Transpose" || node.output(0) == kNoId) continue;
+    const ValueId in = node.inputs[0], out = node.outputs[0];
+    const int64_t rank = static_cast<int64_t>(dims(in).size());
+    std::vector<int64_t> swap(static_cast<size_t>(rank));
+    std::iota(swap.begin(), swap.end(), 0);
+    if (rank < 2) continue;
+    std::swap(swap[rank - 1], swap[rank - 2]);
+    if (node.attr_ints("perm") != swap || g_.is_output(out) || dt(in) != dt(out)) continue;
+    bool only_matmuls = !g_.value(out).consumers.empty();
+    for (NodeId c : g_.value(out).consumers) {
+      const Node& reader = g_.node(c);
+      only_matmuls = only_matmuls && reader.domain.empty() && reader.op_type == "MatMul" &&
+                     reader.input(0) != reader.input(1);
+    }
+    for (const auto& [state, next] : options_.updates) only_matmuls = only_matmuls && next != out;
+    if (only_matmuls) transposed_[out] = in;
+  }
   for (NodeId id = 0; id < g_.num_nodes(); ++id) {
     const Node& node = g_.node(id);
     node_id_ = id;
     bool done = false;
+    if (node.domain.empty() && node.op_type == "Transpose" && node.output(0) != kNoId &&
+        transposed_[node.outputs[0]] != kNoId) {
+      ++views_;
+      continue;
+    }
     RETURN_IF_ERROR(evaluate_on_host(id, done));
     if (done) continue;
     if (node.domain.empty() && view_ops().count(node.op_type) && node.output(0) != kNoId &&
