@@ -156,6 +156,7 @@ Status run_training(RunFlags& flags) {
         {"backend", flags.backend},
         {"peak_activation_bytes", run.peak_activation_bytes},
         {"training_nodes", run.training_nodes}};
+    if (options.cuda) out["device"] = runtime::cuda_device_description();
     fmt::print("{}\n", out.dump(2));
     return Status::ok();
   }

@@ -46,6 +46,13 @@ class RegressErrors : public ::testing::Test {
   std::string dir_;
 };
 
+TEST_F(RegressErrors, UnknownSearchTimeRule) {
+  const testing::CommandResult r = testing::run_autopar(
+      {"regress", "suite.yaml", "--baseline", "baseline.json", "--search-time", "never"}, dir_);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(r.err, "autopar: error: --search-time: never not in {check,report}\n");
+}
+
 TEST_F(RegressErrors, FieldNotAnInteger) {
   expect_error(
       "cases:\n  - {name: a, model: gpt-tiny, hw: dgx-h100, nodes: two, "

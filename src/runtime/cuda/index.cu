@@ -19,24 +19,6 @@ constexpr int kThreads = 256;
 
 // ---- launch geometry ---------------------------------------------------------------------
 
-int sm_count() {
-  static std::atomic<int> cached[64];
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) {
-    cudaGetLastError();  // not this launch's failure: keep it from check_launch
-    return 132;
-  }
-  int count = cached[device].load(std::memory_order_relaxed);
-  if (count > 0) return count;
-  if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-      count <= 0) {
-    cudaGetLastError();
-    count = 132;
-  }
-  cached[device].store(count, std::memory_order_relaxed);
-  return count;
-}
-
 // Grid-stride kernels need one resident wave of blocks, as many as the kernel's registers let
 // each SM hold; more only adds a ragged tail. The occupancy query runs once per kernel (the
 // first, eager run, before any capture).

@@ -69,5 +69,7 @@ std::string enqueue_comm(const Resolved& r, Context& ctx);          // kComm (NC
 std::string cuda_error(cudaError_t status, const char* what);
 // The last launch error after a kernel launch, as cuda_error.
 std::string check_launch(const char* kernel);
+// The current device's multiprocessor count (cached), for sizing grids.
+int sm_count();
 
 }  // namespace autopar::cuda

@@ -244,6 +244,8 @@ class Lowerer {
   Status lower_pool(const Node& node);
   Status lower_shape_op(const Node& node, bool& handled);
   Status lower_comm(const Node& node);
+  // A gather's or scatter's launch over {data, indices[, updates]} -> {y}.
+  Status add_indexing(Launch l, const Node& node, bool scatter);
   void matmul(ValueId a, ValueId b, ValueId c, cuda::MatMulParams p, int64_t base_a,
               int64_t base_b, int64_t base_c, const Node* node);
 
@@ -1017,6 +1019,24 @@ Status Lowerer::lower_shape_op(const Node& node, bool& handled) {
   return Status::ok();
 }
 
+// How a scatter combines what lands on one element: 0 replaces, 1 adds.
+StatusOr<int> scatter_reduction(const Node& node) {
+  const std::string reduction = node.attr_string("reduction", "none");
+  if (reduction != "none" && reduction != "add")
+    return error("node '{}' ({}): reduction {} (CUDA runs none and add)", node.name, node.op_type,
+                 reduction);
+  return reduction == "add" ? 1 : 0;
+}
+
+Status Lowerer::add_indexing(Launch l, const Node& node, bool scatter) {
+  std::vector<ValueId> ins = {node.inputs[0], node.inputs[1]};
+  if (scatter) ins.push_back(node.inputs[2]);
+  for (ValueId v : ins) l.in.push_back(whole(v));
+  l.out = {whole(node.outputs[0])};
+  add(std::move(l), ins, {node.outputs[0]}, &node);
+  return Status::ok();
+}
+
 // ---- communication ------------------------------------------------------------------------
 
 Status Lowerer::lower_comm(const Node& node) {
@@ -1213,7 +1233,7 @@ Status Lowerer::lower_node(NodeId id) {
   if (op == "ConvTranspose") return lower_conv(node, true);
   if (op == "MaxPool" || op == "AveragePool") return lower_pool(node);
   if (op == "Gather") {
-    const ValueId data = node.inputs[0], indices = node.inputs[1], y = node.outputs[0];
+    const ValueId data = node.inputs[0], indices = node.inputs[1];
     const auto& dd = dims(data);
     const int64_t axis = normalize(node.attr_int("axis", 0), static_cast<int64_t>(dd.size()));
     Launch l;
@@ -1222,14 +1242,11 @@ Status Lowerer::lower_node(NodeId id) {
     l.gather.axis_dim = dd[axis];
     l.gather.inner = product(dd, axis + 1, dd.size());
     l.gather.index_count = count(indices);
-    l.in = {whole(data), whole(indices)};
-    l.out = {whole(y)};
-    add(std::move(l), {data, indices}, {y}, &node);
-    return Status::ok();
+    return add_indexing(std::move(l), node, false);
   }
   if (op == "GatherElements" || op == "ScatterElements") {
     const bool scatter = op == "ScatterElements";
-    const ValueId data = node.inputs[0], indices = node.inputs[1], y = node.outputs[0];
+    const ValueId data = node.inputs[0], indices = node.inputs[1];
     const auto& dd = dims(data);
     Launch l;
     l.kind = scatter ? Kind::kScatterElements : Kind::kGatherElements;
@@ -1239,25 +1256,14 @@ Status Lowerer::lower_node(NodeId id) {
       l.elements.data_dims[d] = dd[d];
       l.elements.index_dims[d] = dims(indices)[d];
     }
-    const std::string reduction = node.attr_string("reduction", "none");
-    if (reduction != "none" && reduction != "add")
-      return error("node '{}' ({}): reduction {} (CUDA runs none and add)", node.name, op, reduction);
-    l.elements.reduction = reduction == "add" ? 1 : 0;
-    std::vector<ValueId> ins = {data, indices};
-    l.in = {whole(data), whole(indices)};
-    if (scatter) {
-      l.in.push_back(whole(node.inputs[2]));
-      ins.push_back(node.inputs[2]);
-    }
-    l.out = {whole(y)};
-    add(std::move(l), ins, {y}, &node);
-    return Status::ok();
+    ASSIGN_OR_RETURN(l.elements.reduction, scatter_reduction(node));
+    return add_indexing(std::move(l), node, scatter);
   }
   if (op == "GatherND" || op == "ScatterND") {
     const bool scatter = op == "ScatterND";
     if (node.attr_int("batch_dims", 0) != 0)
       return error("node '{}' ({}): batch_dims {} (CUDA runs 0)", node.name, op, node.attr_int("batch_dims", 0));
-    const ValueId data = node.inputs[0], indices = node.inputs[1], y = node.outputs[0];
+    const ValueId data = node.inputs[0], indices = node.inputs[1];
     const auto& dd = dims(data);
     const auto& id_dims = dims(indices);
     Launch l;
@@ -1266,19 +1272,8 @@ Status Lowerer::lower_node(NodeId id) {
     for (size_t d = 0; d < dd.size(); ++d) l.nd.data_dims[d] = dd[d];
     l.nd.index_count = l.nd.k ? count(indices) / l.nd.k : 0;
     l.nd.slice = product(dd, static_cast<size_t>(l.nd.k), dd.size());
-    const std::string reduction = node.attr_string("reduction", "none");
-    if (reduction != "none" && reduction != "add")
-      return error("node '{}' ({}): reduction {} (CUDA runs none and add)", node.name, op, reduction);
-    l.nd.reduction = reduction == "add" ? 1 : 0;
-    std::vector<ValueId> ins = {data, indices};
-    l.in = {whole(data), whole(indices)};
-    if (scatter) {
-      l.in.push_back(whole(node.inputs[2]));
-      ins.push_back(node.inputs[2]);
-    }
-    l.out = {whole(y)};
-    add(std::move(l), ins, {y}, &node);
-    return Status::ok();
+    ASSIGN_OR_RETURN(l.nd.reduction, scatter_reduction(node));
+    return add_indexing(std::move(l), node, scatter);
   }
   if (op == "Resize") {
     const ValueId x = node.inputs[0], y = node.outputs[0];

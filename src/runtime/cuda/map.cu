@@ -13,20 +13,6 @@
 namespace autopar::cuda {
 namespace {
 
-// Multiprocessor count of the current device, cached: enqueue runs once per launch.
-int sm_count() {
-  static std::atomic<int> cache[64];
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) return 132;
-  int n = cache[device].load(std::memory_order_relaxed);
-  if (n > 0) return n;
-  if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || n <= 0) {
-    n = 132;
-  }
-  cache[device].store(n, std::memory_order_relaxed);
-  return n;
-}
-
 // ---- element conversion ------------------------------------------------------------------
 
 // bool storage: one byte, read as 0/1 and written as != 0.

@@ -21,20 +21,26 @@ std::string cuda_error(cudaError_t status, const char* what) {
 
 std::string check_launch(const char* kernel) { return cuda_error(cudaGetLastError(), kernel); }
 
-namespace {
-
+// The device's multiprocessor count, cached per device: every enqueue sizes its grid by it.
 int sm_count() {
-  static std::atomic<int> cache[64];
+  static std::atomic<int> cached[64];
   int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) return 132;
-  int n = cache[device].load(std::memory_order_relaxed);
-  if (n > 0) return n;
-  if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || n <= 0) {
-    n = 132;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) {
+    cudaGetLastError();  // not a launch's failure: keep it from check_launch
+    return 132;
   }
-  cache[device].store(n, std::memory_order_relaxed);
-  return n;
+  int count = cached[device].load(std::memory_order_relaxed);
+  if (count > 0) return count;
+  if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+      count <= 0) {
+    cudaGetLastError();
+    count = 132;
+  }
+  cached[device].store(count, std::memory_order_relaxed);
+  return count;
 }
+
+namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
