@@ -232,7 +232,7 @@ class Lowerer {
 
   // Lowerings ---------------------------------------------------------------------------------
   Status lower_node(NodeId id);
-  Status lower_map_run(NodeId first, NodeId& last, int max_nodes, bool& too_many_outputs);
+  Status lower_map_run(NodeId first, NodeId& last, int max_nodes, bool& too_large);
   void copy(ValueId out, Access out_access, ValueId in, Access in_access,
             const std::vector<int64_t>& space_dims, const Node* node);
   void fill(ValueId out, double value, const Node* node);
@@ -421,8 +421,8 @@ ElementwiseForm elementwise_form(const Graph& g, const Node& node) {
 }
 
 Status Lowerer::lower_map_run(NodeId first, NodeId& last, int max_nodes,
-                               bool& too_many_outputs) {
-  too_many_outputs = false;
+                               bool& too_large) {
+  too_large = false;
   // Grow the run over consecutive elementwise nodes with the first's output dims whose
   // operands broadcast to them; stop at the interpreter's limits.
   const std::vector<int64_t> out_dims = g_.value(g_.node(first).outputs[0]).shape.dims;
@@ -455,6 +455,13 @@ Status Lowerer::lower_map_run(NodeId first, NodeId& last, int max_nodes,
     bool ok = !ins.empty();
     for (ValueId in : ins) ok = ok && in != kNoId && device_dtype(g_.value(in).dtype) && operand_fits(in);
     if (!ok) break;
+    // A node over host-known values alone is left to the host (shape arithmetic later nodes
+    // read as constants).
+    if (id != first) {
+      bool all_host = true;
+      for (ValueId in : ins) all_host = all_host && host(in);
+      if (all_host) break;
+    }
     // Count what this node adds.
     int new_inputs = 0;
     for (ValueId in : ins) {
@@ -567,8 +574,12 @@ Status Lowerer::lower_map_run(NodeId first, NodeId& last, int max_nodes,
     for (NodeId c : g_.value(v).consumers) escapes = escapes || c > last;
     if (escapes && std::find(stores.begin(), stores.end(), v) == stores.end()) stores.push_back(v);
   }
-  if (stores.size() > static_cast<size_t>(cuda::kMaxMapOutputs)) {
-    too_many_outputs = true;
+  // Past the interpreter's limits (a Cast to an integer takes more than the estimate above):
+  // the caller retries with fewer nodes.
+  if (last > first && (stores.size() > static_cast<size_t>(cuda::kMaxMapOutputs) ||
+                       code.size() + stores.size() > static_cast<size_t>(cuda::kMaxMapCode) ||
+                       next_reg > cuda::kMaxMapRegisters)) {
+    too_large = true;
     return Status::ok();
   }
   if (last > first) fused_nodes_ += last - first + 1;
@@ -1446,9 +1457,9 @@ StatusOr<std::shared_ptr<const CudaLowering>> Lowerer::run() {
       int max_nodes = g_.num_nodes();
       for (;;) {
         NodeId last = id - 1;
-        bool too_many = false;
-        RETURN_IF_ERROR(lower_map_run(id, last, max_nodes, too_many));
-        if (!too_many) {
+        bool too_large = false;
+        RETURN_IF_ERROR(lower_map_run(id, last, max_nodes, too_large));
+        if (!too_large) {
           id = last;
           break;
         }
