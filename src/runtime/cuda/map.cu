@@ -275,6 +275,104 @@ __device__ __forceinline__ R round_half(R x, R which) {
   return static_cast<R>(__bfloat162float(__float2bfloat16_rn(f)));
 }
 
+// Every unary and binary op's arithmetic (y: the second operand; imm, imm2: the instruction's
+// immediates). The interpreter and the typed kernels both call it, so the two round alike.
+template <MapOp Op, typename R>
+__device__ __forceinline__ R apply_op(R x, R y, R imm, R imm2) {
+  using M = Math<R>;
+  if constexpr (Op == MapOp::kNeg) {
+    return -x;
+  } else if constexpr (Op == MapOp::kAbs) {
+    return M::abs(x);
+  } else if constexpr (Op == MapOp::kSign) {
+    if (x != x) return x;
+    return static_cast<R>(static_cast<int>(R(0) < x) - static_cast<int>(x < R(0)));
+  } else if constexpr (Op == MapOp::kSqrt) {
+    return M::sqrt(x);
+  } else if constexpr (Op == MapOp::kReciprocal) {
+    return R(1) / x;
+  } else if constexpr (Op == MapOp::kExp) {
+    return M::exp(x);
+  } else if constexpr (Op == MapOp::kLog) {
+    return M::log(x);
+  } else if constexpr (Op == MapOp::kErf) {
+    return M::erf(x);
+  } else if constexpr (Op == MapOp::kTanh) {
+    return M::tanh(x);
+  } else if constexpr (Op == MapOp::kSigmoid) {
+    return sigmoid(x);
+  } else if constexpr (Op == MapOp::kRelu) {
+    return x < R(0) ? R(0) : x;
+  } else if constexpr (Op == MapOp::kFloor) {
+    return M::floor(x);
+  } else if constexpr (Op == MapOp::kCeil) {
+    return M::ceil(x);
+  } else if constexpr (Op == MapOp::kSoftplus) {
+    // log(1 + e^x) without overflow: x + log1p(e^-x) for positive x.
+    return x > R(0) ? x + M::log1p(M::exp(-x)) : M::log1p(M::exp(x));
+  } else if constexpr (Op == MapOp::kSoftsign) {
+    return x / (R(1) + M::abs(x));
+  } else if constexpr (Op == MapOp::kNot) {
+    return x == R(0) ? R(1) : R(0);
+  } else if constexpr (Op == MapOp::kLeakyRelu) {
+    return x < R(0) ? imm * x : x;
+  } else if constexpr (Op == MapOp::kElu) {
+    return x < R(0) ? imm * M::expm1(x) : x;
+  } else if constexpr (Op == MapOp::kSelu) {
+    return imm2 * (x > R(0) ? x : imm * M::expm1(x));
+  } else if constexpr (Op == MapOp::kHardSigmoid) {
+    return unit_clamp(M::add(M::mul(imm, x), imm2));
+  } else if constexpr (Op == MapOp::kHardSwish) {
+    return x * unit_clamp(M::add(M::mul(x, R(1) / R(6)), R(0.5)));
+  } else if constexpr (Op == MapOp::kGelu) {
+    return R(0.5) * x * (R(1) + M::erf(x * R(kInvSqrt2)));
+  } else if constexpr (Op == MapOp::kGeluTanh) {
+    return R(0.5) * x * (R(1) + M::tanh(R(kSqrt2OverPi) * (x + R(kGeluCubic) * x * x * x)));
+  } else if constexpr (Op == MapOp::kRoundHalf) {
+    return round_half(x, imm);
+  } else if constexpr (Op == MapOp::kAdd) {
+    return x + y;
+  } else if constexpr (Op == MapOp::kSub) {
+    return x - y;
+  } else if constexpr (Op == MapOp::kMul) {
+    return x * y;
+  } else if constexpr (Op == MapOp::kDiv) {
+    return x / y;
+  } else if constexpr (Op == MapOp::kPow) {
+    return M::pow(x, y);
+  } else if constexpr (Op == MapOp::kMax) {
+    return max_nan(x, y);
+  } else if constexpr (Op == MapOp::kMin) {
+    return min_nan(x, y);
+  } else if constexpr (Op == MapOp::kPRelu) {
+    return x < R(0) ? x * y : x;
+  } else if constexpr (Op == MapOp::kEqual) {
+    return x == y ? R(1) : R(0);
+  } else if constexpr (Op == MapOp::kLess) {
+    return x < y ? R(1) : R(0);
+  } else if constexpr (Op == MapOp::kGreater) {
+    return x > y ? R(1) : R(0);
+  } else if constexpr (Op == MapOp::kLessOrEqual) {
+    return x <= y ? R(1) : R(0);
+  } else if constexpr (Op == MapOp::kGreaterOrEqual) {
+    return x >= y ? R(1) : R(0);
+  } else if constexpr (Op == MapOp::kAnd) {
+    return x != R(0) && y != R(0) ? R(1) : R(0);
+  } else if constexpr (Op == MapOp::kOr) {
+    return x != R(0) || y != R(0) ? R(1) : R(0);
+  } else if constexpr (Op == MapOp::kIntDiv) {
+    return int_div(x, y);
+  } else if constexpr (Op == MapOp::kGeluGrad) {
+    return gelu_grad(x, y);  // dy, x
+  } else {
+    static_assert(Op == MapOp::kGeluTanhGrad, "apply_op: not a unary or binary op");
+    return gelu_tanh_grad(x, y);
+  }
+}
+
+template <MapOp Op>
+using OpTag = std::integral_constant<MapOp, Op>;
+
 // ---- kMap ------------------------------------------------------------------------------------
 
 // Elements per thread per pass: each decoded instruction is applied to this many elements, and
@@ -395,7 +493,6 @@ struct RegFile {
 template <typename R, int Mode>
 __global__ void __launch_bounds__(kMapBlock) map_kernel(const __grid_constant__ MapArgs<R> a) {
   extern __shared__ __align__(16) unsigned char map_shared[];
-  using M = Math<R>;
   RegFile<R> rf{reinterpret_cast<R*>(map_shared) + threadIdx.x, 0};
   const int64_t span = int64_t{kUnroll} * kMapBlock;
   for (int64_t first = int64_t{blockIdx.x} * span; first < a.count;
@@ -408,6 +505,16 @@ __global__ void __launch_bounds__(kMapBlock) map_kernel(const __grid_constant__ 
     for (int e = 0; e < kUnroll; ++e) pts[e] = point_of<Mode>(a, i0 + e * kMapBlock);
     for (int pc = 0; pc < a.n_code; ++pc) {
       const MapInstrDev ins = a.code[pc];
+      // The op's immediates are read only by the ops that use them (the rest are dead loads).
+      auto run = [&](auto tag) {
+        constexpr MapOp kOp = decltype(tag)::value;
+        const R imm = a.imm[pc], imm2 = a.imm2[pc];
+        if constexpr (kOp >= MapOp::kAdd) {
+          rf.binary(ins, [imm, imm2](R x, R y) { return apply_op<kOp>(x, y, imm, imm2); });
+        } else {
+          rf.unary(ins, [imm, imm2](R x) { return apply_op<kOp>(x, R(0), imm, imm2); });
+        }
+      };
       switch (static_cast<MapOp>(ins.op)) {
         case MapOp::kLoad: {
           const uint8_t dt = a.in_dt[ins.a];
@@ -467,99 +574,48 @@ __global__ void __launch_bounds__(kMapBlock) map_kernel(const __grid_constant__ 
           });
           break;
         }
-        case MapOp::kNeg: rf.unary(ins, [](R x) { return -x; }); break;
-        case MapOp::kAbs: rf.unary(ins, [](R x) { return M::abs(x); }); break;
-        case MapOp::kSign:
-          rf.unary(ins, [](R x) {
-            if (x != x) return x;
-            return static_cast<R>(static_cast<int>(R(0) < x) - static_cast<int>(x < R(0)));
-          });
-          break;
-        case MapOp::kSqrt: rf.unary(ins, [](R x) { return M::sqrt(x); }); break;
-        case MapOp::kReciprocal: rf.unary(ins, [](R x) { return R(1) / x; }); break;
-        case MapOp::kExp: rf.unary(ins, [](R x) { return M::exp(x); }); break;
-        case MapOp::kLog: rf.unary(ins, [](R x) { return M::log(x); }); break;
-        case MapOp::kErf: rf.unary(ins, [](R x) { return M::erf(x); }); break;
-        case MapOp::kTanh: rf.unary(ins, [](R x) { return M::tanh(x); }); break;
-        case MapOp::kSigmoid: rf.unary(ins, [](R x) { return sigmoid(x); }); break;
-        case MapOp::kRelu: rf.unary(ins, [](R x) { return x < R(0) ? R(0) : x; }); break;
-        case MapOp::kFloor: rf.unary(ins, [](R x) { return M::floor(x); }); break;
-        case MapOp::kCeil: rf.unary(ins, [](R x) { return M::ceil(x); }); break;
-        case MapOp::kSoftplus:
-          // log(1 + e^x) without overflow: x + log1p(e^-x) for positive x.
-          rf.unary(ins, [](R x) {
-            return x > R(0) ? x + M::log1p(M::exp(-x)) : M::log1p(M::exp(x));
-          });
-          break;
-        case MapOp::kSoftsign: rf.unary(ins, [](R x) { return x / (R(1) + M::abs(x)); }); break;
-        case MapOp::kNot: rf.unary(ins, [](R x) { return x == R(0) ? R(1) : R(0); }); break;
-        case MapOp::kLeakyRelu: {
-          const R alpha = a.imm[pc];
-          rf.unary(ins, [alpha](R x) { return x < R(0) ? alpha * x : x; });
-          break;
-        }
-        case MapOp::kElu: {
-          const R alpha = a.imm[pc];
-          rf.unary(ins, [alpha](R x) { return x < R(0) ? alpha * M::expm1(x) : x; });
-          break;
-        }
-        case MapOp::kSelu: {
-          const R alpha = a.imm[pc], gamma = a.imm2[pc];
-          rf.unary(ins, [alpha, gamma](R x) { return gamma * (x > R(0) ? x : alpha * M::expm1(x)); });
-          break;
-        }
-        case MapOp::kHardSigmoid: {
-          const R alpha = a.imm[pc], beta = a.imm2[pc];
-          rf.unary(ins, [alpha, beta](R x) { return unit_clamp(M::add(M::mul(alpha, x), beta)); });
-          break;
-        }
-        case MapOp::kHardSwish:
-          rf.unary(ins, [](R x) {
-            return x * unit_clamp(M::add(M::mul(x, R(1) / R(6)), R(0.5)));
-          });
-          break;
-        case MapOp::kGelu:
-          rf.unary(ins, [](R x) { return R(0.5) * x * (R(1) + M::erf(x * R(kInvSqrt2))); });
-          break;
-        case MapOp::kGeluTanh:
-          rf.unary(ins, [](R x) {
-            return R(0.5) * x *
-                   (R(1) + M::tanh(R(kSqrt2OverPi) * (x + R(kGeluCubic) * x * x * x)));
-          });
-          break;
-        case MapOp::kRoundHalf: {
-          const R which = a.imm[pc];
-          rf.unary(ins, [which](R x) { return round_half(x, which); });
-          break;
-        }
-        case MapOp::kAdd: rf.binary(ins, [](R x, R y) { return x + y; }); break;
-        case MapOp::kSub: rf.binary(ins, [](R x, R y) { return x - y; }); break;
-        case MapOp::kMul: rf.binary(ins, [](R x, R y) { return x * y; }); break;
-        case MapOp::kDiv: rf.binary(ins, [](R x, R y) { return x / y; }); break;
-        case MapOp::kPow: rf.binary(ins, [](R x, R y) { return M::pow(x, y); }); break;
-        case MapOp::kMax: rf.binary(ins, [](R x, R y) { return max_nan(x, y); }); break;
-        case MapOp::kMin: rf.binary(ins, [](R x, R y) { return min_nan(x, y); }); break;
-        case MapOp::kPRelu: rf.binary(ins, [](R x, R s) { return x < R(0) ? x * s : x; }); break;
-        case MapOp::kEqual: rf.binary(ins, [](R x, R y) { return x == y ? R(1) : R(0); }); break;
-        case MapOp::kLess: rf.binary(ins, [](R x, R y) { return x < y ? R(1) : R(0); }); break;
-        case MapOp::kGreater: rf.binary(ins, [](R x, R y) { return x > y ? R(1) : R(0); }); break;
-        case MapOp::kLessOrEqual:
-          rf.binary(ins, [](R x, R y) { return x <= y ? R(1) : R(0); });
-          break;
-        case MapOp::kGreaterOrEqual:
-          rf.binary(ins, [](R x, R y) { return x >= y ? R(1) : R(0); });
-          break;
-        case MapOp::kAnd:
-          rf.binary(ins, [](R x, R y) { return x != R(0) && y != R(0) ? R(1) : R(0); });
-          break;
-        case MapOp::kOr:
-          rf.binary(ins, [](R x, R y) { return x != R(0) || y != R(0) ? R(1) : R(0); });
-          break;
-        case MapOp::kIntDiv: rf.binary(ins, [](R x, R y) { return int_div(x, y); }); break;
-        case MapOp::kGeluGrad: rf.binary(ins, [](R dy, R x) { return gelu_grad(dy, x); }); break;
-        case MapOp::kGeluTanhGrad:
-          rf.binary(ins, [](R dy, R x) { return gelu_tanh_grad(dy, x); });
-          break;
+        case MapOp::kNeg: run(OpTag<MapOp::kNeg>{}); break;
+        case MapOp::kAbs: run(OpTag<MapOp::kAbs>{}); break;
+        case MapOp::kSign: run(OpTag<MapOp::kSign>{}); break;
+        case MapOp::kSqrt: run(OpTag<MapOp::kSqrt>{}); break;
+        case MapOp::kReciprocal: run(OpTag<MapOp::kReciprocal>{}); break;
+        case MapOp::kExp: run(OpTag<MapOp::kExp>{}); break;
+        case MapOp::kLog: run(OpTag<MapOp::kLog>{}); break;
+        case MapOp::kErf: run(OpTag<MapOp::kErf>{}); break;
+        case MapOp::kTanh: run(OpTag<MapOp::kTanh>{}); break;
+        case MapOp::kSigmoid: run(OpTag<MapOp::kSigmoid>{}); break;
+        case MapOp::kRelu: run(OpTag<MapOp::kRelu>{}); break;
+        case MapOp::kFloor: run(OpTag<MapOp::kFloor>{}); break;
+        case MapOp::kCeil: run(OpTag<MapOp::kCeil>{}); break;
+        case MapOp::kSoftplus: run(OpTag<MapOp::kSoftplus>{}); break;
+        case MapOp::kSoftsign: run(OpTag<MapOp::kSoftsign>{}); break;
+        case MapOp::kNot: run(OpTag<MapOp::kNot>{}); break;
+        case MapOp::kLeakyRelu: run(OpTag<MapOp::kLeakyRelu>{}); break;
+        case MapOp::kElu: run(OpTag<MapOp::kElu>{}); break;
+        case MapOp::kSelu: run(OpTag<MapOp::kSelu>{}); break;
+        case MapOp::kHardSigmoid: run(OpTag<MapOp::kHardSigmoid>{}); break;
+        case MapOp::kHardSwish: run(OpTag<MapOp::kHardSwish>{}); break;
+        case MapOp::kGelu: run(OpTag<MapOp::kGelu>{}); break;
+        case MapOp::kGeluTanh: run(OpTag<MapOp::kGeluTanh>{}); break;
+        case MapOp::kRoundHalf: run(OpTag<MapOp::kRoundHalf>{}); break;
+        case MapOp::kAdd: run(OpTag<MapOp::kAdd>{}); break;
+        case MapOp::kSub: run(OpTag<MapOp::kSub>{}); break;
+        case MapOp::kMul: run(OpTag<MapOp::kMul>{}); break;
+        case MapOp::kDiv: run(OpTag<MapOp::kDiv>{}); break;
+        case MapOp::kPow: run(OpTag<MapOp::kPow>{}); break;
+        case MapOp::kMax: run(OpTag<MapOp::kMax>{}); break;
+        case MapOp::kMin: run(OpTag<MapOp::kMin>{}); break;
+        case MapOp::kPRelu: run(OpTag<MapOp::kPRelu>{}); break;
+        case MapOp::kEqual: run(OpTag<MapOp::kEqual>{}); break;
+        case MapOp::kLess: run(OpTag<MapOp::kLess>{}); break;
+        case MapOp::kGreater: run(OpTag<MapOp::kGreater>{}); break;
+        case MapOp::kLessOrEqual: run(OpTag<MapOp::kLessOrEqual>{}); break;
+        case MapOp::kGreaterOrEqual: run(OpTag<MapOp::kGreaterOrEqual>{}); break;
+        case MapOp::kAnd: run(OpTag<MapOp::kAnd>{}); break;
+        case MapOp::kOr: run(OpTag<MapOp::kOr>{}); break;
+        case MapOp::kIntDiv: run(OpTag<MapOp::kIntDiv>{}); break;
+        case MapOp::kGeluGrad: run(OpTag<MapOp::kGeluGrad>{}); break;
+        case MapOp::kGeluTanhGrad: run(OpTag<MapOp::kGeluTanhGrad>{}); break;
         case MapOp::kWhere:
 #pragma unroll
           for (int e = 0; e < kUnroll; ++e) {
@@ -704,36 +760,51 @@ void merge_dims(int rank, const int64_t* dims, int n_ops, int64_t (*strides)[kMa
   *out_rank = r;
 }
 
+// The launch's space after merge_dims, with every operand's strides: inputs, then outputs.
+struct Merged {
+  int rank = 0;
+  int64_t dims[kMaxRank] = {};
+  int64_t strides[kMaxMapInputs + kMaxMapOutputs][kMaxRank] = {};
+};
+
+Merged merge_launch(const Launch& l) {
+  Merged m;
+  const int n_in = static_cast<int>(l.in.size()), n_out = static_cast<int>(l.out.size());
+  for (int k = 0; k < n_in; ++k) {
+    std::copy(l.in[k].strides, l.in[k].strides + kMaxRank, m.strides[k]);
+  }
+  for (int k = 0; k < n_out; ++k) {
+    std::copy(l.out[k].strides, l.out[k].strides + kMaxRank, m.strides[n_in + k]);
+  }
+  merge_dims(l.space.rank, l.space.dims, n_in + n_out, m.strides, &m.rank, m.dims);
+  return m;
+}
+
 template <typename R>
 std::string launch_map(const Resolved& res, Context& ctx, const std::vector<MapInstrDev>& packed,
-                       int slots) {
+                       int slots, const Merged& m) {
   const Launch& l = *res.launch;
   MapArgs<R> a{};
   const int n_in = static_cast<int>(l.in.size()), n_out = static_cast<int>(l.out.size());
   a.count = l.space.count();
-  int64_t strides[kMaxMapInputs + kMaxMapOutputs][kMaxRank] = {};
-  for (int k = 0; k < n_in; ++k) {
-    std::copy(l.in[k].strides, l.in[k].strides + kMaxRank, strides[k]);
-  }
-  for (int k = 0; k < n_out; ++k) {
-    std::copy(l.out[k].strides, l.out[k].strides + kMaxRank, strides[n_in + k]);
-  }
-  int rank = 0;
-  merge_dims(l.space.rank, l.space.dims, n_in + n_out, strides, &rank, a.dims);
+  const int rank = m.rank;
+  std::copy(m.dims, m.dims + kMaxRank, a.dims);
   a.rank = rank;
   bool dense = rank <= 1;
-  for (int k = 0; k < n_in + n_out && dense; ++k) dense = strides[k][0] == 0 || strides[k][0] == 1;
+  for (int k = 0; k < n_in + n_out && dense; ++k) {
+    dense = m.strides[k][0] == 0 || m.strides[k][0] == 1;
+  }
   for (int k = 0; k < n_in; ++k) {
     a.in[k] = res.in[k];
     a.in_base[k] = l.in[k].base;
     a.in_dt[k] = static_cast<uint8_t>(l.in[k].ref.dt);
-    std::copy(strides[k], strides[k] + kMaxRank, a.in_strides[k]);
+    std::copy(m.strides[k], m.strides[k] + kMaxRank, a.in_strides[k]);
   }
   for (int k = 0; k < n_out; ++k) {
     a.out[k] = res.out[k];
     a.out_base[k] = l.out[k].base;
     a.out_dt[k] = static_cast<uint8_t>(l.out[k].ref.dt);
-    std::copy(strides[n_in + k], strides[n_in + k] + kMaxRank, a.out_strides[k]);
+    std::copy(m.strides[n_in + k], m.strides[n_in + k] + kMaxRank, a.out_strides[k]);
   }
   a.n_code = static_cast<int32_t>(packed.size());
   for (size_t i = 0; i < packed.size(); ++i) {
@@ -764,6 +835,299 @@ std::string launch_map(const Resolved& res, Context& ctx, const std::vector<MapI
     map_kernel<R, kIndex64><<<grid, block, shared, ctx.stream>>>(a);
   }
   return check_launch(dense ? "map_kernel (dense)" : "map_kernel (strided)");
+}
+
+// ---- kMap: typed fast paths ------------------------------------------------------------------
+
+// Most launches are a copy, a cast or one op over dense operands. A kernel typed on the storage
+// types and the op runs them at memory speed, where the interpreter is bound by decoding and by
+// its shared-memory registers. It converts with the interpreter's from_bits and to_bits and
+// computes with its apply_op in float, so results are the interpreter's bit for bit.
+constexpr int kFastBlock = 256;
+constexpr int kFastUnroll = 2;  // 16-byte vectors in flight per operand and thread
+
+// How an operand is read: element i, element 0 for every i (a broadcast), or an immediate.
+enum FastSource : uint8_t { kFastDense = 0, kFastOne = 1, kFastImm = 2 };
+
+struct FastArgs {
+  const void* in[2];  // the op's operands (the second for binary ops only)
+  void* out;
+  int64_t count;
+  uint8_t source[2];
+  float konst[2];  // kFastImm operands
+  float imm, imm2;
+  float which;     // round: a kRoundHalf to f16 (0) or bf16 before the store
+  bool round;
+  bool vec;        // every dense operand and the output 16-byte aligned
+};
+
+template <Dt D>
+constexpr int kDt = static_cast<int>(D);
+
+// A dtype's element bits.
+template <int DT>
+using BitsOf = std::conditional_t<
+    DT == kDt<Dt::kF64> || DT == kDt<Dt::kI64>, uint64_t,
+    std::conditional_t<DT == kDt<Dt::kF32> || DT == kDt<Dt::kI32>, uint32_t,
+                       std::conditional_t<DT == kDt<Dt::kF16> || DT == kDt<Dt::kBF16>, uint16_t,
+                                          uint8_t>>>;
+
+// Elements per vector: 16 bytes of the wider of the two types (a cast moves 8 of the other).
+template <int InDt, int OutDt>
+constexpr int kFastWidth = 16 / std::max(sizeof(BitsOf<InDt>), sizeof(BitsOf<OutDt>));
+
+// N elements as one 8- or 16-byte access.
+template <typename E, int N>
+union Pack {
+  using Raw = std::conditional_t<sizeof(E) * N == 16, uint4, uint2>;
+  Raw raw;
+  E e[N];
+};
+
+// Op: one of apply_op's; kLoad, a copy or cast between the float types; kStore, a copy of a wide
+// dtype's element bits (the interpreter's result wherever its double registers hold the value
+// exactly: all but int64 beyond 2^53 and bool bytes other than 0 and 1).
+template <int InDt, int OutDt, MapOp Op>
+__global__ void __launch_bounds__(kFastBlock) map_fast(const __grid_constant__ FastArgs a) {
+  using In = BitsOf<InDt>;
+  using Out = BitsOf<OutDt>;
+  using V = std::conditional_t<Op == MapOp::kStore, In, float>;
+  using InPack = Pack<In, kFastWidth<InDt, OutDt>>;
+  using OutPack = Pack<Out, kFastWidth<InDt, OutDt>>;
+  constexpr int kN = kFastWidth<InDt, OutDt>;
+  constexpr int kArity = Op >= MapOp::kAdd ? 2 : 1;
+  auto value = [](In bits) -> V {
+    if constexpr (Op == MapOp::kStore) {
+      return bits;
+    } else {
+      return from_bits<float, InDt>(bits);
+    }
+  };
+  auto result = [&a](V x, V y) -> Out {
+    if constexpr (Op == MapOp::kStore) {
+      return x;
+    } else {
+      float r = x;
+      if constexpr (Op != MapOp::kLoad) r = apply_op<Op>(x, y, a.imm, a.imm2);
+      if (a.round) r = round_half(r, a.which);
+      return static_cast<Out>(to_bits<float, OutDt>(r));
+    }
+  };
+  V fixed[kArity];
+#pragma unroll
+  for (int k = 0; k < kArity; ++k) {
+    fixed[k] = a.source[k] == kFastOne ? value(static_cast<const In*>(a.in[k])[0])
+                                       : static_cast<V>(a.konst[k]);
+  }
+  auto operand = [&](int k, In bits) { return a.source[k] == kFastDense ? value(bits) : fixed[k]; };
+  const int64_t threads = int64_t{gridDim.x} * kFastBlock;
+  const int64_t first = int64_t{blockIdx.x} * kFastBlock + threadIdx.x;
+  const int64_t vectors = a.vec ? a.count / kN : 0;
+  for (int64_t v0 = first; v0 < vectors; v0 += kFastUnroll * threads) {
+    InPack x[kFastUnroll][kArity] = {};
+#pragma unroll
+    for (int u = 0; u < kFastUnroll; ++u) {
+      const int64_t v = v0 + u * threads;
+#pragma unroll
+      for (int k = 0; k < kArity; ++k) {
+        if (v < vectors && a.source[k] == kFastDense) {
+          x[u][k].raw = static_cast<const typename InPack::Raw*>(a.in[k])[v];
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kFastUnroll; ++u) {
+      const int64_t v = v0 + u * threads;
+      if (v < vectors) {
+        OutPack y;
+#pragma unroll
+        for (int e = 0; e < kN; ++e) {
+          y.e[e] = result(operand(0, x[u][0].e[e]), operand(kArity - 1, x[u][kArity - 1].e[e]));
+        }
+        static_cast<typename OutPack::Raw*>(a.out)[v] = y.raw;
+      }
+    }
+  }
+  const In* in0 = static_cast<const In*>(a.in[0]);
+  const In* in1 = static_cast<const In*>(a.in[kArity - 1]);
+  for (int64_t i = vectors * kN + first; i < a.count; i += threads) {
+    const V x = operand(0, a.source[0] == kFastDense ? in0[i] : In{});
+    const V y = operand(kArity - 1, a.source[kArity - 1] == kFastDense ? in1[i] : In{});
+    static_cast<Out*>(a.out)[i] = result(x, y);
+  }
+}
+
+// One resident wave of blocks, as index.cu's blocks_for: the occupancy query runs once per
+// kernel, on the first (eager) run, before any capture.
+template <int InDt, int OutDt, MapOp Op>
+std::string run_fast(const FastArgs& a, Context& ctx) {
+  static std::atomic<int> resident{0};
+  int per_sm = resident.load(std::memory_order_relaxed);
+  if (per_sm <= 0) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, map_fast<InDt, OutDt, Op>,
+                                                      kFastBlock, 0) != cudaSuccess ||
+        per_sm <= 0) {
+      cudaGetLastError();  // not this launch's failure: keep it from check_launch
+      per_sm = 2048 / kFastBlock;
+    }
+    resident.store(per_sm, std::memory_order_relaxed);
+  }
+  const int64_t per_block =
+      int64_t{kFastBlock} * (a.vec ? kFastUnroll * kFastWidth<InDt, OutDt> : 1);
+  const int64_t blocks =
+      std::min((a.count + per_block - 1) / per_block, int64_t{sm_count()} * per_sm);
+  map_fast<InDt, OutDt, Op><<<static_cast<unsigned>(blocks), kFastBlock, 0, ctx.stream>>>(a);
+  return check_launch("map_fast");
+}
+
+// The ops with typed kernels: those from float to float (comparisons, logic and integer division
+// make bool or integer values; a lone kRoundHalf is a cast).
+constexpr bool fast_op(MapOp op) {
+  return (op >= MapOp::kNeg && op <= MapOp::kGeluTanh && op != MapOp::kNot) ||
+         (op >= MapOp::kAdd && op <= MapOp::kPRelu) || op == MapOp::kGeluGrad ||
+         op == MapOp::kGeluTanhGrad;
+}
+
+template <int DT, int Op = static_cast<int>(MapOp::kNeg)>
+std::string run_fast_op(MapOp op, const FastArgs& a, Context& ctx) {
+  constexpr MapOp kOp = static_cast<MapOp>(Op);
+  if constexpr (fast_op(kOp)) {
+    if (op == kOp) return run_fast<DT, DT, kOp>(a, ctx);
+  }
+  if constexpr (kOp < MapOp::kGeluTanhGrad) {
+    return run_fast_op<DT, Op + 1>(op, a, ctx);
+  } else {
+    return "map: no typed kernel for op " + std::to_string(static_cast<int>(op));
+  }
+}
+
+template <typename F>
+std::string with_float_dt(Dt dt, F&& f) {
+  switch (dt) {
+    case Dt::kF16: return f(std::integral_constant<int, kDt<Dt::kF16>>{});
+    case Dt::kBF16: return f(std::integral_constant<int, kDt<Dt::kBF16>>{});
+    default: return f(std::integral_constant<int, kDt<Dt::kF32>>{});
+  }
+}
+
+// The dtypes of programs whose registers are float (`wide` false).
+bool float_registers(Dt dt) { return dt == Dt::kF32 || dt == Dt::kF16 || dt == Dt::kBF16; }
+
+struct FastPlan {
+  MapOp op = MapOp::kLoad;  // as map_fast's Op
+  Dt in = Dt::kF32, out = Dt::kF32;
+};
+
+// Whether a typed kernel runs the launch: one output, dense over the merged space; code of
+// loads and immediates, at most one fast_op, at most one kRoundHalf, then the store; every
+// operand dense (stride 1) or broadcast (stride 0). The values must be what the kernel computes
+// in: float operands of one type (or a cast between float types), or, for a copy, one wide dtype
+// both sides. Fills `a` with the operands' pointers (offset by their bases).
+bool match_fast(const Resolved& r, const Merged& m, FastPlan* plan, FastArgs* a) {
+  const Launch& l = *r.launch;
+  const std::vector<MapInstr>& code = l.map.code;
+  const int n_in = static_cast<int>(l.in.size());
+  if (l.out.size() != 1 || m.rank > 1 || (m.rank == 1 && m.strides[n_in][0] != 1)) return false;
+  struct Src {
+    int source = -1;  // FastSource, -1: not a loaded value
+    int input = 0;
+    double imm = 0;
+  };
+  Src reg[kMaxMapRegisters];
+  size_t pc = 0;
+  for (; pc < code.size() && (code[pc].op == MapOp::kLoad || code[pc].op == MapOp::kConst); ++pc) {
+    const MapInstr& ins = code[pc];
+    if (ins.op == MapOp::kConst) {
+      reg[ins.dst] = {kFastImm, 0, ins.imm};
+      continue;
+    }
+    const int64_t stride = m.rank == 1 ? m.strides[ins.a][0] : 0;
+    if (stride != 0 && stride != 1) return false;
+    reg[ins.dst] = {stride == 0 ? kFastOne : kFastDense, ins.a, 0};
+  }
+  MapOp op = MapOp::kLoad;
+  Src operand[2];
+  int value = -1;  // the register the result is in
+  if (pc < code.size() && fast_op(code[pc].op)) {
+    const MapInstr& ins = code[pc++];
+    op = ins.op;
+    operand[0] = reg[ins.a];
+    operand[1] = op >= MapOp::kAdd ? reg[ins.b] : operand[0];
+    value = ins.dst;
+    a->imm = static_cast<float>(ins.imm);
+    a->imm2 = static_cast<float>(ins.imm2);
+  }
+  const bool round = pc < code.size() && code[pc].op == MapOp::kRoundHalf;
+  const MapInstr& store = code.back();
+  if (pc + (round ? 2 : 1) != code.size() || store.op != MapOp::kStore || store.a != 0) {
+    return false;
+  }
+  if (value < 0) {  // a copy or cast: the value stored is a loaded one
+    value = round ? code[pc].a : store.b;
+    operand[0] = operand[1] = reg[value];
+  }
+  if (round) {
+    if (code[pc].a != value) return false;
+    value = code[pc].dst;
+    a->round = true;
+    a->which = static_cast<float>(code[pc].imm);
+  }
+  if (store.b != value || operand[0].source < 0 || operand[1].source < 0) return false;
+
+  const Dt out_dt = l.out[0].ref.dt;
+  Dt in_dt = out_dt;
+  bool loads = false;
+  for (const Src& s : operand) {
+    if (s.source == kFastImm) continue;
+    const Dt dt = l.in[s.input].ref.dt;
+    if (loads && dt != in_dt) return false;
+    in_dt = dt;
+    loads = true;
+  }
+  if (!l.map.wide && float_registers(in_dt) && float_registers(out_dt) &&
+      (op == MapOp::kLoad || in_dt == out_dt)) {
+    *plan = {op, in_dt, out_dt};
+  } else if (l.map.wide && op == MapOp::kLoad && !round && loads && in_dt == out_dt &&
+             !float_registers(in_dt)) {
+    *plan = {MapOp::kStore, in_dt, out_dt};
+  } else {
+    return false;
+  }
+
+  auto at = [](const void* base, const Access& access) {
+    return static_cast<const char*>(base) + access.base * dt_size(access.ref.dt);
+  };
+  auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  a->count = l.space.count();
+  a->out = const_cast<char*>(at(r.out[0], l.out[0]));
+  a->vec = aligned(a->out);
+  for (int k = 0; k < 2; ++k) {
+    a->source[k] = static_cast<uint8_t>(operand[k].source);
+    if (operand[k].source == kFastImm) {
+      a->konst[k] = static_cast<float>(operand[k].imm);
+    } else {
+      a->in[k] = at(r.in[operand[k].input], l.in[operand[k].input]);
+      if (operand[k].source == kFastDense) a->vec = a->vec && aligned(a->in[k]);
+    }
+  }
+  return true;
+}
+
+std::string launch_fast(const FastPlan& p, const FastArgs& a, Context& ctx) {
+  if (p.op == MapOp::kStore) {
+    switch (dt_size(p.in)) {
+      case 8: return run_fast<kDt<Dt::kI64>, kDt<Dt::kI64>, MapOp::kStore>(a, ctx);
+      case 4: return run_fast<kDt<Dt::kI32>, kDt<Dt::kI32>, MapOp::kStore>(a, ctx);
+      default: return run_fast<kDt<Dt::kU8>, kDt<Dt::kU8>, MapOp::kStore>(a, ctx);
+    }
+  }
+  return with_float_dt(p.in, [&](auto in) {
+    constexpr int kIn = decltype(in)::value;
+    if (p.op != MapOp::kLoad) return run_fast_op<kIn>(p.op, a, ctx);
+    return with_float_dt(p.out, [&](auto out) {
+      return run_fast<kIn, decltype(out)::value, MapOp::kLoad>(a, ctx);
+    });
+  });
 }
 
 // ---- kReduce ---------------------------------------------------------------------------------
@@ -1089,8 +1453,12 @@ std::string enqueue_map(const Resolved& r, Context& ctx) {
   const std::string invalid = pack_registers(l.map.code, n_in, n_out, packed, &slots);
   if (!invalid.empty()) return "map: " + invalid;
   if (l.space.count() <= 0 || packed.empty()) return "";
-  return l.map.wide ? launch_map<double>(r, ctx, packed, slots)
-                    : launch_map<float>(r, ctx, packed, slots);
+  const Merged m = merge_launch(l);
+  FastPlan plan;
+  FastArgs fast{};
+  if (match_fast(r, m, &plan, &fast)) return launch_fast(plan, fast, ctx);
+  return l.map.wide ? launch_map<double>(r, ctx, packed, slots, m)
+                    : launch_map<float>(r, ctx, packed, slots, m);
 }
 
 std::string enqueue_reduce(const Resolved& r, Context& ctx) {
