@@ -50,8 +50,7 @@ void time_program(benchmark::State& state, const Graph& g, double work, const ch
     }
     state.SetIterationTime(seconds->front());
   }
-  state.counters[counter] =
-      benchmark::Counter(work, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters[counter] = benchmark::Counter(work, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 Graph matmul(DType dtype, int64_t m, int64_t k, int64_t n) {
@@ -77,9 +76,11 @@ BENCHMARK(BM_GemmFp32)->Arg(4096)->UseManualTime()->Unit(benchmark::kMillisecond
 // gpt2-small's GEMMs at batch 4 × 1024 tokens: QKV, attention output, MLP up and down, and
 // the tied vocabulary projection.
 void BM_GemmGpt2Small(benchmark::State& state) {
-  static const int64_t kShapes[][3] = {
-      {4096, 768, 2304}, {4096, 768, 768}, {4096, 768, 3072}, {4096, 3072, 768},
-      {4096, 768, 50257}};
+  static const int64_t kShapes[][3] = {{4096, 768, 2304},
+                                       {4096, 768, 768},
+                                       {4096, 768, 3072},
+                                       {4096, 3072, 768},
+                                       {4096, 768, 50257}};
   const auto& s = kShapes[state.range(1)];
   const DType dtype = state.range(0) ? DType::kBFloat16 : DType::kFloat32;
   time_program(state, matmul(dtype, s[0], s[1], s[2]), 2.0 * s[0] * s[1] * s[2], "FLOP/s");

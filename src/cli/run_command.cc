@@ -168,9 +168,9 @@ Status run_training(RunFlags& flags) {
   fmt::print(
       "{} steps in {:.3f} s on {} (median step {:.3f} ms, 10th percentile {:.3f} ms, {} nodes); "
       "peak activations {}\n",
-      run.losses.size(), run.seconds,
-      options.cuda ? runtime::cuda_device_description() : "the CPU", median * 1e3, p10 * 1e3,
-      run.training_nodes, human_bytes(static_cast<double>(run.peak_activation_bytes)));
+      run.losses.size(), run.seconds, options.cuda ? runtime::cuda_device_description() : "the CPU",
+      median * 1e3, p10 * 1e3, run.training_nodes,
+      human_bytes(static_cast<double>(run.peak_activation_bytes)));
   return Status::ok();
 }
 
@@ -219,9 +219,10 @@ void add_run_command(CLI::App& app, Command& command) {
         const bool steps = flags->train || flags->steps_option->count() > 0;
         if (flags->backend == "cuda") {
           if (flags->comm != "inproc")
-            return error("--comm {}: plans run across GPUs over NCCL are not supported yet; "
-                         "--backend cuda profiles each role on one GPU",
-                         flags->comm);
+            return error(
+                "--comm {}: plans run across GPUs over NCCL are not supported yet; "
+                "--backend cuda profiles each role on one GPU",
+                flags->comm);
           return run_plan_directory_cuda(flags->model, steps ? flags->steps : 20, flags->json,
                                          flags->seed);
         }

@@ -142,7 +142,8 @@ StatusOr<TrainingRun> train_synthetic(const Graph& model, const LossSpec& loss,
       ASSIGN_OR_RETURN(double seconds, step->step());
       ASSIGN_OR_RETURN(Tensor loss_value, step->read(g.outputs()[0]));
       const double value = loss_value.float_at(0);
-      if (!std::isfinite(value)) return error("step {}: the loss is {} (lower --lr?)", s + 1, value);
+      if (!std::isfinite(value))
+        return error("step {}: the loss is {} (lower --lr?)", s + 1, value);
       run.losses.push_back(value);
       run.step_seconds.push_back(seconds);
     }

@@ -25,8 +25,8 @@ using testing::NodeRun;
 // Without a GPU the cases still run their host side (the CPU result and the lowering) and
 // the test skips at its end, saying why.
 bool have_gpu() { return cuda_unavailable_reason().empty(); }
-#define SKIP_WITHOUT_GPU()                                                        \
-  do {                                                                            \
+#define SKIP_WITHOUT_GPU()                                                            \
+  do {                                                                                \
     if (!have_gpu()) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason(); \
   } while (0)
 
@@ -103,7 +103,8 @@ void expect_agrees(NodeRun node, const std::string& what, double tolerance = -1)
 class CudaKernels : public ::testing::Test {
  protected:
   void TearDown() override {
-    if (!have_gpu() && !HasFailure()) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
+    if (!have_gpu() && !HasFailure())
+      GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
   }
 };
 
@@ -127,7 +128,8 @@ TEST_F(CudaKernels, UnaryOps) {
     expect_agrees(NodeRun("LeakyRelu").input(random_tensor(t, {1000}, 3)).attr("alpha", 0.2f),
                   label("LeakyRelu", t));
     expect_agrees(NodeRun("Elu").input(random_tensor(t, {1000}, 3)), label("Elu", t));
-    expect_agrees(NodeRun("Gelu", 17, std::string(kTrainingDomain)).input(random_tensor(t, {4, 300}, 4, -4, 4)),
+    expect_agrees(NodeRun("Gelu", 17, std::string(kTrainingDomain))
+                      .input(random_tensor(t, {4, 300}, 4, -4, 4)),
                   label("Gelu", t));
   }
 }
@@ -135,12 +137,17 @@ TEST_F(CudaKernels, UnaryOps) {
 TEST_F(CudaKernels, BinaryOpsWithBroadcasting) {
   for (DType t : float_types()) {
     for (const char* op : {"Add", "Sub", "Mul", "Div", "Max", "Min"}) {
-      expect_agrees(NodeRun(op).input(random_tensor(t, {4, 5, 6}, 5)).input(random_tensor(t, {6}, 6, 0.5, 2)),
-                    label(op, t) + " row");
-      expect_agrees(NodeRun(op).input(random_tensor(t, {4, 1, 6}, 7)).input(random_tensor(t, {4, 5, 1}, 8, 0.5, 2)),
+      expect_agrees(
+          NodeRun(op).input(random_tensor(t, {4, 5, 6}, 5)).input(random_tensor(t, {6}, 6, 0.5, 2)),
+          label(op, t) + " row");
+      expect_agrees(NodeRun(op)
+                        .input(random_tensor(t, {4, 1, 6}, 7))
+                        .input(random_tensor(t, {4, 5, 1}, 8, 0.5, 2)),
                     label(op, t) + " outer");
     }
-    expect_agrees(NodeRun("Pow").input(random_tensor(t, {4, 64}, 9, 0.1, 3)).input(random_tensor(t, {64}, 10, -2, 2)),
+    expect_agrees(NodeRun("Pow")
+                      .input(random_tensor(t, {4, 64}, 9, 0.1, 3))
+                      .input(random_tensor(t, {64}, 10, -2, 2)),
                   label("Pow", t));
     for (const char* op : {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"}) {
       Tensor a = random_tensor(t, {3, 40}, 11);
@@ -153,35 +160,65 @@ TEST_F(CudaKernels, BinaryOpsWithBroadcasting) {
   }
   Tensor cond(DType::kBool, {4, 9});
   for (int64_t i = 0; i < cond.num_elements(); ++i) cond.set_from_int(i, (i * 7) % 3 == 0);
-  expect_agrees(NodeRun("Where").input(cond).input(random_tensor(DType::kFloat32, {4, 9}, 15)).input(random_tensor(DType::kFloat32, {9}, 16)),
+  expect_agrees(NodeRun("Where")
+                    .input(cond)
+                    .input(random_tensor(DType::kFloat32, {4, 9}, 15))
+                    .input(random_tensor(DType::kFloat32, {9}, 16)),
                 "Where");
-  expect_agrees(NodeRun("Div").input(index_tensor({50}, 1000, 17)).input(i64({1}, {7})), "Div int64");
-  expect_agrees(NodeRun("Sum").input(random_tensor(DType::kFloat32, {3, 8}, 18)).input(random_tensor(DType::kFloat32, {8}, 19)).input(random_tensor(DType::kFloat32, {3, 8}, 20)),
+  expect_agrees(NodeRun("Div").input(index_tensor({50}, 1000, 17)).input(i64({1}, {7})),
+                "Div int64");
+  expect_agrees(NodeRun("Sum")
+                    .input(random_tensor(DType::kFloat32, {3, 8}, 18))
+                    .input(random_tensor(DType::kFloat32, {8}, 19))
+                    .input(random_tensor(DType::kFloat32, {3, 8}, 20)),
                 "Sum of 3");
-  expect_agrees(NodeRun("Clip").input(random_tensor(DType::kFloat32, {100}, 21, -2, 2)).constant(f32({}, {-0.5f})).constant(f32({}, {0.7f})),
+  expect_agrees(NodeRun("Clip")
+                    .input(random_tensor(DType::kFloat32, {100}, 21, -2, 2))
+                    .constant(f32({}, {-0.5f}))
+                    .constant(f32({}, {0.7f})),
                 "Clip");
 }
 
 TEST_F(CudaKernels, Casts) {
-  auto cast = [](Tensor x, DType to) { return std::move(NodeRun("Cast").input(std::move(x)).attr("to", static_cast<int64_t>(dtype_to_onnx(to)))); };
-  expect_agrees(cast(random_tensor(DType::kFloat32, {100}, 22, -50, 50), DType::kInt64), "Cast f32->i64");
+  auto cast = [](Tensor x, DType to) {
+    return std::move(
+        NodeRun("Cast").input(std::move(x)).attr("to", static_cast<int64_t>(dtype_to_onnx(to))));
+  };
+  expect_agrees(cast(random_tensor(DType::kFloat32, {100}, 22, -50, 50), DType::kInt64),
+                "Cast f32->i64");
   expect_agrees(cast(index_tensor({100}, 1000, 23), DType::kFloat32), "Cast i64->f32");
-  expect_agrees(cast(random_tensor(DType::kFloat32, {100}, 24), DType::kBFloat16), "Cast f32->bf16", 0);
-  expect_agrees(cast(random_tensor(DType::kFloat32, {100}, 25), DType::kFloat16), "Cast f32->f16", 0);
-  expect_agrees(cast(random_tensor(DType::kBFloat16, {100}, 26), DType::kFloat32), "Cast bf16->f32", 0);
-  expect_agrees(cast(random_tensor(DType::kFloat32, {100}, 27, -2, 2), DType::kBool), "Cast f32->bool");
+  expect_agrees(cast(random_tensor(DType::kFloat32, {100}, 24), DType::kBFloat16), "Cast f32->bf16",
+                0);
+  expect_agrees(cast(random_tensor(DType::kFloat32, {100}, 25), DType::kFloat16), "Cast f32->f16",
+                0);
+  expect_agrees(cast(random_tensor(DType::kBFloat16, {100}, 26), DType::kFloat32), "Cast bf16->f32",
+                0);
+  expect_agrees(cast(random_tensor(DType::kFloat32, {100}, 27, -2, 2), DType::kBool),
+                "Cast f32->bool");
 }
 
 TEST_F(CudaKernels, MatMulAndGemm) {
   for (DType t : float_types()) {
-    expect_agrees(NodeRun("MatMul").input(random_tensor(t, {2, 3, 64, 32}, 30)).input(random_tensor(t, {32, 48}, 31)),
+    expect_agrees(NodeRun("MatMul")
+                      .input(random_tensor(t, {2, 3, 64, 32}, 30))
+                      .input(random_tensor(t, {32, 48}, 31)),
                   label("MatMul shared weight", t));
-    expect_agrees(NodeRun("MatMul").input(random_tensor(t, {2, 3, 64, 32}, 32)).input(random_tensor(t, {2, 3, 32, 40}, 33)),
+    expect_agrees(NodeRun("MatMul")
+                      .input(random_tensor(t, {2, 3, 64, 32}, 32))
+                      .input(random_tensor(t, {2, 3, 32, 40}, 33)),
                   label("MatMul batched", t));
-    expect_agrees(NodeRun("MatMul").input(random_tensor(t, {2, 1, 16, 8}, 34)).input(random_tensor(t, {1, 3, 8, 24}, 35)),
+    expect_agrees(NodeRun("MatMul")
+                      .input(random_tensor(t, {2, 1, 16, 8}, 34))
+                      .input(random_tensor(t, {1, 3, 8, 24}, 35)),
                   label("MatMul broadcast", t));
-    expect_agrees(NodeRun("Gemm").input(random_tensor(t, {40, 24}, 36)).input(random_tensor(t, {56, 40}, 37)).input(random_tensor(t, {56}, 38))
-                      .attr("transA", int64_t{1}).attr("transB", int64_t{1}).attr("alpha", 0.5f).attr("beta", 2.0f),
+    expect_agrees(NodeRun("Gemm")
+                      .input(random_tensor(t, {40, 24}, 36))
+                      .input(random_tensor(t, {56, 40}, 37))
+                      .input(random_tensor(t, {56}, 38))
+                      .attr("transA", int64_t{1})
+                      .attr("transB", int64_t{1})
+                      .attr("alpha", 0.5f)
+                      .attr("beta", 2.0f),
                   label("Gemm", t));
   }
 }
@@ -189,62 +226,121 @@ TEST_F(CudaKernels, MatMulAndGemm) {
 TEST_F(CudaKernels, ReductionsAndRowOps) {
   for (DType t : float_types()) {
     const Tensor x = random_tensor(t, {6, 50, 33}, 40);
-    expect_agrees(NodeRun("ReduceSum").input(x).constant(i64({1}, {1})), label("ReduceSum axis 1", t));
-    expect_agrees(NodeRun("ReduceMean", 17).input(x).attr("axes", std::vector<int64_t>{-1}).attr("keepdims", int64_t{0}),
+    expect_agrees(NodeRun("ReduceSum").input(x).constant(i64({1}, {1})),
+                  label("ReduceSum axis 1", t));
+    expect_agrees(NodeRun("ReduceMean", 17)
+                      .input(x)
+                      .attr("axes", std::vector<int64_t>{-1})
+                      .attr("keepdims", int64_t{0}),
                   label("ReduceMean last", t));
-    expect_agrees(NodeRun("ReduceMax", 17).input(x).attr("axes", std::vector<int64_t>{0, 2}), label("ReduceMax", t));
-    expect_agrees(NodeRun("ReduceSum").input(random_tensor(t, {5000, 4}, 41)).constant(i64({1}, {0})), label("ReduceSum long", t));
+    expect_agrees(NodeRun("ReduceMax", 17).input(x).attr("axes", std::vector<int64_t>{0, 2}),
+                  label("ReduceMax", t));
+    expect_agrees(
+        NodeRun("ReduceSum").input(random_tensor(t, {5000, 4}, 41)).constant(i64({1}, {0})),
+        label("ReduceSum long", t));
     expect_agrees(NodeRun("Softmax").input(x), label("Softmax last", t));
     expect_agrees(NodeRun("Softmax").input(x).attr("axis", int64_t{1}), label("Softmax middle", t));
-    expect_agrees(NodeRun("LogSoftmax").input(random_tensor(t, {4, 1500}, 42, -5, 5)), label("LogSoftmax", t));
-    expect_agrees(NodeRun("LayerNormalization").input(random_tensor(t, {4, 7, 96}, 43)).input(random_tensor(t, {96}, 44)).input(random_tensor(t, {96}, 45))
-                      .attr("stash_type", int64_t{1}).outputs(3),
+    expect_agrees(NodeRun("LogSoftmax").input(random_tensor(t, {4, 1500}, 42, -5, 5)),
+                  label("LogSoftmax", t));
+    expect_agrees(NodeRun("LayerNormalization")
+                      .input(random_tensor(t, {4, 7, 96}, 43))
+                      .input(random_tensor(t, {96}, 44))
+                      .input(random_tensor(t, {96}, 45))
+                      .attr("stash_type", int64_t{1})
+                      .outputs(3),
                   label("LayerNormalization", t));
     expect_agrees(NodeRun("LayerNormalizationGrad", 17, std::string(kTrainingDomain))
-                      .input(random_tensor(t, {4, 7, 96}, 46)).input(random_tensor(t, {4, 7, 96}, 47)).input(random_tensor(t, {96}, 48))
+                      .input(random_tensor(t, {4, 7, 96}, 46))
+                      .input(random_tensor(t, {4, 7, 96}, 47))
+                      .input(random_tensor(t, {96}, 48))
                       .outputs(2),
                   label("LayerNormalizationGrad", t));
-    expect_agrees(NodeRun("GlobalAveragePool").input(random_tensor(t, {2, 8, 9, 9}, 49)), label("GlobalAveragePool", t));
+    expect_agrees(NodeRun("GlobalAveragePool").input(random_tensor(t, {2, 8, 9, 9}, 49)),
+                  label("GlobalAveragePool", t));
   }
   expect_agrees(NodeRun("BatchNormalization", 15)
-                    .input(random_tensor(DType::kFloat32, {4, 6, 5, 5}, 50)).input(random_tensor(DType::kFloat32, {6}, 51))
-                    .input(random_tensor(DType::kFloat32, {6}, 52)).input(random_tensor(DType::kFloat32, {6}, 53))
+                    .input(random_tensor(DType::kFloat32, {4, 6, 5, 5}, 50))
+                    .input(random_tensor(DType::kFloat32, {6}, 51))
+                    .input(random_tensor(DType::kFloat32, {6}, 52))
+                    .input(random_tensor(DType::kFloat32, {6}, 53))
                     .input(random_tensor(DType::kFloat32, {6}, 54, 0.5, 1.5))
-                    .attr("training_mode", int64_t{1}).outputs(3),
+                    .attr("training_mode", int64_t{1})
+                    .outputs(3),
                 "BatchNormalization training");
-  expect_agrees(NodeRun("SoftmaxCrossEntropyLoss").input(random_tensor(DType::kFloat32, {64, 300}, 55, -4, 4)).input(index_tensor({64}, 300, 56)).outputs(2),
+  expect_agrees(NodeRun("SoftmaxCrossEntropyLoss")
+                    .input(random_tensor(DType::kFloat32, {64, 300}, 55, -4, 4))
+                    .input(index_tensor({64}, 300, 56))
+                    .outputs(2),
                 "SoftmaxCrossEntropyLoss mean");
-  expect_agrees(NodeRun("SoftmaxCrossEntropyLoss").input(random_tensor(DType::kFloat32, {4, 10, 7}, 57)).input(index_tensor({4, 7}, 10, 58))
+  expect_agrees(NodeRun("SoftmaxCrossEntropyLoss")
+                    .input(random_tensor(DType::kFloat32, {4, 10, 7}, 57))
+                    .input(index_tensor({4, 7}, 10, 58))
                     .attr("reduction", std::string("none")),
                 "SoftmaxCrossEntropyLoss none");
 }
 
 TEST_F(CudaKernels, ShapeOps) {
   const Tensor x = random_tensor(DType::kFloat32, {4, 6, 10}, 60);
-  expect_agrees(NodeRun("Transpose").input(x).attr("perm", std::vector<int64_t>{2, 0, 1}), "Transpose");
-  expect_agrees(NodeRun("Slice").input(x).constant(i64({2}, {1, -8})).constant(i64({2}, {4, 100})).constant(i64({2}, {1, 2})).constant(i64({2}, {1, 2})),
+  expect_agrees(NodeRun("Transpose").input(x).attr("perm", std::vector<int64_t>{2, 0, 1}),
+                "Transpose");
+  expect_agrees(NodeRun("Slice")
+                    .input(x)
+                    .constant(i64({2}, {1, -8}))
+                    .constant(i64({2}, {4, 100}))
+                    .constant(i64({2}, {1, 2}))
+                    .constant(i64({2}, {1, 2})),
                 "Slice with steps");
-  expect_agrees(NodeRun("Concat").input(x).input(random_tensor(DType::kFloat32, {4, 3, 10}, 61)).attr("axis", int64_t{1}), "Concat");
-  expect_agrees(NodeRun("Split").input(x).constant(i64({2}, {2, 4})).attr("axis", int64_t{1}).outputs(2), "Split");
-  expect_agrees(NodeRun("Expand").input(random_tensor(DType::kFloat32, {4, 1, 10}, 62)).constant(i64({3}, {4, 6, 10})), "Expand");
-  expect_agrees(NodeRun("Tile").input(random_tensor(DType::kFloat32, {2, 3}, 63)).constant(i64({2}, {3, 2})), "Tile");
-  expect_agrees(NodeRun("Pad").input(x).constant(i64({6}, {0, 1, 2, 0, 2, -1})).constant(f32({}, {0.5f})), "Pad");
+  expect_agrees(NodeRun("Concat")
+                    .input(x)
+                    .input(random_tensor(DType::kFloat32, {4, 3, 10}, 61))
+                    .attr("axis", int64_t{1}),
+                "Concat");
+  expect_agrees(
+      NodeRun("Split").input(x).constant(i64({2}, {2, 4})).attr("axis", int64_t{1}).outputs(2),
+      "Split");
+  expect_agrees(NodeRun("Expand")
+                    .input(random_tensor(DType::kFloat32, {4, 1, 10}, 62))
+                    .constant(i64({3}, {4, 6, 10})),
+                "Expand");
+  expect_agrees(
+      NodeRun("Tile").input(random_tensor(DType::kFloat32, {2, 3}, 63)).constant(i64({2}, {3, 2})),
+      "Tile");
+  expect_agrees(
+      NodeRun("Pad").input(x).constant(i64({6}, {0, 1, 2, 0, 2, -1})).constant(f32({}, {0.5f})),
+      "Pad");
   expect_agrees(NodeRun("Reshape").input(x).constant(i64({2}, {24, 10})), "Reshape");
 }
 
 TEST_F(CudaKernels, IndexingOps) {
   for (DType t : float_types()) {
-    expect_agrees(NodeRun("Gather").input(random_tensor(t, {100, 64}, 70)).input(index_tensor({3, 16}, 100, 71)), label("Gather rows", t));
+    expect_agrees(NodeRun("Gather")
+                      .input(random_tensor(t, {100, 64}, 70))
+                      .input(index_tensor({3, 16}, 100, 71)),
+                  label("Gather rows", t));
   }
-  expect_agrees(NodeRun("Gather").input(random_tensor(DType::kFloat32, {5, 9, 4}, 72)).input(i64({3}, {8, -1, 0})).attr("axis", int64_t{1}),
+  expect_agrees(NodeRun("Gather")
+                    .input(random_tensor(DType::kFloat32, {5, 9, 4}, 72))
+                    .input(i64({3}, {8, -1, 0}))
+                    .attr("axis", int64_t{1}),
                 "Gather axis 1, negative index");
-  expect_agrees(NodeRun("GatherElements").input(random_tensor(DType::kFloat32, {6, 8}, 73)).input(index_tensor({6, 3}, 8, 74)).attr("axis", int64_t{1}),
+  expect_agrees(NodeRun("GatherElements")
+                    .input(random_tensor(DType::kFloat32, {6, 8}, 73))
+                    .input(index_tensor({6, 3}, 8, 74))
+                    .attr("axis", int64_t{1}),
                 "GatherElements");
-  expect_agrees(NodeRun("ScatterElements", 16).input(random_tensor(DType::kFloat32, {64}, 75)).input(index_tensor({200}, 64, 76))
-                    .input(random_tensor(DType::kFloat32, {200}, 77)).attr("reduction", std::string("add")),
+  expect_agrees(NodeRun("ScatterElements", 16)
+                    .input(random_tensor(DType::kFloat32, {64}, 75))
+                    .input(index_tensor({200}, 64, 76))
+                    .input(random_tensor(DType::kFloat32, {200}, 77))
+                    .attr("reduction", std::string("add")),
                 "ScatterElements add", 1e-5);
-  expect_agrees(NodeRun("GatherND").input(random_tensor(DType::kFloat32, {5, 6, 7}, 78)).input(i64({3, 2}, {0, 1, 4, 5, 2, 0})), "GatherND");
-  expect_agrees(NodeRun("ScatterND").input(random_tensor(DType::kFloat32, {5, 6, 7}, 79)).input(i64({2, 2}, {0, 1, 4, 5}))
+  expect_agrees(NodeRun("GatherND")
+                    .input(random_tensor(DType::kFloat32, {5, 6, 7}, 78))
+                    .input(i64({3, 2}, {0, 1, 4, 5, 2, 0})),
+                "GatherND");
+  expect_agrees(NodeRun("ScatterND")
+                    .input(random_tensor(DType::kFloat32, {5, 6, 7}, 79))
+                    .input(i64({2, 2}, {0, 1, 4, 5}))
                     .input(random_tensor(DType::kFloat32, {2, 7}, 80)),
                 "ScatterND");
 }
@@ -252,26 +348,49 @@ TEST_F(CudaKernels, IndexingOps) {
 TEST_F(CudaKernels, ConvolutionsAndPools) {
   for (DType t : float_types()) {
     const Tensor x = random_tensor(t, {2, 8, 12, 12}, 90);
-    expect_agrees(NodeRun("Conv").input(x).input(random_tensor(t, {16, 8, 3, 3}, 91)).input(random_tensor(t, {16}, 92))
+    expect_agrees(NodeRun("Conv")
+                      .input(x)
+                      .input(random_tensor(t, {16, 8, 3, 3}, 91))
+                      .input(random_tensor(t, {16}, 92))
                       .attr("pads", std::vector<int64_t>{1, 1, 1, 1}),
                   label("Conv 3x3", t));
-    expect_agrees(NodeRun("Conv").input(x).input(random_tensor(t, {8, 4, 3, 3}, 93))
-                      .attr("strides", std::vector<int64_t>{2, 2}).attr("group", int64_t{2}).attr("pads", std::vector<int64_t>{0, 0, 1, 1}),
+    expect_agrees(NodeRun("Conv")
+                      .input(x)
+                      .input(random_tensor(t, {8, 4, 3, 3}, 93))
+                      .attr("strides", std::vector<int64_t>{2, 2})
+                      .attr("group", int64_t{2})
+                      .attr("pads", std::vector<int64_t>{0, 0, 1, 1}),
                   label("Conv grouped, strided, asymmetric pads", t));
-    expect_agrees(NodeRun("ConvTranspose").input(random_tensor(t, {2, 8, 6, 6}, 94)).input(random_tensor(t, {8, 4, 3, 3}, 95))
-                      .attr("strides", std::vector<int64_t>{2, 2}).attr("pads", std::vector<int64_t>{1, 1, 1, 1})
+    expect_agrees(NodeRun("ConvTranspose")
+                      .input(random_tensor(t, {2, 8, 6, 6}, 94))
+                      .input(random_tensor(t, {8, 4, 3, 3}, 95))
+                      .attr("strides", std::vector<int64_t>{2, 2})
+                      .attr("pads", std::vector<int64_t>{1, 1, 1, 1})
                       .attr("output_padding", std::vector<int64_t>{1, 1}),
                   label("ConvTranspose", t));
-    expect_agrees(NodeRun("MaxPool").input(x).attr("kernel_shape", std::vector<int64_t>{3, 3})
-                      .attr("strides", std::vector<int64_t>{2, 2}).attr("pads", std::vector<int64_t>{1, 1, 1, 1}).outputs(2),
+    expect_agrees(NodeRun("MaxPool")
+                      .input(x)
+                      .attr("kernel_shape", std::vector<int64_t>{3, 3})
+                      .attr("strides", std::vector<int64_t>{2, 2})
+                      .attr("pads", std::vector<int64_t>{1, 1, 1, 1})
+                      .outputs(2),
                   label("MaxPool with indices", t));
-    expect_agrees(NodeRun("AveragePool").input(x).attr("kernel_shape", std::vector<int64_t>{2, 2}).attr("strides", std::vector<int64_t>{2, 2}),
+    expect_agrees(NodeRun("AveragePool")
+                      .input(x)
+                      .attr("kernel_shape", std::vector<int64_t>{2, 2})
+                      .attr("strides", std::vector<int64_t>{2, 2}),
                   label("AveragePool", t));
   }
-  expect_agrees(NodeRun("Resize", 13).input(random_tensor(DType::kFloat32, {1, 3, 5, 7}, 96)).omitted().constant(f32({4}, {1, 1, 2, 2}))
+  expect_agrees(NodeRun("Resize", 13)
+                    .input(random_tensor(DType::kFloat32, {1, 3, 5, 7}, 96))
+                    .omitted()
+                    .constant(f32({4}, {1, 1, 2, 2}))
                     .attr("mode", std::string("nearest")),
                 "Resize nearest");
-  expect_agrees(NodeRun("Resize", 13).input(random_tensor(DType::kFloat32, {1, 3, 5, 7}, 97)).omitted().constant(f32({4}, {1, 1, 2, 2}))
+  expect_agrees(NodeRun("Resize", 13)
+                    .input(random_tensor(DType::kFloat32, {1, 3, 5, 7}, 97))
+                    .omitted()
+                    .constant(f32({4}, {1, 1, 2, 2}))
                     .attr("mode", std::string("linear")),
                 "Resize linear");
 }
@@ -281,15 +400,25 @@ TEST_F(CudaKernels, TrainingOps) {
     Tensor rate = random_tensor(t, {1}, 100, 1e-3, 1e-3);
     Tensor eps = random_tensor(t, {1}, 101, 1e-8, 1e-8);
     Tensor c(t, {5});
-    for (int64_t i = 0; i < 5; ++i) c.set_from_double(i, std::vector<double>{0.9, 0.1, 0.999, 0.001, 1.0}[i]);
+    for (int64_t i = 0; i < 5; ++i)
+      c.set_from_double(i, std::vector<double>{0.9, 0.1, 0.999, 0.001, 1.0}[i]);
     expect_agrees(NodeRun("Adam", 17, std::string(kTrainingDomain))
-                      .input(random_tensor(t, {1000}, 102)).input(random_tensor(t, {1000}, 103))
-                      .input(random_tensor(t, {1000}, 104)).input(random_tensor(t, {1000}, 105, 0, 1))
-                      .input(rate).input(eps).input(c).outputs(3),
+                      .input(random_tensor(t, {1000}, 102))
+                      .input(random_tensor(t, {1000}, 103))
+                      .input(random_tensor(t, {1000}, 104))
+                      .input(random_tensor(t, {1000}, 105, 0, 1))
+                      .input(rate)
+                      .input(eps)
+                      .input(c)
+                      .outputs(3),
                   label("Adam", t));
   }
-  expect_agrees(NodeRun("Dropout", 13).input(random_tensor(DType::kFloat32, {4, 500}, 106)).constant(f32({}, {0.25f}))
-                    .constant(boolean({}, {true})).attr("seed", int64_t{7}).outputs(2),
+  expect_agrees(NodeRun("Dropout", 13)
+                    .input(random_tensor(DType::kFloat32, {4, 500}, 106))
+                    .constant(f32({}, {0.25f}))
+                    .constant(boolean({}, {true}))
+                    .attr("seed", int64_t{7})
+                    .outputs(2),
                 "Dropout training");
 }
 
@@ -334,7 +463,8 @@ void expect_step_agrees(const std::string& name, bool fused) {
     ASSERT_TRUE(now.is_ok());
     size_t k = 0;
     while (g.outputs()[k] != next) ++k;
-    EXPECT_LE(relative_error(*now, *(*expected)[k]), 1e-4) << name << " state " << g.value(state).name;
+    EXPECT_LE(relative_error(*now, *(*expected)[k]), 1e-4)
+        << name << " state " << g.value(state).name;
   }
 }
 
@@ -363,7 +493,8 @@ TEST(CudaTraining, CapturedStepsTrainGptTiny) {
   ASSERT_TRUE(cpu.is_ok()) << cpu.status().message();
   ASSERT_TRUE(gpu.is_ok()) << gpu.status().message();
   ASSERT_EQ(gpu->losses.size(), 12u);
-  for (size_t s = 0; s < 12; ++s) EXPECT_NEAR(gpu->losses[s], cpu->losses[s], 1e-3 * std::abs(cpu->losses[s]));
+  for (size_t s = 0; s < 12; ++s)
+    EXPECT_NEAR(gpu->losses[s], cpu->losses[s], 1e-3 * std::abs(cpu->losses[s]));
   EXPECT_LT(gpu->losses.back(), gpu->losses.front());
 }
 

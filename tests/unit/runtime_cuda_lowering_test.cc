@@ -3,16 +3,16 @@
 // values' lifetimes against the CPU executor's peak.
 #include <gtest/gtest.h>
 
-#include "../../src/runtime/cuda/lowering.h"
 #include "autopar/autodiff/autodiff.h"
 #include "autopar/ir/builder.h"
-#include "autopar/runtime/cuda_executor.h"
 #include "autopar/parallel/lowering.h"
 #include "autopar/parallel/scheme.h"
+#include "autopar/runtime/cuda_executor.h"
 #include "autopar/runtime/executor.h"
 #include "autopar/runtime/plan_runner.h"
 #include "autopar/runtime/trainer.h"
 #include "autopar/zoo/zoo.h"
+#include "runtime/cuda/lowering.h"
 
 namespace autopar::runtime {
 namespace {
@@ -219,7 +219,8 @@ TEST(CudaLowering, FullSizeTrainingGraphsLower) {
     // Every optimizer update is written in place; BatchNorm's running statistics (computed by
     // the normalisation itself) are copied back.
     int64_t batch_norms = 0;
-    for (const Node& node : training->graph.nodes()) batch_norms += node.op_type == "BatchNormalization";
+    for (const Node& node : training->graph.nodes())
+      batch_norms += node.op_type == "BatchNormalization";
     EXPECT_EQ((*l)->update_launches, 2 * batch_norms) << name;
     EXPECT_EQ((*l)->updates_in_place + (*l)->update_launches,
               static_cast<int64_t>(training->updates.size()))
@@ -232,9 +233,16 @@ TEST(CudaLowering, FullSizeTrainingGraphsLower) {
 TEST(CudaLowering, PlanProgramsLowerWithCommunicationStubbed) {
   // (model, scheme, the model's batch: a microbatch over dp)
   const std::vector<std::tuple<std::string, std::string, int64_t>> cases = {
-      {"gpt-tiny", "mesh: {dp: 2, tp: 2}\nbatch: {global: 8, micro: 2}\ntensor: megatron\nprecision: bf16\n", 4},
-      {"gpt-tiny", "mesh: {pp: 2, dp: 2}\nbatch: {global: 8, micro: 2}\npipeline: {schedule: 1f1b}\nzero: 1\n", 4},
-      {"gpt-tiny", "mesh: {dp: 2, tp: 2}\nbatch: {global: 8, micro: 2}\ntensor: megatron-sp\nzero: 3\nrecompute: selective\n", 4},
+      {"gpt-tiny",
+       "mesh: {dp: 2, tp: 2}\nbatch: {global: 8, micro: 2}\ntensor: megatron\nprecision: bf16\n",
+       4},
+      {"gpt-tiny",
+       "mesh: {pp: 2, dp: 2}\nbatch: {global: 8, micro: 2}\npipeline: {schedule: 1f1b}\nzero: 1\n",
+       4},
+      {"gpt-tiny",
+       "mesh: {dp: 2, tp: 2}\nbatch: {global: 8, micro: 2}\ntensor: megatron-sp\nzero: "
+       "3\nrecompute: selective\n",
+       4},
       {"resnet-tiny", "mesh: {dp: 4}\nbatch: {global: 8, micro: 2}\nprecision: bf16\n", 8},
       {"bert-tiny", "mesh: {dp: 2, tp: 2}\nbatch: {global: 4, micro: 2}\ntensor: auto\n", 4}};
   for (const auto& [name, yaml, batch] : cases) {
@@ -362,7 +370,7 @@ TEST(CudaLowering, GptTinyStepFusesElementwiseRunsAndAliasesViews) {
   EXPECT_EQ(l->update_launches, 0);
   EXPECT_EQ(s.launches, 417);
   const std::map<std::string, int64_t> by_kind = {
-      {"cross_entropy", 1}, {"gather", 2}, {"layer_norm", 9}, {"map", 248},
+      {"cross_entropy", 1}, {"gather", 2},  {"layer_norm", 9}, {"map", 248},
       {"matmul", 75},       {"reduce", 75}, {"scatter_nd", 2}, {"softmax", 5}};
   EXPECT_EQ(s.launches_by_kind, by_kind);
   EXPECT_LT(s.launches, t.graph.num_nodes());

@@ -49,8 +49,8 @@ struct CudaOptions {
 struct CudaLoweringSummary {
   int64_t launches = 0;
   std::map<std::string, int64_t> launches_by_kind;  // "map", "matmul", ...
-  int64_t fused_nodes = 0;  // nodes run inside a multi-node kMap
-  int64_t views = 0;        // nodes that became aliases
+  int64_t fused_nodes = 0;                          // nodes run inside a multi-node kMap
+  int64_t views = 0;                                // nodes that became aliases
   int64_t arena_bytes = 0;
   int64_t persistent_bytes = 0;
 };

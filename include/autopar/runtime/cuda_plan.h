@@ -12,9 +12,9 @@
 namespace autopar::runtime {
 
 struct CudaProgramTiming {
-  std::string name;        // "F0", "B0", "U"
-  int runs_per_step = 0;   // how often the role's schedule runs it
-  double median_s = 0;     // one run, replayed as a CUDA graph
+  std::string name;       // "F0", "B0", "U"
+  int runs_per_step = 0;  // how often the role's schedule runs it
+  double median_s = 0;    // one run, replayed as a CUDA graph
   double p10_s = 0;
   // Per role-graph node: seconds of one run, from an eager run timed launch by launch
   // (empty unless asked for).

@@ -16,22 +16,31 @@ namespace {
 
 const char* dt_name(Dt dt) {
   switch (dt) {
-    case Dt::kF32: return "f32";
-    case Dt::kF16: return "f16";
-    case Dt::kBF16: return "bf16";
-    case Dt::kF64: return "f64";
-    case Dt::kI64: return "i64";
-    case Dt::kI32: return "i32";
-    case Dt::kI8: return "i8";
-    case Dt::kU8: return "u8";
-    case Dt::kBool: return "bool";
+    case Dt::kF32:
+      return "f32";
+    case Dt::kF16:
+      return "f16";
+    case Dt::kBF16:
+      return "bf16";
+    case Dt::kF64:
+      return "f64";
+    case Dt::kI64:
+      return "i64";
+    case Dt::kI32:
+      return "i32";
+    case Dt::kI8:
+      return "i8";
+    case Dt::kU8:
+      return "u8";
+    case Dt::kBool:
+      return "bool";
   }
   return "?";
 }
 
 std::string shape(const MatMulParams& p) {
-  return "m=" + std::to_string(p.m) + ", n=" + std::to_string(p.n) + ", k=" +
-         std::to_string(p.k) + ", batch=" + std::to_string(p.batch);
+  return "m=" + std::to_string(p.m) + ", n=" + std::to_string(p.n) + ", k=" + std::to_string(p.k) +
+         ", batch=" + std::to_string(p.batch);
 }
 
 std::string lt_error(cublasStatus_t status, const char* what, const MatMulParams& p) {
@@ -49,11 +58,20 @@ struct Types {
 
 bool lt_type(Dt dt, cudaDataType_t* type) {
   switch (dt) {
-    case Dt::kF32: *type = CUDA_R_32F; return true;
-    case Dt::kF16: *type = CUDA_R_16F; return true;
-    case Dt::kBF16: *type = CUDA_R_16BF; return true;
-    case Dt::kF64: *type = CUDA_R_64F; return true;
-    default: return false;
+    case Dt::kF32:
+      *type = CUDA_R_32F;
+      return true;
+    case Dt::kF16:
+      *type = CUDA_R_16F;
+      return true;
+    case Dt::kBF16:
+      *type = CUDA_R_16BF;
+      return true;
+    case Dt::kF64:
+      *type = CUDA_R_64F;
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -156,7 +174,8 @@ std::string scale_c(const Resolved& r, Context& ctx, const MatMulParams& p, Dt d
       scale_c_kernel<<<blocks, threads, 0, ctx.stream>>>(reinterpret_cast<double*>(c), p.m, p.n,
                                                          p.ldc, p.stride_c, p.batch, p.beta);
       break;
-    default: return std::string("matmul: k = 0 into ") + dt_name(dt);
+    default:
+      return std::string("matmul: k = 0 into ") + dt_name(dt);
   }
   return check_launch("matmul (k = 0)");
 }
@@ -172,8 +191,8 @@ std::string set_layout(cublasLtMatrixLayout_t* layout, cudaDataType_t type, int6
                            what.c_str(), p);
   if (!e.empty() || batch == 1) return e;
   what = std::string("cublasLtMatrixLayoutSetAttribute ") + which;
-  e = lt_error(cublasLtMatrixLayoutSetAttribute(*layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
-                                                &batch, sizeof batch),
+  e = lt_error(cublasLtMatrixLayoutSetAttribute(*layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch,
+                                                sizeof batch),
                what.c_str(), p);
   if (e.empty()) {
     e = lt_error(cublasLtMatrixLayoutSetAttribute(
@@ -229,10 +248,10 @@ std::string plan(const Resolved& r, Context& ctx, const MatMulParams& p, const T
   e = lt_error(cublasLtMatmulPreferenceCreate(&guard.pref), "cublasLtMatmulPreferenceCreate", p);
   if (!e.empty()) return e;
   const uint64_t workspace = ctx.workspace_bytes;
-  e = lt_error(cublasLtMatmulPreferenceSetAttribute(
-                   guard.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
-                   sizeof workspace),
-               "cublasLtMatmulPreferenceSetAttribute", p);
+  e = lt_error(
+      cublasLtMatmulPreferenceSetAttribute(guard.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                           &workspace, sizeof workspace),
+      "cublasLtMatmulPreferenceSetAttribute", p);
   // The pointers stay where they are until the next load, which drops this plan.
   const uint32_t align[4] = {alignment_of(b_ptr), alignment_of(a_ptr), alignment_of(c_ptr),
                              alignment_of(c_ptr)};
@@ -240,18 +259,18 @@ std::string plan(const Resolved& r, Context& ctx, const MatMulParams& p, const T
       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
   for (int i = 0; e.empty() && i < 4; ++i) {
-    e = lt_error(cublasLtMatmulPreferenceSetAttribute(guard.pref, align_attr[i], &align[i],
-                                                      sizeof align[i]),
-                 "cublasLtMatmulPreferenceSetAttribute", p);
+    e = lt_error(
+        cublasLtMatmulPreferenceSetAttribute(guard.pref, align_attr[i], &align[i], sizeof align[i]),
+        "cublasLtMatmulPreferenceSetAttribute", p);
   }
   if (!e.empty()) return e;
 
   cublasLtMatmulHeuristicResult_t results[8] = {};
   int returned = 0;
-  e = lt_error(cublasLtMatmulAlgoGetHeuristic(static_cast<cublasLtHandle_t>(ctx.cublaslt), s->op,
-                                              s->a, s->b, s->c, s->c, guard.pref, 8, results,
-                                              &returned),
-               "cublasLtMatmulAlgoGetHeuristic", p);
+  e = lt_error(
+      cublasLtMatmulAlgoGetHeuristic(static_cast<cublasLtHandle_t>(ctx.cublaslt), s->op, s->a, s->b,
+                                     s->c, s->c, guard.pref, 8, results, &returned),
+      "cublasLtMatmulAlgoGetHeuristic", p);
   if (!e.empty()) return e;
   for (int i = 0; i < returned; ++i) {
     if (results[i].state == CUBLAS_STATUS_SUCCESS && results[i].workspaceSize <= workspace) {
@@ -273,7 +292,8 @@ std::string enqueue_matmul(const Resolved& r, Context& ctx) {
   if (launch.in.size() < 2 || launch.out.empty()) {
     return "matmul: needs inputs {A, B} and output {C}";
   }
-  if (p.m < 0 || p.n < 0 || p.k < 0 || p.batch < 0) return "matmul: negative size (" + shape(p) + ")";
+  if (p.m < 0 || p.n < 0 || p.k < 0 || p.batch < 0)
+    return "matmul: negative size (" + shape(p) + ")";
   if (p.m == 0 || p.n == 0 || p.batch == 0) return "";
   if (p.batch > 1 && p.stride_c == 0) {
     return "matmul: every batch writes the same C (stride_c 0, " + shape(p) + ")";
@@ -305,10 +325,10 @@ std::string enqueue_matmul(const Resolved& r, Context& ctx) {
   const double alpha_d = p.alpha, beta_d = p.beta;
   const void* alpha = s.double_scale ? static_cast<const void*>(&alpha_d) : &alpha_f;
   const void* beta = s.double_scale ? static_cast<const void*>(&beta_d) : &beta_f;
-  return lt_error(cublasLtMatmul(static_cast<cublasLtHandle_t>(ctx.cublaslt), s.op, alpha, b, s.a,
-                                 a, s.b, beta, c, s.c, c, s.c, &s.algo, ctx.workspace,
-                                 ctx.workspace_bytes, ctx.stream),
-                  "cublasLtMatmul", p);
+  return lt_error(
+      cublasLtMatmul(static_cast<cublasLtHandle_t>(ctx.cublaslt), s.op, alpha, b, s.a, a, s.b, beta,
+                     c, s.c, c, s.c, &s.algo, ctx.workspace, ctx.workspace_bytes, ctx.stream),
+      "cublasLtMatmul", p);
 }
 
 }  // namespace autopar::cuda

@@ -34,13 +34,20 @@ struct SubCommunicators {
 
 const char* op_name(CommOp op) {
   switch (op) {
-    case CommOp::kSend: return "send";
-    case CommOp::kRecv: return "recv";
-    case CommOp::kAllReduce: return "all-reduce";
-    case CommOp::kAllGather: return "all-gather";
-    case CommOp::kReduceScatter: return "reduce-scatter";
-    case CommOp::kAllToAll: return "all-to-all";
-    case CommOp::kBroadcast: return "broadcast";
+    case CommOp::kSend:
+      return "send";
+    case CommOp::kRecv:
+      return "recv";
+    case CommOp::kAllReduce:
+      return "all-reduce";
+    case CommOp::kAllGather:
+      return "all-gather";
+    case CommOp::kReduceScatter:
+      return "reduce-scatter";
+    case CommOp::kAllToAll:
+      return "all-to-all";
+    case CommOp::kBroadcast:
+      return "broadcast";
   }
   return "comm";
 }
@@ -53,8 +60,8 @@ std::string group_text(const std::vector<int>& group) {
 
 std::string nccl_error(ncclResult_t status, const CommParams& p, const char* what) {
   if (status == ncclSuccess) return "";
-  std::string message = std::string(op_name(p.op)) + ": " + what + ": " +
-                        ncclGetErrorString(status);
+  std::string message =
+      std::string(op_name(p.op)) + ": " + what + ": " + ncclGetErrorString(status);
   // ncclGetLastError ignores its communicator and answers the thread's last error.
   const char* last = ncclGetLastError(nullptr);
   if (last != nullptr && last[0] != '\0') message += std::string(" (") + last + ")";
@@ -63,26 +70,51 @@ std::string nccl_error(ncclResult_t status, const CommParams& p, const char* wha
 
 bool nccl_type(Dt dt, ncclDataType_t* type) {
   switch (dt) {
-    case Dt::kF32: *type = ncclFloat32; return true;
-    case Dt::kF16: *type = ncclFloat16; return true;
-    case Dt::kBF16: *type = ncclBfloat16; return true;
-    case Dt::kF64: *type = ncclFloat64; return true;
-    case Dt::kI64: *type = ncclInt64; return true;
-    case Dt::kI32: *type = ncclInt32; return true;
-    case Dt::kI8: *type = ncclInt8; return true;
+    case Dt::kF32:
+      *type = ncclFloat32;
+      return true;
+    case Dt::kF16:
+      *type = ncclFloat16;
+      return true;
+    case Dt::kBF16:
+      *type = ncclBfloat16;
+      return true;
+    case Dt::kF64:
+      *type = ncclFloat64;
+      return true;
+    case Dt::kI64:
+      *type = ncclInt64;
+      return true;
+    case Dt::kI32:
+      *type = ncclInt32;
+      return true;
+    case Dt::kI8:
+      *type = ncclInt8;
+      return true;
     case Dt::kU8:
-    case Dt::kBool: *type = ncclUint8; return true;
+    case Dt::kBool:
+      *type = ncclUint8;
+      return true;
   }
   return false;
 }
 
 bool nccl_reduce(int reduce, ncclRedOp_t* op) {
   switch (reduce) {
-    case 0: *op = ncclSum; return true;
-    case 1: *op = ncclMax; return true;
-    case 2: *op = ncclMin; return true;
-    case 3: *op = ncclAvg; return true;
-    default: return false;
+    case 0:
+      *op = ncclSum;
+      return true;
+    case 1:
+      *op = ncclMax;
+      return true;
+    case 2:
+      *op = ncclMin;
+      return true;
+    case 3:
+      *op = ncclAvg;
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -175,8 +207,8 @@ std::string enqueue_comm(const Resolved& r, Context& ctx) {
     if (!e.empty()) return e;
     // The device's communicator was made with rank = global rank, so the peer needs no map.
     if (p.peer < 0 || p.peer >= world_size || p.peer == ctx.nccl_rank) {
-      return name + ": peer " + std::to_string(p.peer) + " (rank " +
-             std::to_string(ctx.nccl_rank) + " of " + std::to_string(world_size) + ")";
+      return name + ": peer " + std::to_string(p.peer) + " (rank " + std::to_string(ctx.nccl_rank) +
+             " of " + std::to_string(world_size) + ")";
     }
     if (p.op == CommOp::kSend) {
       return nccl_error(ncclSend(r.in[0], count, type, p.peer, world, ctx.stream), p, "ncclSend");
@@ -245,7 +277,8 @@ std::string enqueue_comm(const Resolved& r, Context& ctx) {
       return nccl_error(ncclBroadcast(send, r.out[0], count, type, p.root, comm, ctx.stream), p,
                         "ncclBroadcast");
     }
-    default: break;
+    default:
+      break;
   }
   return name + ": unknown communication op";
 }

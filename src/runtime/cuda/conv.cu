@@ -22,8 +22,7 @@ std::string dims_text(const int* dims, int count) {
 
 std::string conv_shape(const ConvParams& p) {
   std::string text = "n=" + std::to_string(p.n) + ", c=" + std::to_string(p.c) +
-                     ", k=" + std::to_string(p.k) + ", group=" + std::to_string(p.group) +
-                     ", in=";
+                     ", k=" + std::to_string(p.k) + ", group=" + std::to_string(p.group) + ", in=";
   for (int d = 0; d < p.spatial && d < 3; ++d) text += (d ? "x" : "") + std::to_string(p.in[d]);
   text += ", kernel=";
   for (int d = 0; d < p.spatial && d < 3; ++d) {
@@ -44,11 +43,20 @@ std::string dnn_error(cudnnStatus_t status, const char* what, const ConvParams& 
 
 bool dnn_type(Dt dt, cudnnDataType_t* type) {
   switch (dt) {
-    case Dt::kF32: *type = CUDNN_DATA_FLOAT; return true;
-    case Dt::kF16: *type = CUDNN_DATA_HALF; return true;
-    case Dt::kBF16: *type = CUDNN_DATA_BFLOAT16; return true;
-    case Dt::kF64: *type = CUDNN_DATA_DOUBLE; return true;
-    default: return false;
+    case Dt::kF32:
+      *type = CUDNN_DATA_FLOAT;
+      return true;
+    case Dt::kF16:
+      *type = CUDNN_DATA_HALF;
+      return true;
+    case Dt::kBF16:
+      *type = CUDNN_DATA_BFLOAT16;
+      return true;
+    case Dt::kF64:
+      *type = CUDNN_DATA_DOUBLE;
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -70,9 +78,8 @@ struct ConvState {
 bool fits_int(int64_t v) { return v >= 0 && v <= INT_MAX; }
 
 // cuDNN wants 4 or 5 dims: a 1-D convolution runs as a 2-D one of height 1.
-std::string make_tensor(cudnnTensorDescriptor_t* desc, cudnnDataType_t type, int64_t n,
-                        int64_t c, const int64_t* spatial, int count, const ConvParams& p,
-                        const char* which) {
+std::string make_tensor(cudnnTensorDescriptor_t* desc, cudnnDataType_t type, int64_t n, int64_t c,
+                        const int64_t* spatial, int count, const ConvParams& p, const char* which) {
   int dims[5], strides[5];
   int nd = 0;
   dims[nd++] = static_cast<int>(n);
@@ -156,11 +163,10 @@ std::string plan(const Resolved& r, Context& ctx, ConvState* s) {
   }
   e = dnn_error(cudnnCreateConvolutionDescriptor(&s->conv), "cudnnCreateConvolutionDescriptor", p);
   if (e.empty()) {
-    e = dnn_error(cudnnSetConvolutionNdDescriptor(s->conv, ns, pad, stride, dilation,
-                                                  CUDNN_CROSS_CORRELATION,
-                                                  s->double_scale ? CUDNN_DATA_DOUBLE
-                                                                  : CUDNN_DATA_FLOAT),
-                  "cudnnSetConvolutionNdDescriptor", p);
+    e = dnn_error(
+        cudnnSetConvolutionNdDescriptor(s->conv, ns, pad, stride, dilation, CUDNN_CROSS_CORRELATION,
+                                        s->double_scale ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT),
+        "cudnnSetConvolutionNdDescriptor", p);
   }
   if (e.empty()) {
     e = dnn_error(cudnnSetConvolutionGroupCount(s->conv, static_cast<int>(p.group)),
@@ -178,9 +184,9 @@ std::string plan(const Resolved& r, Context& ctx, ConvState* s) {
 
   // The shape cuDNN derives must be the program's, or the kernels read past the buffers.
   int derived[5] = {};
-  e = dnn_error(cudnnGetConvolutionNdForwardOutputDim(s->conv, p.transpose ? s->y : s->x, s->w,
-                                                      nd, derived),
-                "cudnnGetConvolutionNdForwardOutputDim", p);
+  e = dnn_error(
+      cudnnGetConvolutionNdForwardOutputDim(s->conv, p.transpose ? s->y : s->x, s->w, nd, derived),
+      "cudnnGetConvolutionNdForwardOutputDim", p);
   if (!e.empty()) return e;
   int expected[5];
   int ne = 0;
@@ -201,8 +207,8 @@ std::string plan(const Resolved& r, Context& ctx, ConvState* s) {
   // f32 results on tensor cores would be TF32 whatever the descriptor asked.
   auto acceptable = [&](cudnnStatus_t status, size_t memory, cudnnMathType_t algo_math) {
     if (status != CUDNN_STATUS_SUCCESS || memory > ctx.workspace_bytes) return false;
-    return dt != Dt::kF32 ||
-           (algo_math != CUDNN_TENSOR_OP_MATH && algo_math != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION);
+    return dt != Dt::kF32 || (algo_math != CUDNN_TENSOR_OP_MATH &&
+                              algo_math != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION);
   };
   cudnnHandle_t handle = static_cast<cudnnHandle_t>(ctx.cudnn);
   int max_count = 0, returned = 0;
@@ -212,12 +218,13 @@ std::string plan(const Resolved& r, Context& ctx, ConvState* s) {
     e = dnn_error(cudnnGetConvolutionForwardAlgorithmMaxCount(handle, &max_count),
                   "cudnnGetConvolutionForwardAlgorithmMaxCount", p);
     if (!e.empty()) return e;
-    std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(static_cast<size_t>(max_count > 0 ? max_count : 1));
-    e = dnn_error(cudnnFindConvolutionForwardAlgorithmEx(
-                      handle, s->x, r.in[0], s->w, r.in[1], s->conv, s->y, r.out[0],
-                      static_cast<int>(perf.size()), &returned, perf.data(), ctx.workspace,
-                      ctx.workspace_bytes),
-                  "cudnnFindConvolutionForwardAlgorithmEx", p);
+    std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(
+        static_cast<size_t>(max_count > 0 ? max_count : 1));
+    e = dnn_error(
+        cudnnFindConvolutionForwardAlgorithmEx(handle, s->x, r.in[0], s->w, r.in[1], s->conv, s->y,
+                                               r.out[0], static_cast<int>(perf.size()), &returned,
+                                               perf.data(), ctx.workspace, ctx.workspace_bytes),
+        "cudnnFindConvolutionForwardAlgorithmEx", p);
     if (!e.empty()) return e;
     for (int i = 0; i < returned && !found; ++i) {
       if (acceptable(perf[i].status, perf[i].memory, perf[i].mathType)) {
@@ -230,7 +237,8 @@ std::string plan(const Resolved& r, Context& ctx, ConvState* s) {
     e = dnn_error(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(handle, &max_count),
                   "cudnnGetConvolutionBackwardDataAlgorithmMaxCount", p);
     if (!e.empty()) return e;
-    std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(static_cast<size_t>(max_count > 0 ? max_count : 1));
+    std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(
+        static_cast<size_t>(max_count > 0 ? max_count : 1));
     // dy is the launch's input x, dx its output y.
     e = dnn_error(cudnnFindConvolutionBackwardDataAlgorithmEx(
                       handle, s->w, r.in[1], s->x, r.in[0], s->conv, s->y, r.out[0],
@@ -298,14 +306,14 @@ std::string enqueue_conv(const Resolved& r, Context& ctx) {
   const void* beta = s.double_scale ? static_cast<const void*>(&beta_d) : &beta_f;
   cudnnHandle_t handle = static_cast<cudnnHandle_t>(ctx.cudnn);
   if (!p.transpose) {
-    return dnn_error(cudnnConvolutionForward(handle, alpha, s.x, r.in[0], s.w, r.in[1], s.conv,
-                                             s.forward_algo, ctx.workspace, ctx.workspace_bytes,
-                                             beta, s.y, r.out[0]),
-                     "cudnnConvolutionForward", p);
+    return dnn_error(
+        cudnnConvolutionForward(handle, alpha, s.x, r.in[0], s.w, r.in[1], s.conv, s.forward_algo,
+                                ctx.workspace, ctx.workspace_bytes, beta, s.y, r.out[0]),
+        "cudnnConvolutionForward", p);
   }
   return dnn_error(cudnnConvolutionBackwardData(handle, alpha, s.w, r.in[1], s.x, r.in[0], s.conv,
-                                                s.backward_algo, ctx.workspace,
-                                                ctx.workspace_bytes, beta, s.y, r.out[0]),
+                                                s.backward_algo, ctx.workspace, ctx.workspace_bytes,
+                                                beta, s.y, r.out[0]),
                    "cudnnConvolutionBackwardData", p);
 }
 

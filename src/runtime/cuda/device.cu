@@ -72,26 +72,44 @@ std::string library_call(std::string error) {
 
 std::string dispatch(const Resolved& r, Context& ctx) {
   switch (r.launch->kind) {
-    case Kind::kMap: return enqueue_map(r, ctx);
-    case Kind::kReduce: return enqueue_reduce(r, ctx);
-    case Kind::kSoftmax: return enqueue_softmax(r, ctx);
-    case Kind::kLayerNorm: return enqueue_layer_norm(r, ctx);
-    case Kind::kLayerNormGrad: return enqueue_layer_norm_grad(r, ctx);
-    case Kind::kBatchNorm: return enqueue_batch_norm(r, ctx);
-    case Kind::kCrossEntropy: return enqueue_cross_entropy(r, ctx);
-    case Kind::kAdam: return enqueue_adam(r, ctx);
-    case Kind::kGather: return enqueue_gather(r, ctx);
+    case Kind::kMap:
+      return enqueue_map(r, ctx);
+    case Kind::kReduce:
+      return enqueue_reduce(r, ctx);
+    case Kind::kSoftmax:
+      return enqueue_softmax(r, ctx);
+    case Kind::kLayerNorm:
+      return enqueue_layer_norm(r, ctx);
+    case Kind::kLayerNormGrad:
+      return enqueue_layer_norm_grad(r, ctx);
+    case Kind::kBatchNorm:
+      return enqueue_batch_norm(r, ctx);
+    case Kind::kCrossEntropy:
+      return enqueue_cross_entropy(r, ctx);
+    case Kind::kAdam:
+      return enqueue_adam(r, ctx);
+    case Kind::kGather:
+      return enqueue_gather(r, ctx);
     case Kind::kGatherElements:
-    case Kind::kScatterElements: return enqueue_elements(r, ctx);
+    case Kind::kScatterElements:
+      return enqueue_elements(r, ctx);
     case Kind::kGatherND:
-    case Kind::kScatterND: return enqueue_nd(r, ctx);
-    case Kind::kPool: return enqueue_pool(r, ctx);
-    case Kind::kResize: return enqueue_resize(r, ctx);
-    case Kind::kDropout: return enqueue_dropout(r, ctx);
-    case Kind::kMatMul: return library_call(enqueue_matmul(r, ctx));
-    case Kind::kConv: return library_call(enqueue_conv(r, ctx));
-    case Kind::kComm: return library_call(enqueue_comm(r, ctx));
-    case Kind::kCopyBytes: return copy_bytes(r, ctx);
+    case Kind::kScatterND:
+      return enqueue_nd(r, ctx);
+    case Kind::kPool:
+      return enqueue_pool(r, ctx);
+    case Kind::kResize:
+      return enqueue_resize(r, ctx);
+    case Kind::kDropout:
+      return enqueue_dropout(r, ctx);
+    case Kind::kMatMul:
+      return library_call(enqueue_matmul(r, ctx));
+    case Kind::kConv:
+      return library_call(enqueue_conv(r, ctx));
+    case Kind::kComm:
+      return library_call(enqueue_comm(r, ctx));
+    case Kind::kCopyBytes:
+      return copy_bytes(r, ctx);
   }
   return "unknown launch kind " + std::to_string(static_cast<int>(r.launch->kind));
 }
@@ -151,9 +169,7 @@ struct Device::Impl {
   std::string sync(const char* what) const {
     return cuda_error(cudaStreamSynchronize(ctx.stream), what);
   }
-  char* region_base(Region region) const {
-    return region == Region::kArena ? arena : persistent;
-  }
+  char* region_base(Region region) const { return region == Region::kArena ? arena : persistent; }
   int64_t region_bytes(Region region) const {
     return region == Region::kArena ? program.arena_bytes : program.persistent_bytes;
   }
@@ -335,8 +351,8 @@ int device_count() {
 
 std::string device_description(int ordinal) {
   cudaDeviceProp prop;
-  std::string error = cuda_error(cudaGetDeviceProperties(&prop, ordinal),
-                                 "cudaGetDeviceProperties");
+  std::string error =
+      cuda_error(cudaGetDeviceProperties(&prop, ordinal), "cudaGetDeviceProperties");
   if (!error.empty()) return "device " + std::to_string(ordinal) + ": " + error;
   char text[512];
   std::snprintf(text, sizeof text, "%s (sm_%d%d, %d SMs, %.1f GiB)", prop.name, prop.major,
@@ -454,14 +470,16 @@ std::string Device::load(Program program) {
   // preferred alignment assume.
   const Program& p = d.program;
   if (p.arena_bytes > 0) {
-    e = cuda_error(cudaMalloc(reinterpret_cast<void**>(&d.arena), static_cast<size_t>(p.arena_bytes)),
-                   ("load: cudaMalloc arena (" + gib(p.arena_bytes) + ")").c_str());
+    e = cuda_error(
+        cudaMalloc(reinterpret_cast<void**>(&d.arena), static_cast<size_t>(p.arena_bytes)),
+        ("load: cudaMalloc arena (" + gib(p.arena_bytes) + ")").c_str());
     if (!e.empty()) return e;
   }
   if (p.persistent_bytes > 0) {
-    e = cuda_error(cudaMalloc(reinterpret_cast<void**>(&d.persistent),
-                              static_cast<size_t>(p.persistent_bytes)),
-                   ("load: cudaMalloc persistent region (" + gib(p.persistent_bytes) + ")").c_str());
+    e = cuda_error(
+        cudaMalloc(reinterpret_cast<void**>(&d.persistent),
+                   static_cast<size_t>(p.persistent_bytes)),
+        ("load: cudaMalloc persistent region (" + gib(p.persistent_bytes) + ")").c_str());
     if (!e.empty()) {
       d.free_regions();
       return e;
@@ -473,9 +491,9 @@ std::string Device::load(Program program) {
                    "load: cudaMemsetAsync arena");
   }
   if (e.empty() && d.persistent != nullptr) {
-    e = cuda_error(cudaMemsetAsync(d.persistent, 0, static_cast<size_t>(p.persistent_bytes),
-                                   d.ctx.stream),
-                   "load: cudaMemsetAsync persistent region");
+    e = cuda_error(
+        cudaMemsetAsync(d.persistent, 0, static_cast<size_t>(p.persistent_bytes), d.ctx.stream),
+        "load: cudaMemsetAsync persistent region");
   }
   for (size_t u = 0; e.empty() && u < p.uploads.size(); ++u) {
     const Upload& upload = p.uploads[u];
@@ -515,9 +533,9 @@ std::string Device::poison_arena() {
   if (d.arena == nullptr) return "";
   std::string e = d.set_device();
   if (e.empty()) {
-    e = cuda_error(cudaMemsetAsync(d.arena, 0xFF, static_cast<size_t>(d.program.arena_bytes),
-                                   d.ctx.stream),
-                   "poison_arena: cudaMemsetAsync");
+    e = cuda_error(
+        cudaMemsetAsync(d.arena, 0xFF, static_cast<size_t>(d.program.arena_bytes), d.ctx.stream),
+        "poison_arena: cudaMemsetAsync");
   }
   const std::string synced = d.sync("cudaStreamSynchronize");
   return e.empty() ? synced : e;
@@ -534,10 +552,10 @@ std::string Device::write(const Ref& ref, const void* data, int64_t bytes) {
   // On the stream (not cudaMemcpy's legacy stream, which a non-blocking stream does not wait
   // for) so the write lands after whatever is still running.
   if (e.empty()) {
-    e = cuda_error(cudaMemcpyAsync(d.region_base(ref.region) + ref.offset, data,
-                                   static_cast<size_t>(bytes), cudaMemcpyHostToDevice,
-                                   d.ctx.stream),
-                   "cudaMemcpyAsync");
+    e = cuda_error(
+        cudaMemcpyAsync(d.region_base(ref.region) + ref.offset, data, static_cast<size_t>(bytes),
+                        cudaMemcpyHostToDevice, d.ctx.stream),
+        "cudaMemcpyAsync");
   }
   const std::string synced = d.sync("cudaStreamSynchronize");
   if (e.empty()) e = synced;
@@ -553,10 +571,10 @@ std::string Device::read(const Ref& ref, void* data, int64_t bytes) {
   if (data == nullptr) return "read: null host pointer";
   e = d.set_device();
   if (e.empty()) {
-    e = cuda_error(cudaMemcpyAsync(data, d.region_base(ref.region) + ref.offset,
-                                   static_cast<size_t>(bytes), cudaMemcpyDeviceToHost,
-                                   d.ctx.stream),
-                   "cudaMemcpyAsync");
+    e = cuda_error(
+        cudaMemcpyAsync(data, d.region_base(ref.region) + ref.offset, static_cast<size_t>(bytes),
+                        cudaMemcpyDeviceToHost, d.ctx.stream),
+        "cudaMemcpyAsync");
   }
   const std::string synced = d.sync("cudaStreamSynchronize");
   if (e.empty()) e = synced;
@@ -683,9 +701,9 @@ std::string Device::take_data_error() {
   if (!e.empty()) return "data error flag: " + e;
   DataError flag;
   std::memset(&flag, 0, sizeof flag);
-  e = cuda_error(cudaMemcpyAsync(&flag, d.ctx.error, sizeof flag, cudaMemcpyDeviceToHost,
-                                 d.ctx.stream),
-                 "data error flag: cudaMemcpyAsync");
+  e = cuda_error(
+      cudaMemcpyAsync(&flag, d.ctx.error, sizeof flag, cudaMemcpyDeviceToHost, d.ctx.stream),
+      "data error flag: cudaMemcpyAsync");
   const std::string synced = d.sync("data error flag: cudaStreamSynchronize");
   if (e.empty()) e = synced;
   if (!e.empty()) return e;
@@ -698,11 +716,15 @@ std::string Device::take_data_error() {
 
   std::string message = launch_prefix(d.program, flag.launch);
   switch (flag.code) {
-    case 1: message += "index " + std::to_string(flag.value) + " out of range"; break;
-    case 2: message += "label " + std::to_string(flag.value) + " out of range"; break;
+    case 1:
+      message += "index " + std::to_string(flag.value) + " out of range";
+      break;
+    case 2:
+      message += "label " + std::to_string(flag.value) + " out of range";
+      break;
     default:
-      message += "data error " + std::to_string(flag.code) + " (value " +
-                 std::to_string(flag.value) + ")";
+      message +=
+          "data error " + std::to_string(flag.code) + " (value " + std::to_string(flag.value) + ")";
   }
   if (!e.empty()) message += "; clearing the flag failed: " + e;
   return message;
@@ -737,7 +759,8 @@ std::string Device::init_nccl(int rank, int size, const std::string& unique_id) 
   ncclComm_t comm = nullptr;
   e = nccl_error(ncclCommInitRank(&comm, size, id, rank), nullptr,
                  ("init_nccl: ncclCommInitRank (rank " + std::to_string(rank) + " of " +
-                  std::to_string(size) + ")").c_str());
+                  std::to_string(size) + ")")
+                     .c_str());
   if (!e.empty()) return e;
   d.ctx.nccl = comm;
   d.ctx.nccl_rank = rank;

@@ -15,9 +15,9 @@ namespace autopar::cuda {
 
 // Written by kernels that meet bad data (an index out of range); read after a run.
 struct DataError {
-  int code;       // 0 none, 1 index out of range, 2 label out of range
+  int code;         // 0 none, 1 index out of range, 2 label out of range
   long long value;  // the offending index
-  int launch;     // the launch's position in the program
+  int launch;       // the launch's position in the program
 };
 
 struct Context {
@@ -47,23 +47,23 @@ struct Resolved {
 
 // One function per family; each returns "" or one line naming what failed (the CUDA or
 // library error). They enqueue on ctx.stream and never synchronise.
-std::string enqueue_map(const Resolved& r, Context& ctx);           // kMap
-std::string enqueue_reduce(const Resolved& r, Context& ctx);        // kReduce
-std::string enqueue_softmax(const Resolved& r, Context& ctx);       // kSoftmax
-std::string enqueue_layer_norm(const Resolved& r, Context& ctx);    // kLayerNorm
+std::string enqueue_map(const Resolved& r, Context& ctx);              // kMap
+std::string enqueue_reduce(const Resolved& r, Context& ctx);           // kReduce
+std::string enqueue_softmax(const Resolved& r, Context& ctx);          // kSoftmax
+std::string enqueue_layer_norm(const Resolved& r, Context& ctx);       // kLayerNorm
 std::string enqueue_layer_norm_grad(const Resolved& r, Context& ctx);  // kLayerNormGrad
-std::string enqueue_batch_norm(const Resolved& r, Context& ctx);    // kBatchNorm
-std::string enqueue_cross_entropy(const Resolved& r, Context& ctx); // kCrossEntropy
-std::string enqueue_adam(const Resolved& r, Context& ctx);          // kAdam
-std::string enqueue_gather(const Resolved& r, Context& ctx);        // kGather
-std::string enqueue_elements(const Resolved& r, Context& ctx);      // kGatherElements, kScatterElements
-std::string enqueue_nd(const Resolved& r, Context& ctx);            // kGatherND, kScatterND
-std::string enqueue_pool(const Resolved& r, Context& ctx);          // kPool
-std::string enqueue_resize(const Resolved& r, Context& ctx);        // kResize
-std::string enqueue_dropout(const Resolved& r, Context& ctx);       // kDropout
-std::string enqueue_matmul(const Resolved& r, Context& ctx);        // kMatMul (cuBLASLt)
-std::string enqueue_conv(const Resolved& r, Context& ctx);          // kConv (cuDNN)
-std::string enqueue_comm(const Resolved& r, Context& ctx);          // kComm (NCCL)
+std::string enqueue_batch_norm(const Resolved& r, Context& ctx);       // kBatchNorm
+std::string enqueue_cross_entropy(const Resolved& r, Context& ctx);    // kCrossEntropy
+std::string enqueue_adam(const Resolved& r, Context& ctx);             // kAdam
+std::string enqueue_gather(const Resolved& r, Context& ctx);           // kGather
+std::string enqueue_elements(const Resolved& r, Context& ctx);  // kGatherElements, kScatterElements
+std::string enqueue_nd(const Resolved& r, Context& ctx);        // kGatherND, kScatterND
+std::string enqueue_pool(const Resolved& r, Context& ctx);      // kPool
+std::string enqueue_resize(const Resolved& r, Context& ctx);    // kResize
+std::string enqueue_dropout(const Resolved& r, Context& ctx);   // kDropout
+std::string enqueue_matmul(const Resolved& r, Context& ctx);    // kMatMul (cuBLASLt)
+std::string enqueue_conv(const Resolved& r, Context& ctx);      // kConv (cuDNN)
+std::string enqueue_comm(const Resolved& r, Context& ctx);      // kComm (NCCL)
 
 // "" or "what: cudaErrorName (message)".
 std::string cuda_error(cudaError_t status, const char* what);

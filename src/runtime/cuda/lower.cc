@@ -24,16 +24,26 @@ using cuda::MapOp;
 
 std::optional<Dt> device_dtype(DType dtype) {
   switch (dtype) {
-    case DType::kFloat32: return Dt::kF32;
-    case DType::kFloat16: return Dt::kF16;
-    case DType::kBFloat16: return Dt::kBF16;
-    case DType::kFloat64: return Dt::kF64;
-    case DType::kInt64: return Dt::kI64;
-    case DType::kInt32: return Dt::kI32;
-    case DType::kInt8: return Dt::kI8;
-    case DType::kUInt8: return Dt::kU8;
-    case DType::kBool: return Dt::kBool;
-    default: return std::nullopt;
+    case DType::kFloat32:
+      return Dt::kF32;
+    case DType::kFloat16:
+      return Dt::kF16;
+    case DType::kBFloat16:
+      return Dt::kBF16;
+    case DType::kFloat64:
+      return Dt::kF64;
+    case DType::kInt64:
+      return Dt::kI64;
+    case DType::kInt32:
+      return Dt::kI32;
+    case DType::kInt8:
+      return Dt::kI8;
+    case DType::kUInt8:
+      return Dt::kU8;
+    case DType::kBool:
+      return Dt::kBool;
+    default:
+      return std::nullopt;
   }
 }
 
@@ -73,14 +83,22 @@ bool is_float_dt(Dt dt) { return dt == Dt::kF32 || dt == Dt::kF16 || dt == Dt::k
 // Unary ops: the opcode and its immediates from the node's attributes.
 std::optional<MapInstr> unary_instr(const Node& node) {
   static const std::map<std::string, MapOp, std::less<>> kPlain = {
-      {"Neg", MapOp::kNeg},         {"Abs", MapOp::kAbs},
-      {"Sign", MapOp::kSign},       {"Sqrt", MapOp::kSqrt},
-      {"Reciprocal", MapOp::kReciprocal}, {"Exp", MapOp::kExp},
-      {"Log", MapOp::kLog},         {"Erf", MapOp::kErf},
-      {"Tanh", MapOp::kTanh},       {"Sigmoid", MapOp::kSigmoid},
-      {"Relu", MapOp::kRelu},       {"Floor", MapOp::kFloor},
-      {"Ceil", MapOp::kCeil},       {"Softplus", MapOp::kSoftplus},
-      {"Softsign", MapOp::kSoftsign}, {"Not", MapOp::kNot},
+      {"Neg", MapOp::kNeg},
+      {"Abs", MapOp::kAbs},
+      {"Sign", MapOp::kSign},
+      {"Sqrt", MapOp::kSqrt},
+      {"Reciprocal", MapOp::kReciprocal},
+      {"Exp", MapOp::kExp},
+      {"Log", MapOp::kLog},
+      {"Erf", MapOp::kErf},
+      {"Tanh", MapOp::kTanh},
+      {"Sigmoid", MapOp::kSigmoid},
+      {"Relu", MapOp::kRelu},
+      {"Floor", MapOp::kFloor},
+      {"Ceil", MapOp::kCeil},
+      {"Softplus", MapOp::kSoftplus},
+      {"Softsign", MapOp::kSoftsign},
+      {"Not", MapOp::kNot},
       {"HardSwish", MapOp::kHardSwish}};
   MapInstr instr{};
   if (node.domain == kTrainingDomain) {
@@ -117,12 +135,18 @@ std::optional<MapInstr> unary_instr(const Node& node) {
 
 std::optional<MapOp> binary_op(const Node& node) {
   static const std::map<std::string, MapOp, std::less<>> kOps = {
-      {"Add", MapOp::kAdd},         {"Sub", MapOp::kSub},
-      {"Mul", MapOp::kMul},         {"Div", MapOp::kDiv},
-      {"Pow", MapOp::kPow},         {"PRelu", MapOp::kPRelu},
-      {"Equal", MapOp::kEqual},     {"Less", MapOp::kLess},
-      {"Greater", MapOp::kGreater}, {"LessOrEqual", MapOp::kLessOrEqual},
-      {"GreaterOrEqual", MapOp::kGreaterOrEqual}, {"And", MapOp::kAnd},
+      {"Add", MapOp::kAdd},
+      {"Sub", MapOp::kSub},
+      {"Mul", MapOp::kMul},
+      {"Div", MapOp::kDiv},
+      {"Pow", MapOp::kPow},
+      {"PRelu", MapOp::kPRelu},
+      {"Equal", MapOp::kEqual},
+      {"Less", MapOp::kLess},
+      {"Greater", MapOp::kGreater},
+      {"LessOrEqual", MapOp::kLessOrEqual},
+      {"GreaterOrEqual", MapOp::kGreaterOrEqual},
+      {"And", MapOp::kAnd},
       {"Or", MapOp::kOr}};
   if (node.domain == kTrainingDomain)
     return node.op_type == "GeluGrad" ? std::optional(MapOp::kGeluGrad) : std::nullopt;
@@ -146,13 +170,43 @@ const std::set<std::string, std::less<>>& variadic_ops() {
 const std::set<std::pair<std::string, std::string>>& other_ops() {
   static const std::set<std::pair<std::string, std::string>> kOps = [] {
     std::set<std::pair<std::string, std::string>> ops;
-    for (const char* op :
-         {"Cast", "Where", "Clip", "Dropout", "Transpose", "Slice", "Concat", "Split", "Expand",
-          "Tile", "Pad", "Gather", "GatherElements", "GatherND", "ScatterND", "ScatterElements",
-          "MatMul", "Gemm", "ReduceSum", "ReduceMean", "ReduceMax", "GlobalAveragePool",
-          "Softmax", "LogSoftmax", "LayerNormalization", "BatchNormalization",
-          "SoftmaxCrossEntropyLoss", "Conv", "ConvTranspose", "MaxPool", "AveragePool", "Resize",
-          "Constant", "ConstantOfShape", "Shape", "Size", "Range"})
+    for (const char* op : {"Cast",
+                           "Where",
+                           "Clip",
+                           "Dropout",
+                           "Transpose",
+                           "Slice",
+                           "Concat",
+                           "Split",
+                           "Expand",
+                           "Tile",
+                           "Pad",
+                           "Gather",
+                           "GatherElements",
+                           "GatherND",
+                           "ScatterND",
+                           "ScatterElements",
+                           "MatMul",
+                           "Gemm",
+                           "ReduceSum",
+                           "ReduceMean",
+                           "ReduceMax",
+                           "GlobalAveragePool",
+                           "Softmax",
+                           "LogSoftmax",
+                           "LayerNormalization",
+                           "BatchNormalization",
+                           "SoftmaxCrossEntropyLoss",
+                           "Conv",
+                           "ConvTranspose",
+                           "MaxPool",
+                           "AveragePool",
+                           "Resize",
+                           "Constant",
+                           "ConstantOfShape",
+                           "Shape",
+                           "Size",
+                           "Range"})
       ops.insert({"", op});
     for (const char* op : {"Adam", "LayerNormalizationGrad"})
       ops.insert({std::string(kTrainingDomain), op});
@@ -218,8 +272,8 @@ class Lowerer {
   StatusOr<std::vector<int64_t>> host_ints(const Node& node, size_t input, const char* what) {
     const Tensor* t = host(node.input(input));
     if (!t) {
-      return error("node '{}' ({}): its {} (input {}) must be a constant to run on CUDA",
-                   node.name, node.op_type, what, input);
+      return error("node '{}' ({}): its {} (input {}) must be a constant to run on CUDA", node.name,
+                   node.op_type, what, input);
     }
     return t->to_int64_vector();
   }
@@ -246,8 +300,8 @@ class Lowerer {
   Status lower_comm(const Node& node);
   // A gather's or scatter's launch over {data, indices[, updates]} -> {y}.
   Status add_indexing(Launch l, const Node& node, bool scatter);
-  void matmul(ValueId a, ValueId b, ValueId c, cuda::MatMulParams p, int64_t base_a,
-              int64_t base_b, int64_t base_c, const Node* node);
+  void matmul(ValueId a, ValueId b, ValueId c, cuda::MatMulParams p, int64_t base_a, int64_t base_b,
+              int64_t base_c, const Node* node);
 
   // Planning -----------------------------------------------------------------------------------
   Status plan(CudaLowering& out);
@@ -271,17 +325,19 @@ class Lowerer {
 Status Lowerer::evaluate_on_host(NodeId id, bool& done) {
   done = false;
   const Node& node = g_.node(id);
-  const bool shape_only = node.domain.empty() && (node.op_type == "Shape" || node.op_type == "Size");
-  const bool constant = node.domain.empty() &&
-                        (node.op_type == "Constant" || node.op_type == "ConstantOfShape" ||
-                         node.op_type == "Range");
+  const bool shape_only =
+      node.domain.empty() && (node.op_type == "Shape" || node.op_type == "Size");
+  const bool constant =
+      node.domain.empty() &&
+      (node.op_type == "Constant" || node.op_type == "ConstantOfShape" || node.op_type == "Range");
   if (!shape_only && !constant && !is_foldable_op(node)) return Status::ok();
   if (shape_only) {
     // Static shapes: no kernel needed.
     const auto& d = g_.value(node.inputs[0]).shape.dims;
     const int64_t rank = static_cast<int64_t>(d.size());
     if (node.op_type == "Size") {
-      host_[node.outputs[0]] = std::make_shared<Tensor>(Tensor::scalar_int64(product(d, 0, d.size())));
+      host_[node.outputs[0]] =
+          std::make_shared<Tensor>(Tensor::scalar_int64(product(d, 0, d.size())));
     } else {
       int64_t start = g_.opset("") >= 15 ? node.attr_int("start", 0) : 0;
       int64_t end = g_.opset("") >= 15 ? node.attr_int("end", rank) : rank;
@@ -306,8 +362,7 @@ Status Lowerer::evaluate_on_host(NodeId id, bool& done) {
     }
   }
   for (ValueId out : node.outputs) {
-    if (out != kNoId && g_.value(out).shape.num_elements() > kMaxFoldElements)
-      return Status::ok();
+    if (out != kNoId && g_.value(out).shape.num_elements() > kMaxFoldElements) return Status::ok();
   }
   const Kernel* kernel = kernel_registry().find(node.domain, node.op_type);
   if (!kernel) return Status::ok();
@@ -333,7 +388,8 @@ void Lowerer::copy(ValueId out, Access out_access, ValueId in, Access in_access,
   l.out.push_back(out_access);
   const bool wide = !is_float_dt(in_access.ref.dt) || !is_float_dt(out_access.ref.dt);
   l.map.wide = wide;
-  l.map.code = {MapInstr{MapOp::kLoad, 0, 0, 0, 0, 0, 0}, MapInstr{MapOp::kStore, 0, 0, 0, 0, 0, 0}};
+  l.map.code = {MapInstr{MapOp::kLoad, 0, 0, 0, 0, 0, 0},
+                MapInstr{MapOp::kStore, 0, 0, 0, 0, 0, 0}};
   collapse(l);
   add(std::move(l), {in}, {out}, node);
 }
@@ -392,7 +448,7 @@ void collapse(Launch& l) {
 
 // Whether node `id` is an elementwise node the kMap interpreter runs, and how.
 struct ElementwiseForm {
-  enum Kind { kNone, kUnary, kBinary, kVariadic, kWhere, kCast, kClip } kind = kNone;
+  enum Kind { kNone, kUnary, kBinary, kVariadic, kWhere, kCast } kind = kNone;
   MapInstr unary{};
   MapOp binary = MapOp::kAdd;
 };
@@ -409,7 +465,8 @@ ElementwiseForm elementwise_form(const Graph& g, const Node& node) {
     f.kind = ElementwiseForm::kBinary;
     f.binary = *b;
     // Integer division truncates.
-    if (*b == MapOp::kDiv && !is_floating(g.value(node.outputs[0]).dtype)) f.binary = MapOp::kIntDiv;
+    if (*b == MapOp::kDiv && !is_floating(g.value(node.outputs[0]).dtype))
+      f.binary = MapOp::kIntDiv;
   } else if (node.domain.empty() && variadic_ops().count(node.op_type)) {
     f.kind = ElementwiseForm::kVariadic;
   } else if (node.domain.empty() && node.op_type == "Where") {
@@ -420,14 +477,13 @@ ElementwiseForm elementwise_form(const Graph& g, const Node& node) {
   return f;
 }
 
-Status Lowerer::lower_map_run(NodeId first, NodeId& last, int max_nodes,
-                               bool& too_large) {
+Status Lowerer::lower_map_run(NodeId first, NodeId& last, int max_nodes, bool& too_large) {
   too_large = false;
   // Grow the run over consecutive elementwise nodes with the first's output dims whose
   // operands broadcast to them; stop at the interpreter's limits.
   const std::vector<int64_t> out_dims = g_.value(g_.node(first).outputs[0]).shape.dims;
-  std::vector<ValueId> inputs;                 // external operands, in load order
-  std::map<ValueId, int> reg_of;               // value -> register
+  std::vector<ValueId> inputs;    // external operands, in load order
+  std::map<ValueId, int> reg_of;  // value -> register
   std::vector<MapInstr> code;
   std::vector<ValueId> members_out;
   int next_reg = 0;
@@ -449,11 +505,12 @@ Status Lowerer::lower_map_run(NodeId first, NodeId& last, int max_nodes,
     if (g_.value(node.outputs[0]).shape.dims != out_dims) break;
     if (host(node.outputs[0])) break;
     if (id != first && (!options_.fuse_elementwise || id - first >= max_nodes)) break;
-    // Clip-like forms and operands that do not broadcast end the run.
+    // An operand that does not broadcast to the run's shape ends it.
     std::vector<ValueId> ins;
     for (ValueId in : node.inputs) ins.push_back(in);
     bool ok = !ins.empty();
-    for (ValueId in : ins) ok = ok && in != kNoId && device_dtype(g_.value(in).dtype) && operand_fits(in);
+    for (ValueId in : ins)
+      ok = ok && in != kNoId && device_dtype(g_.value(in).dtype) && operand_fits(in);
     if (!ok) break;
     // A node over host-known values alone is left to the host (shape arithmetic later nodes
     // read as constants).
@@ -500,8 +557,10 @@ Status Lowerer::lower_map_run(NodeId first, NodeId& last, int max_nodes,
         break;
       }
       case ElementwiseForm::kBinary:
-        if (regs.size() != 2) return error("node '{}' ({}): expects 2 inputs", node.name, node.op_type);
-        code.push_back(MapInstr{form.binary, static_cast<uint8_t>(result), regs[0], regs[1], 0, 0, 0});
+        if (regs.size() != 2)
+          return error("node '{}' ({}): expects 2 inputs", node.name, node.op_type);
+        code.push_back(
+            MapInstr{form.binary, static_cast<uint8_t>(result), regs[0], regs[1], 0, 0, 0});
         break;
       case ElementwiseForm::kVariadic: {
         const MapOp op = node.op_type == "Max"   ? MapOp::kMax
@@ -521,13 +580,15 @@ Status Lowerer::lower_map_run(NodeId first, NodeId& last, int max_nodes,
           code.push_back(MapInstr{MapOp::kConst, static_cast<uint8_t>(divisor), 0, 0, 0,
                                   static_cast<double>(regs.size()), 0});
           code.push_back(MapInstr{MapOp::kDiv, static_cast<uint8_t>(result),
-                                  static_cast<uint8_t>(result), static_cast<uint8_t>(divisor), 0, 0, 0});
+                                  static_cast<uint8_t>(result), static_cast<uint8_t>(divisor), 0, 0,
+                                  0});
         }
         break;
       }
       case ElementwiseForm::kWhere:
         if (regs.size() != 3) return error("node '{}' (Where): expects 3 inputs", node.name);
-        code.push_back(MapInstr{MapOp::kWhere, static_cast<uint8_t>(result), regs[0], regs[1], regs[2], 0, 0});
+        code.push_back(
+            MapInstr{MapOp::kWhere, static_cast<uint8_t>(result), regs[0], regs[1], regs[2], 0, 0});
         break;
       case ElementwiseForm::kCast: {
         const Dt from = *device_dtype(g_.value(ins[0]).dtype);
@@ -537,11 +598,14 @@ Status Lowerer::lower_map_run(NodeId first, NodeId& last, int max_nodes,
           code.push_back(MapInstr{MapOp::kNot, r, regs[0], 0, 0, 0, 0});
           code.push_back(MapInstr{MapOp::kNot, r, r, 0, 0, 0, 0});
         } else if ((out_dt == Dt::kF16 || out_dt == Dt::kBF16) && from != out_dt) {
-          code.push_back(MapInstr{MapOp::kRoundHalf, r, regs[0], 0, 0, out_dt == Dt::kF16 ? 0.0 : 1.0, 0});
+          code.push_back(
+              MapInstr{MapOp::kRoundHalf, r, regs[0], 0, 0, out_dt == Dt::kF16 ? 0.0 : 1.0, 0});
         } else if (!dt_is_float(out_dt) && dt_is_float(from)) {
           // Float to integer truncates toward zero (C++ conversion): ceil below 0, floor above.
-          const uint8_t zero = static_cast<uint8_t>(next_reg++), neg = static_cast<uint8_t>(next_reg++);
-          const uint8_t down = static_cast<uint8_t>(next_reg++), up = static_cast<uint8_t>(next_reg++);
+          const uint8_t zero = static_cast<uint8_t>(next_reg++),
+                        neg = static_cast<uint8_t>(next_reg++);
+          const uint8_t down = static_cast<uint8_t>(next_reg++),
+                        up = static_cast<uint8_t>(next_reg++);
           code.push_back(MapInstr{MapOp::kConst, zero, 0, 0, 0, 0, 0});
           code.push_back(MapInstr{MapOp::kLess, neg, regs[0], zero, 0, 0, 0});
           code.push_back(MapInstr{MapOp::kFloor, down, regs[0], 0, 0, 0, 0});
@@ -554,18 +618,21 @@ Status Lowerer::lower_map_run(NodeId first, NodeId& last, int max_nodes,
         }
         break;
       }
-      default: break;
+      default:
+        break;
     }
     // A float value whose stored type is a half type is rounded as storing it would.
     if ((out_dt == Dt::kF16 || out_dt == Dt::kBF16) && form.kind != ElementwiseForm::kCast)
       code.push_back(MapInstr{MapOp::kRoundHalf, static_cast<uint8_t>(result),
-                              static_cast<uint8_t>(result), 0, 0, out_dt == Dt::kF16 ? 0.0 : 1.0, 0});
+                              static_cast<uint8_t>(result), 0, 0, out_dt == Dt::kF16 ? 0.0 : 1.0,
+                              0});
     reg_of[node.outputs[0]] = result;
     members_out.push_back(node.outputs[0]);
     last = id;
   }
-  if (last < first) return error("node '{}' ({}): not an elementwise form the CUDA backend runs",
-                                 g_.node(first).name, g_.node(first).op_type);
+  if (last < first)
+    return error("node '{}' ({}): not an elementwise form the CUDA backend runs",
+                 g_.node(first).name, g_.node(first).op_type);
   // Stores: the values read after the run, graph outputs and the updates' next values.
   std::vector<ValueId> stores;
   for (ValueId v : members_out) {
@@ -756,8 +823,9 @@ Window window_of(const Node& node, const std::vector<int64_t>& in_spatial,
     for (size_t d = 0; d < s; ++d) {
       const int64_t span = (w.kernel[d] - 1) * w.dilations[d] + 1;
       const int64_t total =
-          transpose ? std::max<int64_t>(0, (in_spatial[d] - 1) * w.strides[d] + span - out_spatial[d])
-                    : std::max<int64_t>(0, (out_spatial[d] - 1) * w.strides[d] + span - in_spatial[d]);
+          transpose
+              ? std::max<int64_t>(0, (in_spatial[d] - 1) * w.strides[d] + span - out_spatial[d])
+              : std::max<int64_t>(0, (out_spatial[d] - 1) * w.strides[d] + span - in_spatial[d]);
       const int64_t small = total / 2, large = total - small;
       w.pad_begin[d] = auto_pad == "SAME_UPPER" ? small : large;
       w.pad_end[d] = auto_pad == "SAME_UPPER" ? large : small;
@@ -773,9 +841,11 @@ Status Lowerer::lower_conv(const Node& node, bool transpose) {
   const auto& wd = dims(w);
   const auto& yd = dims(y);
   const size_t s = xd.size() - 2;
-  if (s < 1 || s > 3) return error("node '{}' ({}): {} spatial dims (CUDA runs 1 to 3)", node.name, node.op_type, s);
+  if (s < 1 || s > 3)
+    return error("node '{}' ({}): {} spatial dims (CUDA runs 1 to 3)", node.name, node.op_type, s);
   std::vector<int64_t> in_sp(xd.begin() + 2, xd.end()), out_sp(yd.begin() + 2, yd.end());
-  Window win = window_of(node, in_sp, out_sp, std::vector<int64_t>(wd.begin() + 2, wd.end()), transpose);
+  Window win =
+      window_of(node, in_sp, out_sp, std::vector<int64_t>(wd.begin() + 2, wd.end()), transpose);
   cuda::ConvParams p;
   p.transpose = transpose;
   p.spatial = static_cast<int>(s);
@@ -790,8 +860,9 @@ Status Lowerer::lower_conv(const Node& node, bool transpose) {
   }
   if (win.pad_begin != win.pad_end) {
     if (transpose) {
-      return error("node '{}' (ConvTranspose): asymmetric pads [{}] / [{}] (CUDA runs symmetric ones)",
-                   node.name, fmt::join(win.pad_begin, ","), fmt::join(win.pad_end, ","));
+      return error(
+          "node '{}' (ConvTranspose): asymmetric pads [{}] / [{}] (CUDA runs symmetric ones)",
+          node.name, fmt::join(win.pad_begin, ","), fmt::join(win.pad_end, ","));
     }
     // Pad into a copy first, then convolve without padding.
     std::vector<int64_t> padded = xd;
@@ -829,8 +900,9 @@ Status Lowerer::lower_conv(const Node& node, bool transpose) {
     b.in.push_back(dense(y));
     b.in.push_back(access(bias, bs));
     b.out.push_back(dense(y));
-    b.map.code = {MapInstr{MapOp::kLoad, 0, 0, 0, 0, 0, 0}, MapInstr{MapOp::kLoad, 1, 1, 0, 0, 0, 0},
-                  MapInstr{MapOp::kAdd, 0, 0, 1, 0, 0, 0}, MapInstr{MapOp::kStore, 0, 0, 0, 0, 0, 0}};
+    b.map.code = {MapInstr{MapOp::kLoad, 0, 0, 0, 0, 0, 0},
+                  MapInstr{MapOp::kLoad, 1, 1, 0, 0, 0, 0}, MapInstr{MapOp::kAdd, 0, 0, 1, 0, 0, 0},
+                  MapInstr{MapOp::kStore, 0, 0, 0, 0, 0, 0}};
     if (dt(y) == Dt::kF16 || dt(y) == Dt::kBF16) {
       b.map.code.insert(b.map.code.begin() + 3,
                         MapInstr{MapOp::kRoundHalf, 0, 0, 0, 0, dt(y) == Dt::kF16 ? 0.0 : 1.0, 0});
@@ -846,7 +918,8 @@ Status Lowerer::lower_pool(const Node& node) {
   const auto& xd = dims(x);
   const auto& yd = dims(y);
   const size_t s = xd.size() - 2;
-  if (s < 1 || s > 3) return error("node '{}' ({}): {} spatial dims (CUDA runs 1 to 3)", node.name, node.op_type, s);
+  if (s < 1 || s > 3)
+    return error("node '{}' ({}): {} spatial dims (CUDA runs 1 to 3)", node.name, node.op_type, s);
   std::vector<int64_t> in_sp(xd.begin() + 2, xd.end()), out_sp(yd.begin() + 2, yd.end());
   Window win = window_of(node, in_sp, out_sp, node.attr_ints("kernel_shape"), false);
   if (node.attr_ints("storage_order", {}).size() > 0 || node.attr_int("storage_order", 0) != 0)
@@ -942,7 +1015,7 @@ Status Lowerer::lower_shape_op(const Node& node, bool& handled) {
       if (in == kNoId) continue;
       if (count(in) > 0) {
         copy(y, access(y, ys, offset * ys[axis]), in, dense(in), dims(in), &node);
-          }
+      }
       offset += dims(in)[axis];
     }
     return Status::ok();
@@ -956,7 +1029,7 @@ Status Lowerer::lower_shape_op(const Node& node, bool& handled) {
       if (out == kNoId) continue;
       if (count(out) > 0) {
         copy(out, dense(out), x, access(x, xs, offset * xs[axis]), dims(out), &node);
-          }
+      }
       offset += dims(out)[axis];
     }
     return Status::ok();
@@ -978,7 +1051,8 @@ Status Lowerer::lower_shape_op(const Node& node, bool& handled) {
       strides.push_back(xs[d]);
     }
     if (space.size() > static_cast<size_t>(cuda::kMaxRank))
-      return error("node '{}' (Tile): rank {} (CUDA tiles up to rank {})", node.name, xd.size(), cuda::kMaxRank / 2);
+      return error("node '{}' (Tile): rank {} (CUDA tiles up to rank {})", node.name, xd.size(),
+                   cuda::kMaxRank / 2);
     copy(y, access(y, row_major(space)), x, access(x, strides), space, &node);
     return Status::ok();
   }
@@ -987,14 +1061,17 @@ Status Lowerer::lower_shape_op(const Node& node, bool& handled) {
     const auto& xd = dims(x);
     const int64_t rank = static_cast<int64_t>(xd.size());
     if (node.attr_string("mode", "constant") != "constant")
-      return error("node '{}' (Pad): mode {} (CUDA pads with a constant)", node.name, node.attr_string("mode", ""));
+      return error("node '{}' (Pad): mode {} (CUDA pads with a constant)", node.name,
+                   node.attr_string("mode", ""));
     std::vector<int64_t> pads, axes;
     double value = 0;
     if (g_.opset("") >= 11) {
       ASSIGN_OR_RETURN(pads, host_ints(node, 1, "pads"));
       if (node.input(2) != kNoId) {
         if (!host(node.input(2)))
-          return error("node '{}' (Pad): its constant_value (input 2) must be a constant to run on CUDA", node.name);
+          return error(
+              "node '{}' (Pad): its constant_value (input 2) must be a constant to run on CUDA",
+              node.name);
         if (host(node.input(2))->num_elements() > 0) value = host(node.input(2))->float_at(0);
       }
       if (node.input(3) != kNoId) {
@@ -1018,8 +1095,10 @@ Status Lowerer::lower_shape_op(const Node& node, bool& handled) {
       int64_t end_pad = 0;
       for (size_t i = 0; i < n; ++i)
         if (normalize(axes[i], rank) == d) end_pad = pads[n + i];
-      if (begin[d] < 0) in_base += -begin[d] * xs[d];
-      else out_base += begin[d] * ys[d];
+      if (begin[d] < 0)
+        in_base += -begin[d] * xs[d];
+      else
+        out_base += begin[d] * ys[d];
       region[d] = xd[d] + std::min<int64_t>(begin[d], 0) + std::min<int64_t>(end_pad, 0);
       if (region[d] <= 0) return Status::ok();
     }
@@ -1108,15 +1187,16 @@ Status Lowerer::lower_node(NodeId id) {
     }
   }
   if (!node.domain.empty())
-    return error("node '{}' ({}): the CUDA backend has no kernel for domain '{}'", node.name, op, node.domain);
+    return error("node '{}' ({}): the CUDA backend has no kernel for domain '{}'", node.name, op,
+                 node.domain);
   bool handled = false;
   RETURN_IF_ERROR(lower_shape_op(node, handled));
   if (handled) return Status::ok();
   if (op == "ConstantOfShape") {
     // Too large to fold on the host: a fill on the device.
     double value = 0;
-    if (const Attribute* a = node.attr("value");
-        a && a->kind() == Attribute::Kind::kTensor && a->tensor() && a->tensor()->num_elements() > 0)
+    if (const Attribute* a = node.attr("value"); a && a->kind() == Attribute::Kind::kTensor &&
+                                                 a->tensor() && a->tensor()->num_elements() > 0)
       value = a->tensor()->float_at(0);
     fill(node.outputs[0], value, &node);
     return Status::ok();
@@ -1136,7 +1216,8 @@ Status Lowerer::lower_node(NodeId id) {
   }
   if (op == "GlobalAveragePool") {
     std::vector<int64_t> axes;
-    for (size_t d = 2; d < dims(node.inputs[0]).size(); ++d) axes.push_back(static_cast<int64_t>(d));
+    for (size_t d = 2; d < dims(node.inputs[0]).size(); ++d)
+      axes.push_back(static_cast<int64_t>(d));
     return lower_reduce(node, cuda::ReduceOp::kMean, axes, false);
   }
   if (op == "Softmax" || op == "LogSoftmax") {
@@ -1199,7 +1280,8 @@ Status Lowerer::lower_node(NodeId id) {
     if (g_.opset("") >= 14) {
       training = node.attr_int("training_mode", 0) != 0;
     } else {
-      for (size_t k = 1; k < node.outputs.size(); ++k) training = training || node.output(k) != kNoId;
+      for (size_t k = 1; k < node.outputs.size(); ++k)
+        training = training || node.output(k) != kNoId;
     }
     l.batch_norm.training = training;
     for (ValueId v : node.inputs) l.in.push_back(whole(v));
@@ -1262,7 +1344,8 @@ Status Lowerer::lower_node(NodeId id) {
     Launch l;
     l.kind = scatter ? Kind::kScatterElements : Kind::kGatherElements;
     l.elements.rank = static_cast<int>(dd.size());
-    l.elements.axis = static_cast<int>(normalize(node.attr_int("axis", 0), static_cast<int64_t>(dd.size())));
+    l.elements.axis =
+        static_cast<int>(normalize(node.attr_int("axis", 0), static_cast<int64_t>(dd.size())));
     for (size_t d = 0; d < dd.size(); ++d) {
       l.elements.data_dims[d] = dd[d];
       l.elements.index_dims[d] = dims(indices)[d];
@@ -1273,7 +1356,8 @@ Status Lowerer::lower_node(NodeId id) {
   if (op == "GatherND" || op == "ScatterND") {
     const bool scatter = op == "ScatterND";
     if (node.attr_int("batch_dims", 0) != 0)
-      return error("node '{}' ({}): batch_dims {} (CUDA runs 0)", node.name, op, node.attr_int("batch_dims", 0));
+      return error("node '{}' ({}): batch_dims {} (CUDA runs 0)", node.name, op,
+                   node.attr_int("batch_dims", 0));
     const ValueId data = node.inputs[0], indices = node.inputs[1];
     const auto& dd = dims(data);
     const auto& id_dims = dims(indices);
@@ -1292,19 +1376,22 @@ Status Lowerer::lower_node(NodeId id) {
     const auto& yd = dims(y);
     const size_t s = xd.size() - 2;
     if (xd.size() < 3 || s > 3 || xd[0] != yd[0] || xd[1] != yd[1])
-      return error("node '{}' (Resize): CUDA resizes the 1 to 3 spatial dims of [n, c, ...]", node.name);
+      return error("node '{}' (Resize): CUDA resizes the 1 to 3 spatial dims of [n, c, ...]",
+                   node.name);
     Launch l;
     l.kind = Kind::kResize;
     l.resize.spatial = static_cast<int>(s);
     l.resize.outer = xd[0] * xd[1];
     std::vector<double> scales;
-    if (const Tensor* t = host(node.input(2)); t && t->num_elements() == static_cast<int64_t>(xd.size()))
+    if (const Tensor* t = host(node.input(2));
+        t && t->num_elements() == static_cast<int64_t>(xd.size()))
       for (int64_t i = 0; i < t->num_elements(); ++i) scales.push_back(t->float_at(i));
     for (size_t d = 0; d < s; ++d) {
       l.resize.in[d] = xd[2 + d];
       l.resize.out[d] = yd[2 + d];
-      l.resize.scale[d] = scales.empty() ? static_cast<double>(yd[2 + d]) / static_cast<double>(xd[2 + d])
-                                         : scales[2 + d];
+      l.resize.scale[d] = scales.empty()
+                              ? static_cast<double>(yd[2 + d]) / static_cast<double>(xd[2 + d])
+                              : scales[2 + d];
     }
     const std::string mode = node.attr_string("mode", "nearest");
     if (mode != "nearest" && mode != "linear")
@@ -1317,8 +1404,9 @@ Status Lowerer::lower_node(NodeId id) {
     const std::string coordinate = node.attr_string("coordinate_transformation_mode", "half_pixel");
     const std::string nearest = node.attr_string("nearest_mode", "round_prefer_floor");
     if (!kCoordinates.count(coordinate) || !kNearest.count(nearest))
-      return error("node '{}' (Resize): coordinate_transformation_mode {} / nearest_mode {} not run on CUDA",
-                   node.name, coordinate, nearest);
+      return error(
+          "node '{}' (Resize): coordinate_transformation_mode {} / nearest_mode {} not run on CUDA",
+          node.name, coordinate, nearest);
     l.resize.coordinate = kCoordinates.at(coordinate);
     l.resize.nearest_mode = kNearest.at(nearest);
     l.in = {whole(x)};
@@ -1333,22 +1421,28 @@ Status Lowerer::lower_node(NodeId id) {
     if (g_.opset("") >= 12) {
       if (node.input(1) != kNoId) {
         auto r = host_scalar(node.input(1));
-        if (!r) return error("node '{}' (Dropout): its ratio (input 1) must be a constant to run on CUDA", node.name);
+        if (!r)
+          return error("node '{}' (Dropout): its ratio (input 1) must be a constant to run on CUDA",
+                       node.name);
         ratio = *r;
       }
       if (node.input(2) != kNoId) {
         auto t = host_scalar(node.input(2));
-        if (!t) return error("node '{}' (Dropout): its training_mode (input 2) must be a constant to run on CUDA", node.name);
+        if (!t)
+          return error(
+              "node '{}' (Dropout): its training_mode (input 2) must be a constant to run on CUDA",
+              node.name);
         training = *t != 0;
       }
     }
     const ValueId mask = node.output(1);
     if (!training || ratio == 0) {
       copy(y, dense(y), x, dense(x), dims(y), &node);
-        if (mask != kNoId) fill(mask, 1.0, &node);
+      if (mask != kNoId) fill(mask, 1.0, &node);
       return Status::ok();
     }
-    if (!(ratio > 0 && ratio < 1)) return error("node '{}' (Dropout): ratio {} is not in [0, 1)", node.name, ratio);
+    if (!(ratio > 0 && ratio < 1))
+      return error("node '{}' (Dropout): ratio {} is not in [0, 1)", node.name, ratio);
     Launch l;
     l.kind = Kind::kDropout;
     l.dropout.count = count(x);
@@ -1374,14 +1468,16 @@ Status Lowerer::lower_node(NodeId id) {
     auto bound = [&](size_t input, const char* attr, MapOp op) {
       if (g_.opset("") < 11) {
         if (const Attribute* a = node.attr(attr)) {
-          const double v = a->kind() == Attribute::Kind::kInt ? static_cast<double>(a->i()) : a->f();
+          const double v =
+              a->kind() == Attribute::Kind::kInt ? static_cast<double>(a->i()) : a->f();
           l.map.code.push_back(MapInstr{MapOp::kConst, 1, 0, 0, 0, v, 0});
           l.map.code.push_back(MapInstr{op, 0, 0, 1, 0, 0, 0});
         }
       } else if (node.input(input) != kNoId) {
         l.in.push_back(access(node.inputs[input], {0}));
         ins.push_back(node.inputs[input]);
-        l.map.code.push_back(MapInstr{MapOp::kLoad, 1, static_cast<uint8_t>(l.in.size() - 1), 0, 0, 0, 0});
+        l.map.code.push_back(
+            MapInstr{MapOp::kLoad, 1, static_cast<uint8_t>(l.in.size() - 1), 0, 0, 0, 0});
         l.map.code.push_back(MapInstr{op, 0, 0, 1, 0, 0, 0});
       }
     };
@@ -1446,7 +1542,8 @@ StatusOr<std::shared_ptr<const CudaLowering>> Lowerer::run() {
     RETURN_IF_ERROR(evaluate_on_host(id, done));
     if (done) continue;
     if (node.domain.empty() && view_ops().count(node.op_type) && node.output(0) != kNoId &&
-        node.input(0) != kNoId && g_.value(node.inputs[0]).dtype == g_.value(node.outputs[0]).dtype) {
+        node.input(0) != kNoId &&
+        g_.value(node.inputs[0]).dtype == g_.value(node.outputs[0]).dtype) {
       root_[node.outputs[0]] = root_[node.inputs[0]];
       if (host(node.inputs[0])) host_[node.outputs[0]] = nullptr;
       ++views_;
@@ -1517,8 +1614,8 @@ Status Lowerer::plan(CudaLowering& out) {
     const ValueId s = root_[state], x = root_[next];
     if (x == s) continue;
     const int64_t producer = first[x];
-    const bool elementwise =
-        producer >= 0 && (launches_[producer].kind == Kind::kMap || launches_[producer].kind == Kind::kAdam);
+    const bool elementwise = producer >= 0 && (launches_[producer].kind == Kind::kMap ||
+                                               launches_[producer].kind == Kind::kAdam);
     bool dense = elementwise && dims(s) == dims(x) && dts_[s] == dts_[x] && writers[x] == 1 &&
                  !persistent[x] && !(x < n && host_[x]) && in_place[x] == kNoId &&
                  last[s] <= producer;
@@ -1550,7 +1647,8 @@ Status Lowerer::plan(CudaLowering& out) {
   for (ValueId v = 0; v < total; ++v) {
     if (!persistent[v]) continue;
     root_ref[v] = cuda::Ref{cuda::Region::kPersistent, persistent_bytes, dts_[v]};
-    if (host_[v]) out.program.uploads.push_back({persistent_bytes, host_[v]->bytes()});
+    if (host_[v])
+      out.program.uploads.push_back({persistent_bytes, host_[v]->bytes()});
     else if (v < n && g_.value(v).is_initializer() && g_.value(v).data)
       out.program.uploads.push_back({persistent_bytes, g_.value(v).data->bytes()});
     persistent_bytes += aligned(std::max<int64_t>(bytes_of(v), 1));
@@ -1610,7 +1708,8 @@ Status Lowerer::plan(CudaLowering& out) {
     placed.push_back(i);
     root_ref[b.value] = cuda::Ref{cuda::Region::kArena, b.offset, dts_[b.value]};
   }
-  for (const Block& b : blocks) out.arena_blocks.push_back({b.value, b.begin, b.end, b.offset, b.bytes});
+  for (const Block& b : blocks)
+    out.arena_blocks.push_back({b.value, b.begin, b.end, b.offset, b.bytes});
   for (ValueId v = 0; v < total; ++v)
     if (in_place[v] != kNoId) root_ref[v] = root_ref[in_place[v]];
   for (ValueId v = 0; v < n; ++v) {
@@ -1656,14 +1755,15 @@ Status Lowerer::plan(CudaLowering& out) {
   out.program.persistent_bytes = persistent_bytes;
   out.program.launches = std::move(launches_);
   // The summary.
-  static const char* kKindNames[] = {"map", "reduce", "softmax", "layer_norm", "layer_norm_grad",
-                                     "batch_norm", "cross_entropy", "adam", "gather",
-                                     "gather_elements", "scatter_elements", "gather_nd",
-                                     "scatter_nd", "pool", "resize", "dropout", "matmul", "conv",
-                                     "comm", "copy_bytes"};
+  static const char* kKindNames[] = {
+      "map",           "reduce",    "softmax", "layer_norm",      "layer_norm_grad",  "batch_norm",
+      "cross_entropy", "adam",      "gather",  "gather_elements", "scatter_elements", "gather_nd",
+      "scatter_nd",    "pool",      "resize",  "dropout",         "matmul",           "conv",
+      "comm",          "copy_bytes"};
   CudaLoweringSummary& s = out.summary;
   s.launches = static_cast<int64_t>(out.program.launches.size());
-  for (const Launch& l : out.program.launches) ++s.launches_by_kind[kKindNames[static_cast<int>(l.kind)]];
+  for (const Launch& l : out.program.launches)
+    ++s.launches_by_kind[kKindNames[static_cast<int>(l.kind)]];
   s.fused_nodes = fused_nodes_;
   s.views = views_;
   s.arena_bytes = arena;

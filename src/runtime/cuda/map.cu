@@ -63,15 +63,33 @@ __device__ __forceinline__ S to_storage(R v) {
 template <typename F>
 __device__ __forceinline__ void with_storage(uint8_t dt, F&& f) {
   switch (static_cast<Dt>(dt)) {
-    case Dt::kF32: f(float{}); break;
-    case Dt::kF16: f(__half{}); break;
-    case Dt::kBF16: f(__nv_bfloat16{}); break;
-    case Dt::kF64: f(double{}); break;
-    case Dt::kI64: f(static_cast<long long>(0)); break;
-    case Dt::kI32: f(int{}); break;
-    case Dt::kI8: f(static_cast<signed char>(0)); break;
-    case Dt::kU8: f(static_cast<unsigned char>(0)); break;
-    default: f(BoolByte{}); break;
+    case Dt::kF32:
+      f(float{});
+      break;
+    case Dt::kF16:
+      f(__half{});
+      break;
+    case Dt::kBF16:
+      f(__nv_bfloat16{});
+      break;
+    case Dt::kF64:
+      f(double{});
+      break;
+    case Dt::kI64:
+      f(static_cast<long long>(0));
+      break;
+    case Dt::kI32:
+      f(int{});
+      break;
+    case Dt::kI8:
+      f(static_cast<signed char>(0));
+      break;
+    case Dt::kU8:
+      f(static_cast<unsigned char>(0));
+      break;
+    default:
+      f(BoolByte{});
+      break;
   }
 }
 
@@ -99,12 +117,20 @@ template <typename F>
 __device__ __forceinline__ void with_size(uint8_t dt, F&& f) {
   switch (static_cast<Dt>(dt)) {
     case Dt::kF64:
-    case Dt::kI64: f(uint64_t{}); break;
+    case Dt::kI64:
+      f(uint64_t{});
+      break;
     case Dt::kF32:
-    case Dt::kI32: f(uint32_t{}); break;
+    case Dt::kI32:
+      f(uint32_t{});
+      break;
     case Dt::kF16:
-    case Dt::kBF16: f(uint16_t{}); break;
-    default: f(uint8_t{}); break;
+    case Dt::kBF16:
+      f(uint16_t{});
+      break;
+    default:
+      f(uint8_t{});
+      break;
   }
 }
 
@@ -113,15 +139,33 @@ __device__ __forceinline__ void with_size(uint8_t dt, F&& f) {
 template <typename F>
 __device__ __forceinline__ void with_dt(uint8_t dt, F&& f) {
   switch (static_cast<Dt>(dt)) {
-    case Dt::kF32: f(std::integral_constant<int, static_cast<int>(Dt::kF32)>{}); break;
-    case Dt::kF16: f(std::integral_constant<int, static_cast<int>(Dt::kF16)>{}); break;
-    case Dt::kBF16: f(std::integral_constant<int, static_cast<int>(Dt::kBF16)>{}); break;
-    case Dt::kF64: f(std::integral_constant<int, static_cast<int>(Dt::kF64)>{}); break;
-    case Dt::kI64: f(std::integral_constant<int, static_cast<int>(Dt::kI64)>{}); break;
-    case Dt::kI32: f(std::integral_constant<int, static_cast<int>(Dt::kI32)>{}); break;
-    case Dt::kI8: f(std::integral_constant<int, static_cast<int>(Dt::kI8)>{}); break;
-    case Dt::kU8: f(std::integral_constant<int, static_cast<int>(Dt::kU8)>{}); break;
-    default: f(std::integral_constant<int, static_cast<int>(Dt::kBool)>{}); break;
+    case Dt::kF32:
+      f(std::integral_constant<int, static_cast<int>(Dt::kF32)>{});
+      break;
+    case Dt::kF16:
+      f(std::integral_constant<int, static_cast<int>(Dt::kF16)>{});
+      break;
+    case Dt::kBF16:
+      f(std::integral_constant<int, static_cast<int>(Dt::kBF16)>{});
+      break;
+    case Dt::kF64:
+      f(std::integral_constant<int, static_cast<int>(Dt::kF64)>{});
+      break;
+    case Dt::kI64:
+      f(std::integral_constant<int, static_cast<int>(Dt::kI64)>{});
+      break;
+    case Dt::kI32:
+      f(std::integral_constant<int, static_cast<int>(Dt::kI32)>{});
+      break;
+    case Dt::kI8:
+      f(std::integral_constant<int, static_cast<int>(Dt::kI8)>{});
+      break;
+    case Dt::kU8:
+      f(std::integral_constant<int, static_cast<int>(Dt::kU8)>{});
+      break;
+    default:
+      f(std::integral_constant<int, static_cast<int>(Dt::kBool)>{});
+      break;
   }
 }
 
@@ -133,7 +177,8 @@ __device__ __forceinline__ R from_bits(uint64_t bits) {
   } else if constexpr (dt == Dt::kF16) {
     return static_cast<R>(__half2float(__ushort_as_half(static_cast<unsigned short>(bits))));
   } else if constexpr (dt == Dt::kBF16) {
-    return static_cast<R>(__bfloat162float(__ushort_as_bfloat16(static_cast<unsigned short>(bits))));
+    return static_cast<R>(
+        __bfloat162float(__ushort_as_bfloat16(static_cast<unsigned short>(bits))));
   } else if constexpr (dt == Dt::kF64) {
     return static_cast<R>(__longlong_as_double(static_cast<long long>(bits)));
   } else if constexpr (dt == Dt::kI64) {
@@ -245,7 +290,8 @@ template <typename R>
 __device__ __forceinline__ R int_div(R x, R y) {
   const long long a = truncate_to_i64(x), b = truncate_to_i64(y);
   if (b == 0) return R(0);
-  if (b == -1) return static_cast<R>(static_cast<long long>(0ull - static_cast<unsigned long long>(a)));
+  if (b == -1)
+    return static_cast<R>(static_cast<long long>(0ull - static_cast<unsigned long long>(a)));
   return static_cast<R>(a / b);
 }
 
@@ -445,7 +491,8 @@ __device__ __forceinline__ int64_t offset_of(const Args& a, const int64_t* strid
   if constexpr (Mode == kDense) {
     return base + i * strides[0];
   } else if constexpr (Mode == kRows) {
-    return base + static_cast<int64_t>(pt.row) * strides[0] + static_cast<int64_t>(pt.col) * strides[1];
+    return base + static_cast<int64_t>(pt.row) * strides[0] +
+           static_cast<int64_t>(pt.col) * strides[1];
   } else if constexpr (Mode == kIndex32) {
     uint32_t rest = static_cast<uint32_t>(i);
     int64_t off = base;
@@ -574,48 +621,132 @@ __global__ void __launch_bounds__(kMapBlock) map_kernel(const __grid_constant__ 
           });
           break;
         }
-        case MapOp::kNeg: run(OpTag<MapOp::kNeg>{}); break;
-        case MapOp::kAbs: run(OpTag<MapOp::kAbs>{}); break;
-        case MapOp::kSign: run(OpTag<MapOp::kSign>{}); break;
-        case MapOp::kSqrt: run(OpTag<MapOp::kSqrt>{}); break;
-        case MapOp::kReciprocal: run(OpTag<MapOp::kReciprocal>{}); break;
-        case MapOp::kExp: run(OpTag<MapOp::kExp>{}); break;
-        case MapOp::kLog: run(OpTag<MapOp::kLog>{}); break;
-        case MapOp::kErf: run(OpTag<MapOp::kErf>{}); break;
-        case MapOp::kTanh: run(OpTag<MapOp::kTanh>{}); break;
-        case MapOp::kSigmoid: run(OpTag<MapOp::kSigmoid>{}); break;
-        case MapOp::kRelu: run(OpTag<MapOp::kRelu>{}); break;
-        case MapOp::kFloor: run(OpTag<MapOp::kFloor>{}); break;
-        case MapOp::kCeil: run(OpTag<MapOp::kCeil>{}); break;
-        case MapOp::kSoftplus: run(OpTag<MapOp::kSoftplus>{}); break;
-        case MapOp::kSoftsign: run(OpTag<MapOp::kSoftsign>{}); break;
-        case MapOp::kNot: run(OpTag<MapOp::kNot>{}); break;
-        case MapOp::kLeakyRelu: run(OpTag<MapOp::kLeakyRelu>{}); break;
-        case MapOp::kElu: run(OpTag<MapOp::kElu>{}); break;
-        case MapOp::kSelu: run(OpTag<MapOp::kSelu>{}); break;
-        case MapOp::kHardSigmoid: run(OpTag<MapOp::kHardSigmoid>{}); break;
-        case MapOp::kHardSwish: run(OpTag<MapOp::kHardSwish>{}); break;
-        case MapOp::kGelu: run(OpTag<MapOp::kGelu>{}); break;
-        case MapOp::kGeluTanh: run(OpTag<MapOp::kGeluTanh>{}); break;
-        case MapOp::kRoundHalf: run(OpTag<MapOp::kRoundHalf>{}); break;
-        case MapOp::kAdd: run(OpTag<MapOp::kAdd>{}); break;
-        case MapOp::kSub: run(OpTag<MapOp::kSub>{}); break;
-        case MapOp::kMul: run(OpTag<MapOp::kMul>{}); break;
-        case MapOp::kDiv: run(OpTag<MapOp::kDiv>{}); break;
-        case MapOp::kPow: run(OpTag<MapOp::kPow>{}); break;
-        case MapOp::kMax: run(OpTag<MapOp::kMax>{}); break;
-        case MapOp::kMin: run(OpTag<MapOp::kMin>{}); break;
-        case MapOp::kPRelu: run(OpTag<MapOp::kPRelu>{}); break;
-        case MapOp::kEqual: run(OpTag<MapOp::kEqual>{}); break;
-        case MapOp::kLess: run(OpTag<MapOp::kLess>{}); break;
-        case MapOp::kGreater: run(OpTag<MapOp::kGreater>{}); break;
-        case MapOp::kLessOrEqual: run(OpTag<MapOp::kLessOrEqual>{}); break;
-        case MapOp::kGreaterOrEqual: run(OpTag<MapOp::kGreaterOrEqual>{}); break;
-        case MapOp::kAnd: run(OpTag<MapOp::kAnd>{}); break;
-        case MapOp::kOr: run(OpTag<MapOp::kOr>{}); break;
-        case MapOp::kIntDiv: run(OpTag<MapOp::kIntDiv>{}); break;
-        case MapOp::kGeluGrad: run(OpTag<MapOp::kGeluGrad>{}); break;
-        case MapOp::kGeluTanhGrad: run(OpTag<MapOp::kGeluTanhGrad>{}); break;
+        case MapOp::kNeg:
+          run(OpTag<MapOp::kNeg>{});
+          break;
+        case MapOp::kAbs:
+          run(OpTag<MapOp::kAbs>{});
+          break;
+        case MapOp::kSign:
+          run(OpTag<MapOp::kSign>{});
+          break;
+        case MapOp::kSqrt:
+          run(OpTag<MapOp::kSqrt>{});
+          break;
+        case MapOp::kReciprocal:
+          run(OpTag<MapOp::kReciprocal>{});
+          break;
+        case MapOp::kExp:
+          run(OpTag<MapOp::kExp>{});
+          break;
+        case MapOp::kLog:
+          run(OpTag<MapOp::kLog>{});
+          break;
+        case MapOp::kErf:
+          run(OpTag<MapOp::kErf>{});
+          break;
+        case MapOp::kTanh:
+          run(OpTag<MapOp::kTanh>{});
+          break;
+        case MapOp::kSigmoid:
+          run(OpTag<MapOp::kSigmoid>{});
+          break;
+        case MapOp::kRelu:
+          run(OpTag<MapOp::kRelu>{});
+          break;
+        case MapOp::kFloor:
+          run(OpTag<MapOp::kFloor>{});
+          break;
+        case MapOp::kCeil:
+          run(OpTag<MapOp::kCeil>{});
+          break;
+        case MapOp::kSoftplus:
+          run(OpTag<MapOp::kSoftplus>{});
+          break;
+        case MapOp::kSoftsign:
+          run(OpTag<MapOp::kSoftsign>{});
+          break;
+        case MapOp::kNot:
+          run(OpTag<MapOp::kNot>{});
+          break;
+        case MapOp::kLeakyRelu:
+          run(OpTag<MapOp::kLeakyRelu>{});
+          break;
+        case MapOp::kElu:
+          run(OpTag<MapOp::kElu>{});
+          break;
+        case MapOp::kSelu:
+          run(OpTag<MapOp::kSelu>{});
+          break;
+        case MapOp::kHardSigmoid:
+          run(OpTag<MapOp::kHardSigmoid>{});
+          break;
+        case MapOp::kHardSwish:
+          run(OpTag<MapOp::kHardSwish>{});
+          break;
+        case MapOp::kGelu:
+          run(OpTag<MapOp::kGelu>{});
+          break;
+        case MapOp::kGeluTanh:
+          run(OpTag<MapOp::kGeluTanh>{});
+          break;
+        case MapOp::kRoundHalf:
+          run(OpTag<MapOp::kRoundHalf>{});
+          break;
+        case MapOp::kAdd:
+          run(OpTag<MapOp::kAdd>{});
+          break;
+        case MapOp::kSub:
+          run(OpTag<MapOp::kSub>{});
+          break;
+        case MapOp::kMul:
+          run(OpTag<MapOp::kMul>{});
+          break;
+        case MapOp::kDiv:
+          run(OpTag<MapOp::kDiv>{});
+          break;
+        case MapOp::kPow:
+          run(OpTag<MapOp::kPow>{});
+          break;
+        case MapOp::kMax:
+          run(OpTag<MapOp::kMax>{});
+          break;
+        case MapOp::kMin:
+          run(OpTag<MapOp::kMin>{});
+          break;
+        case MapOp::kPRelu:
+          run(OpTag<MapOp::kPRelu>{});
+          break;
+        case MapOp::kEqual:
+          run(OpTag<MapOp::kEqual>{});
+          break;
+        case MapOp::kLess:
+          run(OpTag<MapOp::kLess>{});
+          break;
+        case MapOp::kGreater:
+          run(OpTag<MapOp::kGreater>{});
+          break;
+        case MapOp::kLessOrEqual:
+          run(OpTag<MapOp::kLessOrEqual>{});
+          break;
+        case MapOp::kGreaterOrEqual:
+          run(OpTag<MapOp::kGreaterOrEqual>{});
+          break;
+        case MapOp::kAnd:
+          run(OpTag<MapOp::kAnd>{});
+          break;
+        case MapOp::kOr:
+          run(OpTag<MapOp::kOr>{});
+          break;
+        case MapOp::kIntDiv:
+          run(OpTag<MapOp::kIntDiv>{});
+          break;
+        case MapOp::kGeluGrad:
+          run(OpTag<MapOp::kGeluGrad>{});
+          break;
+        case MapOp::kGeluTanhGrad:
+          run(OpTag<MapOp::kGeluTanhGrad>{});
+          break;
         case MapOp::kWhere:
 #pragma unroll
           for (int e = 0; e < kUnroll; ++e) {
@@ -669,8 +800,8 @@ std::string pack_registers(const std::vector<MapInstr>& code, int n_in, int n_ou
     MapInstrDev& out = packed[i];
     out.op = static_cast<uint8_t>(op);
     if (op == MapOp::kLoad && ins.a >= n_in) {
-      return "instruction " + std::to_string(i) + " loads input " + std::to_string(ins.a) +
-             " of " + std::to_string(n_in);
+      return "instruction " + std::to_string(i) + " loads input " + std::to_string(ins.a) + " of " +
+             std::to_string(n_in);
     }
     if (op == MapOp::kStore && ins.a >= n_out) {
       return "instruction " + std::to_string(i) + " stores output " + std::to_string(ins.a) +
@@ -814,7 +945,8 @@ std::string launch_map(const Resolved& res, Context& ctx, const std::vector<MapI
   }
   const bool index32 = a.count <= int64_t{INT32_MAX};
   if (!dense && index32) {
-    for (int d = 0; d < rank; ++d) magic_for(static_cast<uint32_t>(a.dims[d]), &a.magic[d], &a.shift[d]);
+    for (int d = 0; d < rank; ++d)
+      magic_for(static_cast<uint32_t>(a.dims[d]), &a.magic[d], &a.shift[d]);
   }
   const size_t shared = static_cast<size_t>(slots) * kUnroll * kMapBlock * sizeof(R);
   if (shared > static_cast<size_t>(kMapSharedLimit)) {
@@ -822,8 +954,8 @@ std::string launch_map(const Resolved& res, Context& ctx, const std::vector<MapI
            " bytes of shared memory, over " + std::to_string(kMapSharedLimit);
   }
   const int64_t span = int64_t{kUnroll} * kMapBlock;
-  const int64_t blocks = std::min<int64_t>((a.count + span - 1) / span,
-                                           int64_t{sm_count()} * (2048 / kMapBlock));
+  const int64_t blocks =
+      std::min<int64_t>((a.count + span - 1) / span, int64_t{sm_count()} * (2048 / kMapBlock));
   const dim3 grid(static_cast<unsigned>(blocks)), block(kMapBlock);
   if (dense) {
     map_kernel<R, kDense><<<grid, block, shared, ctx.stream>>>(a);
@@ -856,9 +988,9 @@ struct FastArgs {
   uint8_t source[2];
   float konst[2];  // kFastImm operands
   float imm, imm2;
-  float which;     // round: a kRoundHalf to f16 (0) or bf16 before the store
+  float which;  // round: a kRoundHalf to f16 (0) or bf16 before the store
   bool round;
-  bool vec;        // every dense operand and the output 16-byte aligned
+  bool vec;  // every dense operand and the output 16-byte aligned
 };
 
 template <Dt D>
@@ -868,9 +1000,9 @@ constexpr int kDt = static_cast<int>(D);
 template <int DT>
 using BitsOf = std::conditional_t<
     DT == kDt<Dt::kF64> || DT == kDt<Dt::kI64>, uint64_t,
-    std::conditional_t<DT == kDt<Dt::kF32> || DT == kDt<Dt::kI32>, uint32_t,
-                       std::conditional_t<DT == kDt<Dt::kF16> || DT == kDt<Dt::kBF16>, uint16_t,
-                                          uint8_t>>>;
+    std::conditional_t<
+        DT == kDt<Dt::kF32> || DT == kDt<Dt::kI32>, uint32_t,
+        std::conditional_t<DT == kDt<Dt::kF16> || DT == kDt<Dt::kBF16>, uint16_t, uint8_t>>>;
 
 // Elements per vector: 16 bytes of the wider of the two types (a cast moves 8 of the other).
 template <int InDt, int OutDt>
@@ -1004,9 +1136,12 @@ std::string run_fast_op(MapOp op, const FastArgs& a, Context& ctx) {
 template <typename F>
 std::string with_float_dt(Dt dt, F&& f) {
   switch (dt) {
-    case Dt::kF16: return f(std::integral_constant<int, kDt<Dt::kF16>>{});
-    case Dt::kBF16: return f(std::integral_constant<int, kDt<Dt::kBF16>>{});
-    default: return f(std::integral_constant<int, kDt<Dt::kF32>>{});
+    case Dt::kF16:
+      return f(std::integral_constant<int, kDt<Dt::kF16>>{});
+    case Dt::kBF16:
+      return f(std::integral_constant<int, kDt<Dt::kBF16>>{});
+    default:
+      return f(std::integral_constant<int, kDt<Dt::kF32>>{});
   }
 }
 
@@ -1116,17 +1251,19 @@ bool match_fast(const Resolved& r, const Merged& m, FastPlan* plan, FastArgs* a)
 std::string launch_fast(const FastPlan& p, const FastArgs& a, Context& ctx) {
   if (p.op == MapOp::kStore) {
     switch (dt_size(p.in)) {
-      case 8: return run_fast<kDt<Dt::kI64>, kDt<Dt::kI64>, MapOp::kStore>(a, ctx);
-      case 4: return run_fast<kDt<Dt::kI32>, kDt<Dt::kI32>, MapOp::kStore>(a, ctx);
-      default: return run_fast<kDt<Dt::kU8>, kDt<Dt::kU8>, MapOp::kStore>(a, ctx);
+      case 8:
+        return run_fast<kDt<Dt::kI64>, kDt<Dt::kI64>, MapOp::kStore>(a, ctx);
+      case 4:
+        return run_fast<kDt<Dt::kI32>, kDt<Dt::kI32>, MapOp::kStore>(a, ctx);
+      default:
+        return run_fast<kDt<Dt::kU8>, kDt<Dt::kU8>, MapOp::kStore>(a, ctx);
     }
   }
   return with_float_dt(p.in, [&](auto in) {
     constexpr int kIn = decltype(in)::value;
     if (p.op != MapOp::kLoad) return run_fast_op<kIn>(p.op, a, ctx);
-    return with_float_dt(p.out, [&](auto out) {
-      return run_fast<kIn, decltype(out)::value, MapOp::kLoad>(a, ctx);
-    });
+    return with_float_dt(
+        p.out, [&](auto out) { return run_fast<kIn, decltype(out)::value, MapOp::kLoad>(a, ctx); });
   });
 }
 
@@ -1138,20 +1275,30 @@ enum ReduceKind : int { kRedSum = 0, kRedSquare = 1, kRedMax = 2, kRedMin = 3 };
 template <int Kind, typename A>
 struct RedOp {
   static __device__ __forceinline__ A identity() {
-    if constexpr (Kind == kRedMax) return -infinity<A>();
-    else if constexpr (Kind == kRedMin) return infinity<A>();
-    else return A(0);
+    if constexpr (Kind == kRedMax)
+      return -infinity<A>();
+    else if constexpr (Kind == kRedMin)
+      return infinity<A>();
+    else
+      return A(0);
   }
   static __device__ __forceinline__ A take(A acc, A x) {
-    if constexpr (Kind == kRedSum) return acc + x;
-    else if constexpr (Kind == kRedSquare) return acc + x * x;
-    else if constexpr (Kind == kRedMax) return max_nan(acc, x);
-    else return min_nan(acc, x);
+    if constexpr (Kind == kRedSum)
+      return acc + x;
+    else if constexpr (Kind == kRedSquare)
+      return acc + x * x;
+    else if constexpr (Kind == kRedMax)
+      return max_nan(acc, x);
+    else
+      return min_nan(acc, x);
   }
   static __device__ __forceinline__ A combine(A x, A y) {
-    if constexpr (Kind == kRedSum || Kind == kRedSquare) return x + y;
-    else if constexpr (Kind == kRedMax) return max_nan(x, y);
-    else return min_nan(x, y);
+    if constexpr (Kind == kRedSum || Kind == kRedSquare)
+      return x + y;
+    else if constexpr (Kind == kRedMax)
+      return max_nan(x, y);
+    else
+      return min_nan(x, y);
   }
 };
 
@@ -1159,8 +1306,8 @@ struct RedOp {
 // run-time switch, accumulated in double).
 struct Generic {};
 template <typename S>
-using AccOf = std::conditional_t<std::is_same_v<S, double> || std::is_same_v<S, Generic>, double,
-                                 float>;
+using AccOf =
+    std::conditional_t<std::is_same_v<S, double> || std::is_same_v<S, Generic>, double, float>;
 
 struct ReduceArgs {
   const void* in;
@@ -1168,13 +1315,13 @@ struct ReduceArgs {
   void* partial;  // AccOf slots, [K][splits], when splits > 1
   int64_t in_base, out_base;
   int64_t K, N;
-  int32_t kr;                                     // merged kept rank
-  int32_t rr;                                     // merged reduced rank
+  int32_t kr;                                        // merged kept rank
+  int32_t rr;                                        // merged reduced rank
   int64_t kd[kMaxRank], ks[kMaxRank], os[kMaxRank];  // kept dims, input and output strides
-  int64_t rd[kMaxRank], rs[kMaxRank];             // reduced dims and input strides
-  int64_t r_inner, r_inner_stride, r_outer;       // reduced = r_outer x r_inner (innermost)
-  int64_t splits, slice;                          // the reduced flat range cut in `splits`
-  int32_t tx;                                     // reduce_cols: outputs per block
+  int64_t rd[kMaxRank], rs[kMaxRank];                // reduced dims and input strides
+  int64_t r_inner, r_inner_stride, r_outer;          // reduced = r_outer x r_inner (innermost)
+  int64_t splits, slice;                             // the reduced flat range cut in `splits`
+  int32_t tx;                                        // reduce_cols: outputs per block
   uint8_t in_dt, out_dt;
   bool mean;
 };
@@ -1222,7 +1369,8 @@ __device__ __forceinline__ void store_result(const ReduceArgs& a, int64_t out_of
 template <int Kind, typename A>
 __device__ __forceinline__ A warp_combine(A v) {
 #pragma unroll
-  for (int m = 16; m > 0; m >>= 1) v = RedOp<Kind, A>::combine(v, __shfl_xor_sync(0xffffffffu, v, m));
+  for (int m = 16; m > 0; m >>= 1)
+    v = RedOp<Kind, A>::combine(v, __shfl_xor_sync(0xffffffffu, v, m));
   return v;
 }
 
@@ -1249,7 +1397,8 @@ __global__ void __launch_bounds__(512) reduce_rows(const __grid_constant__ Reduc
       for (int64_t ro = 0; ro < a.r_outer; ++ro) {
         const int64_t row = in_off + reduced_outer_offset(a, ro);
 #pragma unroll 4
-        for (int64_t ri = lo + lane; ri < hi; ri += tpo) acc = Op::take(acc, load_red<S, A>(a, row + ri));
+        for (int64_t ri = lo + lane; ri < hi; ri += tpo)
+          acc = Op::take(acc, load_red<S, A>(a, row + ri));
       }
     }
     acc = warp_combine<Kind>(acc);
@@ -1315,7 +1464,8 @@ __global__ void __launch_bounds__(256) reduce_cols(const __grid_constant__ Reduc
     __syncthreads();
     for (int half = ty_count / 2; half > 0; half /= 2) {
       if (ty < half) {
-        values[threadIdx.x] = Op::combine(values[threadIdx.x], values[threadIdx.x + half * tx_count]);
+        values[threadIdx.x] =
+            Op::combine(values[threadIdx.x], values[threadIdx.x + half * tx_count]);
       }
       __syncthreads();
     }
@@ -1341,7 +1491,8 @@ __global__ void __launch_bounds__(256) reduce_final(const __grid_constant__ Redu
     const int64_t o = first + threadIdx.x / 32;
     A acc = Op::identity();
     if (o < a.K) {
-      for (int64_t s = lane; s < a.splits; s += 32) acc = Op::combine(acc, partial[o * a.splits + s]);
+      for (int64_t s = lane; s < a.splits; s += 32)
+        acc = Op::combine(acc, partial[o * a.splits + s]);
     }
     acc = warp_combine<Kind>(acc);
     if (lane == 0 && o < a.K) {
@@ -1418,10 +1569,14 @@ template <typename S>
 std::string reduce_with(ReduceOp op, const ReduceArgs& a, Context& ctx) {
   switch (op) {
     case ReduceOp::kSum:
-    case ReduceOp::kMean: return launch_reduce<kRedSum, S>(a, ctx);
-    case ReduceOp::kSumSquare: return launch_reduce<kRedSquare, S>(a, ctx);
-    case ReduceOp::kMax: return launch_reduce<kRedMax, S>(a, ctx);
-    case ReduceOp::kMin: return launch_reduce<kRedMin, S>(a, ctx);
+    case ReduceOp::kMean:
+      return launch_reduce<kRedSum, S>(a, ctx);
+    case ReduceOp::kSumSquare:
+      return launch_reduce<kRedSquare, S>(a, ctx);
+    case ReduceOp::kMax:
+      return launch_reduce<kRedMax, S>(a, ctx);
+    case ReduceOp::kMin:
+      return launch_reduce<kRedMin, S>(a, ctx);
   }
   return "reduce: unknown op " + std::to_string(static_cast<int>(op));
 }
@@ -1463,9 +1618,11 @@ std::string enqueue_map(const Resolved& r, Context& ctx) {
 
 std::string enqueue_reduce(const Resolved& r, Context& ctx) {
   const Launch& l = *r.launch;
-  if (l.in.empty() || l.out.empty() || !r.in[0] || !r.out[0]) return "reduce: needs one input and one output";
+  if (l.in.empty() || l.out.empty() || !r.in[0] || !r.out[0])
+    return "reduce: needs one input and one output";
   const ReduceParams& p = l.reduce;
-  if (l.space.rank < 0 || l.space.rank > kMaxRank || p.reduced.rank < 0 || p.reduced.rank > kMaxRank) {
+  if (l.space.rank < 0 || l.space.rank > kMaxRank || p.reduced.rank < 0 ||
+      p.reduced.rank > kMaxRank) {
     return "reduce: rank out of range";
   }
   ReduceArgs a{};
@@ -1512,11 +1669,16 @@ std::string enqueue_reduce(const Resolved& r, Context& ctx) {
     a.r_outer = a.N / a.r_inner;
   }
   switch (l.in[0].ref.dt) {
-    case Dt::kF32: return reduce_with<float>(p.op, a, ctx);
-    case Dt::kF16: return reduce_with<__half>(p.op, a, ctx);
-    case Dt::kBF16: return reduce_with<__nv_bfloat16>(p.op, a, ctx);
-    case Dt::kF64: return reduce_with<double>(p.op, a, ctx);
-    default: return reduce_with<Generic>(p.op, a, ctx);
+    case Dt::kF32:
+      return reduce_with<float>(p.op, a, ctx);
+    case Dt::kF16:
+      return reduce_with<__half>(p.op, a, ctx);
+    case Dt::kBF16:
+      return reduce_with<__nv_bfloat16>(p.op, a, ctx);
+    case Dt::kF64:
+      return reduce_with<double>(p.op, a, ctx);
+    default:
+      return reduce_with<Generic>(p.op, a, ctx);
   }
 }
 

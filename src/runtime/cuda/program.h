@@ -19,12 +19,16 @@ enum class Dt : uint8_t { kF32, kF16, kBF16, kF64, kI64, kI32, kI8, kU8, kBool }
 inline int64_t dt_size(Dt dt) {
   switch (dt) {
     case Dt::kF64:
-    case Dt::kI64: return 8;
+    case Dt::kI64:
+      return 8;
     case Dt::kF32:
-    case Dt::kI32: return 4;
+    case Dt::kI32:
+      return 4;
     case Dt::kF16:
-    case Dt::kBF16: return 2;
-    default: return 1;
+    case Dt::kBF16:
+      return 2;
+    default:
+      return 1;
   }
 }
 inline bool dt_is_float(Dt dt) {
@@ -67,12 +71,26 @@ struct Access {
 // the operand's Dt to the register type; stores convert back (float to half types: round to
 // nearest even; float to integers: truncation toward zero, as C++ does; to bool: != 0).
 enum class MapOp : uint8_t {
-  kLoad,      // r[dst] = inputs[a] at this point
-  kConst,     // r[dst] = imm
-  kStore,     // outputs[a] at this point = r[b]
+  kLoad,   // r[dst] = inputs[a] at this point
+  kConst,  // r[dst] = imm
+  kStore,  // outputs[a] at this point = r[b]
   // Unary: r[dst] = f(r[a]).
-  kNeg, kAbs, kSign, kSqrt, kReciprocal, kExp, kLog, kErf, kTanh, kSigmoid, kRelu, kFloor,
-  kCeil, kSoftplus, kSoftsign, kNot,
+  kNeg,
+  kAbs,
+  kSign,
+  kSqrt,
+  kReciprocal,
+  kExp,
+  kLog,
+  kErf,
+  kTanh,
+  kSigmoid,
+  kRelu,
+  kFloor,
+  kCeil,
+  kSoftplus,
+  kSoftsign,
+  kNot,
   kLeakyRelu,    // x >= 0 ? x : imm * x
   kElu,          // x >= 0 ? x : imm * (exp(x) - 1)
   kSelu,         // imm2 * (x > 0 ? x : imm * (exp(x) - 1)) (imm alpha, imm2 gamma)
@@ -82,8 +100,22 @@ enum class MapOp : uint8_t {
   kGeluTanh,     // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
   kRoundHalf,    // rounds r[a] to the half type imm (0 f16, 1 bf16) and back: a Cast f32->half->f32
   // Binary: r[dst] = f(r[a], r[b]).
-  kAdd, kSub, kMul, kDiv, kPow, kMax, kMin, kPRelu, kEqual, kLess, kGreater, kLessOrEqual,
-  kGreaterOrEqual, kAnd, kOr, kIntDiv,  // kIntDiv: C++ integer division (int64 Div)
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  kPow,
+  kMax,
+  kMin,
+  kPRelu,
+  kEqual,
+  kLess,
+  kGreater,
+  kLessOrEqual,
+  kGreaterOrEqual,
+  kAnd,
+  kOr,
+  kIntDiv,        // kIntDiv: C++ integer division (int64 Div)
   kGeluGrad,      // dy = r[a], x = r[b]: dy * (Phi(x) + x phi(x))
   kGeluTanhGrad,  // the tanh form's derivative times dy
   // Ternary: r[dst] = r[a] != 0 ? r[b] : r[c].
@@ -205,9 +237,9 @@ struct ResizeParams {
   int64_t outer = 0;  // n * c
   int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1};
   double scale[3] = {1, 1, 1};
-  int mode = 0;           // 0 nearest, 1 linear
-  int coordinate = 0;     // 0 half_pixel, 1 asymmetric, 2 align_corners, 3 pytorch_half_pixel
-  int nearest_mode = 0;   // 0 round_prefer_floor, 1 round_prefer_ceil, 2 floor, 3 ceil
+  int mode = 0;          // 0 nearest, 1 linear
+  int coordinate = 0;    // 0 half_pixel, 1 asymmetric, 2 align_corners, 3 pytorch_half_pixel
+  int nearest_mode = 0;  // 0 round_prefer_floor, 1 round_prefer_ceil, 2 floor, 3 ceil
 };
 // kDropout (training, 0 < ratio < 1): keep = uniform_at(seed, i) >= ratio (the CPU's hash,
 // src/runtime/kernels/kernel_util.h), y = keep ? x / (1 - ratio) : 0; mask (bool) = keep.
@@ -247,27 +279,50 @@ struct ConvParams {
 // lowering replaces each with what it produces from recorded shapes (a kMap), so no kComm
 // reaches it. AllGather / ReduceScatter / AllToAll along dim 0 only (the lowering permutes
 // around other axes). group: the global ranks, in order.
-enum class CommOp : uint8_t { kSend, kRecv, kAllReduce, kAllGather, kReduceScatter, kAllToAll,
-                              kBroadcast };
+enum class CommOp : uint8_t {
+  kSend,
+  kRecv,
+  kAllReduce,
+  kAllGather,
+  kReduceScatter,
+  kAllToAll,
+  kBroadcast
+};
 struct CommParams {
   CommOp op = CommOp::kAllReduce;
   std::vector<int> group;
-  int peer = -1;   // Send/Recv: global rank
-  int root = 0;    // Broadcast: index into group
-  int reduce = 0;  // 0 sum, 1 max, 2 min, 3 mean (AllReduce / ReduceScatter)
+  int peer = -1;      // Send/Recv: global rank
+  int root = 0;       // Broadcast: index into group
+  int reduce = 0;     // 0 sum, 1 max, 2 min, 3 mean (AllReduce / ReduceScatter)
   int64_t count = 0;  // elements of the input
 };
 
 enum class Kind : uint8_t {
-  kMap, kReduce, kSoftmax, kLayerNorm, kLayerNormGrad, kBatchNorm, kCrossEntropy, kAdam,
-  kGather, kGatherElements, kScatterElements, kGatherND, kScatterND, kPool, kResize, kDropout,
-  kMatMul, kConv, kComm,
+  kMap,
+  kReduce,
+  kSoftmax,
+  kLayerNorm,
+  kLayerNormGrad,
+  kBatchNorm,
+  kCrossEntropy,
+  kAdam,
+  kGather,
+  kGatherElements,
+  kScatterElements,
+  kGatherND,
+  kScatterND,
+  kPool,
+  kResize,
+  kDropout,
+  kMatMul,
+  kConv,
+  kComm,
   kCopyBytes,  // outputs[0] = inputs[0], `bytes` of them (a state update, a feed in place)
 };
 
 struct Launch {
   Kind kind = Kind::kMap;
-  std::string node;    // the graph node it runs, for errors and profiles ("" if none)
+  std::string node;  // the graph node it runs, for errors and profiles ("" if none)
   int32_t node_id = -1;
   // kMap: every input and output is an Access over `space`. Other kinds: refs in `in`/`out`
   // (Access strides unused; base only for kMatMul, in elements) and their params below. An

@@ -85,15 +85,24 @@ __device__ __forceinline__ T from_acc(A v) {
 template <typename A>
 __device__ __forceinline__ A load_any(const void* p, uint8_t dt, int64_t i) {
   switch (static_cast<Dt>(dt)) {
-    case Dt::kF32: return static_cast<A>(static_cast<const float*>(p)[i]);
-    case Dt::kF16: return static_cast<A>(__half2float(static_cast<const __half*>(p)[i]));
-    case Dt::kBF16: return static_cast<A>(__bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]));
-    case Dt::kF64: return static_cast<A>(static_cast<const double*>(p)[i]);
-    case Dt::kI64: return static_cast<A>(static_cast<const long long*>(p)[i]);
-    case Dt::kI32: return static_cast<A>(static_cast<const int*>(p)[i]);
-    case Dt::kI8: return static_cast<A>(static_cast<const signed char*>(p)[i]);
-    case Dt::kU8: return static_cast<A>(static_cast<const unsigned char*>(p)[i]);
-    default: return static_cast<const unsigned char*>(p)[i] != 0 ? A(1) : A(0);
+    case Dt::kF32:
+      return static_cast<A>(static_cast<const float*>(p)[i]);
+    case Dt::kF16:
+      return static_cast<A>(__half2float(static_cast<const __half*>(p)[i]));
+    case Dt::kBF16:
+      return static_cast<A>(__bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]));
+    case Dt::kF64:
+      return static_cast<A>(static_cast<const double*>(p)[i]);
+    case Dt::kI64:
+      return static_cast<A>(static_cast<const long long*>(p)[i]);
+    case Dt::kI32:
+      return static_cast<A>(static_cast<const int*>(p)[i]);
+    case Dt::kI8:
+      return static_cast<A>(static_cast<const signed char*>(p)[i]);
+    case Dt::kU8:
+      return static_cast<A>(static_cast<const unsigned char*>(p)[i]);
+    default:
+      return static_cast<const unsigned char*>(p)[i] != 0 ? A(1) : A(0);
   }
 }
 
@@ -101,12 +110,18 @@ __device__ __forceinline__ A load_any(const void* p, uint8_t dt, int64_t i) {
 template <typename A>
 __device__ __forceinline__ void store_any(void* p, uint8_t dt, int64_t i, A v) {
   switch (static_cast<Dt>(dt)) {
-    case Dt::kF16: static_cast<__half*>(p)[i] = __float2half_rn(static_cast<float>(v)); break;
+    case Dt::kF16:
+      static_cast<__half*>(p)[i] = __float2half_rn(static_cast<float>(v));
+      break;
     case Dt::kBF16:
       static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(static_cast<float>(v));
       break;
-    case Dt::kF64: static_cast<double*>(p)[i] = static_cast<double>(v); break;
-    default: static_cast<float*>(p)[i] = static_cast<float>(v); break;
+    case Dt::kF64:
+      static_cast<double*>(p)[i] = static_cast<double>(v);
+      break;
+    default:
+      static_cast<float*>(p)[i] = static_cast<float>(v);
+      break;
   }
 }
 
@@ -228,8 +243,8 @@ __device__ __forceinline__ MaxSum<A> block_max_sum(MaxSum<A> v, A* shared) {
 // issued before their values are used, so a thread keeps several in flight.
 constexpr int kBatch = 8;
 template <typename A, typename T, typename F>
-__device__ __forceinline__ void for_each_strided(const T* x, int64_t stride, int64_t first, int64_t end,
-                                                 int64_t step, F&& f) {
+__device__ __forceinline__ void for_each_strided(const T* x, int64_t stride, int64_t first,
+                                                 int64_t end, int64_t step, F&& f) {
   int64_t c = first;
   for (; c + (kBatch - 1) * step < end; c += kBatch * step) {
     T v[kBatch];
@@ -245,12 +260,17 @@ __device__ __forceinline__ void for_each_strided(const T* x, int64_t stride, int
 template <typename F>
 std::string with_float_type(Dt dt, const char* what, F&& f) {
   switch (dt) {
-    case Dt::kF32: return f(float{});
-    case Dt::kF16: return f(__half{});
-    case Dt::kBF16: return f(__nv_bfloat16{});
-    case Dt::kF64: return f(double{});
-    default: return std::string(what) + ": dtype " + std::to_string(static_cast<int>(dt)) +
-                    " is not a float type";
+    case Dt::kF32:
+      return f(float{});
+    case Dt::kF16:
+      return f(__half{});
+    case Dt::kBF16:
+      return f(__nv_bfloat16{});
+    case Dt::kF64:
+      return f(double{});
+    default:
+      return std::string(what) + ": dtype " + std::to_string(static_cast<int>(dt)) +
+             " is not a float type";
   }
 }
 
@@ -267,14 +287,22 @@ int lanes_per_row(int64_t n) {
 template <template <int> class Launcher, typename... Args>
 std::string with_vpt(int vpt, Args&&... args) {
   switch (vpt) {
-    case 1: return Launcher<1>::run(args...);
-    case 2: return Launcher<2>::run(args...);
-    case 4: return Launcher<4>::run(args...);
-    case 8: return Launcher<8>::run(args...);
-    case 12: return Launcher<12>::run(args...);
-    case 16: return Launcher<16>::run(args...);
-    case 24: return Launcher<24>::run(args...);
-    default: return Launcher<32>::run(args...);
+    case 1:
+      return Launcher<1>::run(args...);
+    case 2:
+      return Launcher<2>::run(args...);
+    case 4:
+      return Launcher<4>::run(args...);
+    case 8:
+      return Launcher<8>::run(args...);
+    case 12:
+      return Launcher<12>::run(args...);
+    case 16:
+      return Launcher<16>::run(args...);
+    case 24:
+      return Launcher<24>::run(args...);
+    default:
+      return Launcher<32>::run(args...);
   }
 }
 
@@ -443,19 +471,21 @@ struct LayerNormArgs {
   const void* scale;
   const void* bias;  // null: no bias
   void* y;
-  float* mean;     // may be null
-  float* inv_std;  // may be null
+  float* mean;                                  // may be null
+  float* inv_std;                               // may be null
   int64_t rows, cols, scale_count, bias_count;  // cols < 2^31 (the host checks)
   float epsilon;
 };
 
 __device__ __forceinline__ int64_t cyclic(int64_t c, int64_t count, int64_t cols) {
-  return count == cols ? c
-                       : static_cast<int64_t>(static_cast<uint32_t>(c) % static_cast<uint32_t>(count));
+  return count == cols
+             ? c
+             : static_cast<int64_t>(static_cast<uint32_t>(c) % static_cast<uint32_t>(count));
 }
 
 template <typename T, typename A>
-__device__ __forceinline__ T layer_norm_value(const LayerNormArgs& a, int64_t c, A v, A mean, A inv) {
+__device__ __forceinline__ T layer_norm_value(const LayerNormArgs& a, int64_t c, A v, A mean,
+                                              A inv) {
   const A normalized = (v - mean) * inv;
   const A s = to_acc<A>(static_cast<const T*>(a.scale)[cyclic(c, a.scale_count, a.cols)]);
   A out = mul_rn(normalized, s);
@@ -510,8 +540,8 @@ struct LayerNormWarp {
   template <int VPT>
   struct L {
     static std::string run(const LayerNormArgs& a, Context& ctx) {
-      layer_norm_warp<T, VPT><<<grid_for(a.rows, kWarpRowsBlock / 32, 16), kWarpRowsBlock, 0,
-                                ctx.stream>>>(a);
+      layer_norm_warp<T, VPT>
+          <<<grid_for(a.rows, kWarpRowsBlock / 32, 16), kWarpRowsBlock, 0, ctx.stream>>>(a);
       return check_launch("layer_norm_warp");
     }
   };
@@ -559,7 +589,8 @@ struct LayerNormGradArgs {
 
 template <typename T, typename A>
 __device__ __forceinline__ A scaled_grad(const LayerNormGradArgs& a, const T* dy, int64_t c) {
-  return to_acc<A>(dy[c]) * to_acc<A>(static_cast<const T*>(a.scale)[cyclic(c, a.scale_count, a.cols)]);
+  return to_acc<A>(dy[c]) *
+         to_acc<A>(static_cast<const T*>(a.scale)[cyclic(c, a.scale_count, a.cols)]);
 }
 
 // x_hat = (x - mean) inv_std, g = dy scale, dx = inv_std (g - mean(g) - x_hat mean(g x_hat)).
@@ -592,8 +623,8 @@ __global__ void __launch_bounds__(kWarpRowsBlock) layer_norm_grad_warp(const Lay
         squares += v[k] * v[k];
       }
     }
-    const A inv = A(1) / sqrt_of(warp_sum(squares) / static_cast<A>(a.cols) +
-                                 static_cast<A>(a.epsilon));
+    const A inv =
+        A(1) / sqrt_of(warp_sum(squares) / static_cast<A>(a.cols) + static_cast<A>(a.epsilon));
     A sum_g = 0, sum_gx = 0;
 #pragma unroll
     for (int k = 0; k < VPT; ++k) {
@@ -623,8 +654,8 @@ struct LayerNormGradWarp {
   template <int VPT>
   struct L {
     static std::string run(const LayerNormGradArgs& a, Context& ctx) {
-      layer_norm_grad_warp<T, VPT><<<grid_for(a.rows, kWarpRowsBlock / 32, 16), kWarpRowsBlock,
-                                     0, ctx.stream>>>(a);
+      layer_norm_grad_warp<T, VPT>
+          <<<grid_for(a.rows, kWarpRowsBlock / 32, 16), kWarpRowsBlock, 0, ctx.stream>>>(a);
       return check_launch("layer_norm_grad_warp");
     }
   };
@@ -675,7 +706,7 @@ struct BatchNormArgs {
   const void* mean;
   const void* var;
   void* y;
-  void* stats_out[4];  // running mean, running var, batch mean, batch var (each may be null)
+  void* stats_out[4];   // running mean, running var, batch mean, batch var (each may be null)
   uint8_t param_dt[4];  // scale, bias, mean, var
   uint8_t stats_dt[4];
   int64_t n, c, inner;
@@ -774,7 +805,7 @@ struct CrossEntropyArgs {
   const void* labels;
   const void* weights;  // may be null
   void* loss;
-  void* log_prob;  // may be null
+  void* log_prob;   // may be null
   double* partial;  // null: ce_fallback_partial
   DataError* error;
   int64_t n, classes, inner, rows;
@@ -804,7 +835,8 @@ __global__ void __launch_bounds__(kCeBlock) cross_entropy_rows(const CrossEntrop
     const int64_t b = active ? row / a.inner : 0, d = active ? row - b * a.inner : 0;
     const T* s = scores + b * a.classes * a.inner + d;
     MaxSum<A> st{-infinity<A>(), A(0)};
-    if (active) for_each_strided<A>(s, a.inner, lane, a.classes, TPR, [&](int64_t, A v) { st.take(v); });
+    if (active)
+      for_each_strided<A>(s, a.inner, lane, a.classes, TPR, [&](int64_t, A v) { st.take(v); });
     if constexpr (TPR == 32) {
       st = warp_max_sum(st);
     } else {
@@ -858,8 +890,8 @@ __global__ void __launch_bounds__(kCeBlock) cross_entropy_rows(const CrossEntrop
 }
 
 // The blocks' partial sums in a fixed tree, then mean (over the weights) or sum.
-__global__ void __launch_bounds__(kCeBlock) cross_entropy_total(const CrossEntropyArgs a,
-                                                                int blocks) {
+__global__ void __launch_bounds__(kCeBlock)
+    cross_entropy_total(const CrossEntropyArgs a, int blocks) {
   __shared__ double loss[kCeBlock], weight[kCeBlock];
   const double* partial = a.partial ? a.partial : ce_fallback_partial;
   double l = 0, w = 0;
@@ -956,7 +988,9 @@ __global__ void __launch_bounds__(256) dropout_kernel(const DropoutArgs a) {
   }
 }
 
-bool present(const Resolved& r, size_t k) { return k < r.launch->out.size() && r.out[k] != nullptr; }
+bool present(const Resolved& r, size_t k) {
+  return k < r.launch->out.size() && r.out[k] != nullptr;
+}
 
 }  // namespace
 
@@ -1007,7 +1041,8 @@ std::string enqueue_layer_norm(const Resolved& r, Context& ctx) {
   if (p.cols > int64_t{INT32_MAX}) return "layer_norm: rows longer than 2^31 elements";
   return with_float_type(l.in[0].ref.dt, "layer_norm", [&](auto tag) -> std::string {
     using T = decltype(tag);
-    if (p.cols <= 1024) return with_vpt<LayerNormWarp<T>::template L>(lanes_per_row(p.cols), a, ctx);
+    if (p.cols <= 1024)
+      return with_vpt<LayerNormWarp<T>::template L>(lanes_per_row(p.cols), a, ctx);
     layer_norm_block<T><<<grid_for(p.rows, 1, 4), 512, 0, ctx.stream>>>(a);
     return check_launch("layer_norm_block");
   });
@@ -1091,7 +1126,8 @@ std::string enqueue_cross_entropy(const Resolved& r, Context& ctx) {
     return "cross_entropy: needs scores, labels and loss";
   }
   const Dt label_dt = l.in[1].ref.dt;
-  if (label_dt != Dt::kI64 && label_dt != Dt::kI32) return "cross_entropy: labels are not int64 or int32";
+  if (label_dt != Dt::kI64 && label_dt != Dt::kI32)
+    return "cross_entropy: labels are not int64 or int32";
   if (p.reduction < 0 || p.reduction > 2) {
     return "cross_entropy: unknown reduction " + std::to_string(p.reduction);
   }
@@ -1148,8 +1184,8 @@ std::string enqueue_adam(const Resolved& r, Context& ctx) {
   for (int k = 0; k < 3; ++k) {
     if (!r.out[k]) return "adam: output " + std::to_string(k) + " has no pointer";
   }
-  const AdamArgs a{r.in[0], r.in[1], r.in[2], r.in[3], r.in[4], r.in[5], r.in[6],
-                   r.out[0], r.out[1], r.out[2], l.adam.count};
+  const AdamArgs a{r.in[0], r.in[1],  r.in[2],  r.in[3],  r.in[4],     r.in[5],
+                   r.in[6], r.out[0], r.out[1], r.out[2], l.adam.count};
   if (a.count <= 0) return "";
   return with_float_type(l.in[0].ref.dt, "adam", [&](auto tag) -> std::string {
     using T = decltype(tag);
@@ -1162,7 +1198,8 @@ std::string enqueue_dropout(const Resolved& r, Context& ctx) {
   const Launch& l = *r.launch;
   const DropoutParams& p = l.dropout;
   if (l.in.empty() || !r.in[0] || l.out.empty() || !r.out[0]) return "dropout: missing x or y";
-  if (!(p.ratio >= 0 && p.ratio < 1)) return "dropout: ratio " + std::to_string(p.ratio) + " is not in [0, 1)";
+  if (!(p.ratio >= 0 && p.ratio < 1))
+    return "dropout: ratio " + std::to_string(p.ratio) + " is not in [0, 1)";
   DropoutArgs a{r.in[0], r.out[0], nullptr, p.count, p.ratio, p.seed};
   if (present(r, 1)) {
     const Dt mask_dt = l.out[1].ref.dt;
