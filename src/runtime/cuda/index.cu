@@ -163,23 +163,6 @@ std::string with_index(Dt dt, const char* kernel, F&& f) {
   return std::string(kernel) + ": indices must be int64 or int32";
 }
 
-// Element types with arithmetic (pools, linear resize).
-template <typename F>
-std::string with_float(Dt dt, const char* kernel, F&& f) {
-  switch (dt) {
-    case Dt::kF32:
-      return f(float{});
-    case Dt::kF16:
-      return f(__half{});
-    case Dt::kBF16:
-      return f(__nv_bfloat16{});
-    case Dt::kF64:
-      return f(double{});
-    default:
-      return std::string(kernel) + ": dtype must be f32, f16, bf16 or f64";
-  }
-}
-
 // Element types a scatter can add into.
 template <typename F>
 std::string with_addable(Dt dt, const char* kernel, F&& f) {
@@ -986,7 +969,7 @@ std::string enqueue_pool(const Resolved& r, Context& ctx) {
           p.n * p.c * g.plane < (int64_t{1} << 30);
   const bool with_indices = p.max && r.launch->out.size() > 1 && r.out[1] != nullptr;
   if (r.in[0] == nullptr || r.out[0] == nullptr) return missing("pool");
-  return with_float(r.launch->in[0].ref.dt, "pool", [&](auto zero) {
+  return with_float_type(r.launch->in[0].ref.dt, "pool", [&](auto zero) {
     using T = decltype(zero);
     const auto* x = static_cast<const T*>(r.in[0]);
     auto* y = static_cast<T*>(r.out[0]);
@@ -1057,7 +1040,7 @@ std::string enqueue_resize(const Resolved& r, Context& ctx) {
       return check_launch("resize_nearest");
     });
   }
-  return with_float(dt, "resize", [&](auto zero) {
+  return with_float_type(dt, "resize", [&](auto zero) {
     using T = decltype(zero);
     const auto* x = static_cast<const T*>(r.in[0]);
     auto* y = static_cast<T*>(r.out[0]);

@@ -3,6 +3,8 @@
 // family. Included by .cu files only.
 #pragma once
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <map>
@@ -64,6 +66,24 @@ std::string enqueue_dropout(const Resolved& r, Context& ctx);   // kDropout
 std::string enqueue_matmul(const Resolved& r, Context& ctx);    // kMatMul (cuBLASLt)
 std::string enqueue_conv(const Resolved& r, Context& ctx);      // kConv (cuDNN)
 std::string enqueue_comm(const Resolved& r, Context& ctx);      // kComm (NCCL)
+
+// Calls f(T{}) with the storage type of a float dtype (float, __half, __nv_bfloat16, double);
+// for any other dtype, the error "what: dtype must be f32, f16, bf16 or f64".
+template <typename F>
+std::string with_float_type(Dt dt, const char* what, F&& f) {
+  switch (dt) {
+    case Dt::kF32:
+      return f(float{});
+    case Dt::kF16:
+      return f(__half{});
+    case Dt::kBF16:
+      return f(__nv_bfloat16{});
+    case Dt::kF64:
+      return f(double{});
+    default:
+      return std::string(what) + ": dtype must be f32, f16, bf16 or f64";
+  }
+}
 
 // "" or "what: cudaErrorName (message)".
 std::string cuda_error(cudaError_t status, const char* what);

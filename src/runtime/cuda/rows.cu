@@ -256,24 +256,6 @@ __device__ __forceinline__ void for_each_strided(const T* x, int64_t stride, int
   for (; c < end; c += step) f(c, to_acc<A>(x[c * stride]));
 }
 
-// Calls f(T{}) for the storage type of a float dtype; "" or the error for other dtypes.
-template <typename F>
-std::string with_float_type(Dt dt, const char* what, F&& f) {
-  switch (dt) {
-    case Dt::kF32:
-      return f(float{});
-    case Dt::kF16:
-      return f(__half{});
-    case Dt::kBF16:
-      return f(__nv_bfloat16{});
-    case Dt::kF64:
-      return f(double{});
-    default:
-      return std::string(what) + ": dtype " + std::to_string(static_cast<int>(dt)) +
-             " is not a float type";
-  }
-}
-
 // Values per lane for a row of n <= 1024 elements held by one warp, from a few sizes (768
 // columns, GPT-2's width, take exactly 24).
 int lanes_per_row(int64_t n) {
