@@ -61,7 +61,14 @@ for t in $("$tests" --gtest_list_tests | awk '/^[^ ]/{suite=$1} /^  /{print suit
   rc=$?
   if grep -q "^\[  SKIPPED \] $t " "$out/cuda_tests.txt"; then skipped=$((skipped + 1))
   elif [ "$rc" = 0 ]; then passed=$((passed + 1))
-  elif [ "$rc" -ge 124 ]; then crashed="$crashed $t(rc $rc)"; failures=$((failures + 1))
+  elif [ "$rc" -ge 124 ]; then
+    crashed="$crashed $t(rc $rc)"; failures=$((failures + 1))
+    # A crash is looked at once more under compute-sanitizer (bad device accesses, API errors).
+    if command -v compute-sanitizer >/dev/null && [ "$SECONDS" -lt $((budget / 2)) ]; then
+      timeout 120 compute-sanitizer --tool memcheck --print-limit 20 "$tests" --gtest_filter="$t" \
+        >"$out/sanitizer-$t.txt" 2>&1
+      grep -E 'ERROR SUMMARY|Invalid|Program hit|crashed|at 0x' "$out/sanitizer-$t.txt" | head -12
+    fi
   else failures=$((failures + 1)); fi
 done
 grep -E 'Failure|Expected|Which is|error|crashed|output [0-9]|  Actual' "$out/cuda_tests.txt" | head -60
