@@ -165,14 +165,16 @@ for spec in "gpt2-small tp2dp4-bf16" "bert-base dp8-bf16" "resnet50 dp8-bf16"; d
     [ -s "$hw" ] || continue
     in_time "plan $model $scheme $(basename "$hw")" || continue
     tag=$(basename "$hw" .yaml)
-    timeout 60 "$autopar" profile "$dir" --backend cuda --hw "$hw" --steps 5 --json >"$dir.$tag.json" 2>"$dir.$tag.err"
+    timeout 150 "$autopar" profile "$dir" --backend cuda --hw "$hw" --steps 5 --json >"$dir.$tag.json" 2>"$dir.$tag.err"
+    prc=$?
+    [ "$prc" = 0 ] || echo "profile $model $scheme ($tag) rc $prc (124: timed out): $(tail -c 300 "$dir.$tag.err")"
     python3 - "$dir.$tag.json" "$model $scheme ($tag)" <<'PY' | tee -a "$summary"
 import json, sys
 try:
     text = open(sys.argv[1]).read()
     p = json.loads(text[text.index("{"):])
 except Exception as e:
-    print(f"{sys.argv[2]:<58} FAIL {e}")
+    print(f"{sys.argv[2]:<58} FAIL no result ({e})")
     sys.exit()
 for r in p["roles"]:
     err = r["error"] * 100
