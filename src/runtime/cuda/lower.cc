@@ -922,7 +922,7 @@ Status Lowerer::lower_pool(const Node& node) {
     return error("node '{}' ({}): {} spatial dims (CUDA runs 1 to 3)", node.name, node.op_type, s);
   std::vector<int64_t> in_sp(xd.begin() + 2, xd.end()), out_sp(yd.begin() + 2, yd.end());
   Window win = window_of(node, in_sp, out_sp, node.attr_ints("kernel_shape"), false);
-  if (node.attr_ints("storage_order", {}).size() > 0 || node.attr_int("storage_order", 0) != 0)
+  if (node.attr_int("storage_order", 0) != 0)
     return error("node '{}' (MaxPool): storage_order 1 (CUDA runs 0)", node.name);
   cuda::PoolParams p;
   p.max = node.op_type == "MaxPool";
