@@ -877,11 +877,11 @@ std::vector<Bench> gpu_elementwise_forms(int64_t n) {
 // row sums, and per-channel means of [batch, 64, 16, 16] images (batch-norm statistics).
 std::vector<Bench> gpu_norm_forms(int64_t n) {
   const int64_t rows = n / 1024, width = 1024;
-  return {one_op("Softmax", {{rows, width}}, {{"axis", int64_t{-1}}}),
-          one_op("LayerNormalization", {{rows, width}, {width}, {width}}, {{"axis", int64_t{-1}}}),
-          reduce_sum({rows, width}, {-1}),
-          one_op("ReduceMean", {{n / 16384, 64, 16, 16}},
-                 {{"axes", std::vector<int64_t>{0, 2, 3}}})};
+  return {
+      one_op("Softmax", {{rows, width}}, {{"axis", int64_t{-1}}}),
+      one_op("LayerNormalization", {{rows, width}, {width}, {width}}, {{"axis", int64_t{-1}}}),
+      reduce_sum({rows, width}, {-1}),
+      one_op("ReduceMean", {{n / 16384, 64, 16, 16}}, {{"axes", std::vector<int64_t>{0, 2, 3}}})};
 }
 
 // One sweep over every CUDA benchmark; each time recorded in `sweeps` counts at its median so
@@ -908,8 +908,7 @@ StatusOr<Calibration> calibrate_cuda_sweep(const CalibrationOptions& options,
   Eigen::VectorXd chain_ones(static_cast<Eigen::Index>(chain.size()));
   for (size_t i = 0; i < chain.size(); ++i) {
     auto timed = time_cuda_graph(add_chain(chain[i], bf16), repeats, budget, operands);
-    if (!timed.is_ok())
-      return error("a chain of {} adds: {}", chain[i], timed.status().message());
+    if (!timed.is_ok()) return error("a chain of {} adds: {}", chain[i], timed.status().message());
     const double t = sweeps.record(timed.value());
     const auto row = static_cast<Eigen::Index>(i);
     chain_rows(row, 0) = 1.0 / t;
@@ -933,8 +932,8 @@ StatusOr<Calibration> calibrate_cuda_sweep(const CalibrationOptions& options,
     NodeId node = kNoId;
     Graph g = bench_graph(b, 1, node, dtype);
     const double bytes = node_bytes(g, g.node(node));
-    const int copies = static_cast<int>(std::clamp(std::ceil(4 * kGpuL2Bytes / std::max(bytes, 1.0)),
-                                                   1.0, static_cast<double>(max_copies)));
+    const int copies = static_cast<int>(std::clamp(
+        std::ceil(4 * kGpuL2Bytes / std::max(bytes, 1.0)), 1.0, static_cast<double>(max_copies)));
     if (copies > 1) g = bench_graph(b, copies, node, dtype);
     auto timed = time_cuda_graph(g, repeats, budget, operands);
     if (!timed.is_ok()) return error("{}: {}", bench_text(b, dtype), timed.status().message());
@@ -953,6 +952,32 @@ StatusOr<Calibration> calibrate_cuda_sweep(const CalibrationOptions& options,
     return combined(samples, overhead);
   };
   auto tflops = [](const Sample& s) { return s.work / s.seconds * 1e-12; };
+  // One class's curve: its forms measured at the fitted sizes and at the held-out ones, the
+  // curve fitted as a fraction of `rate`; returns the fitted samples and the held-out error.
+  using Forms = std::vector<Bench>;
+  auto fit_class = [&](OpClass op_class, const std::vector<Forms>& fit_forms,
+                       const std::vector<Forms>& held_forms, bool flops, int max_copies,
+                       double rate) -> StatusOr<std::pair<std::vector<Sample>, double>> {
+    std::vector<Sample> fitted, held_samples;
+    for (const Forms& forms : fit_forms) {
+      ASSIGN_OR_RETURN(Sample s, measure_forms(forms, bf16, flops, max_copies));
+      fitted.push_back(s);
+    }
+    for (const Forms& forms : held_forms) {
+      ASSIGN_OR_RETURN(Sample s, measure_forms(forms, bf16, flops, max_copies));
+      held_samples.push_back(s);
+    }
+    ASSIGN_OR_RETURN(p.device.efficiency[op_class],
+                     EfficiencyCurve::create(curve_points(fitted, rate, overhead)));
+    const double held_error =
+        held_out_error(held_samples, p.device.efficiency[op_class], rate, overhead);
+    return std::make_pair(std::move(fitted), held_error);
+  };
+  auto forms_at = [](const auto& sizes, const auto& forms_of) {
+    std::vector<Forms> out;
+    for (const auto& size : sizes) out.push_back(forms_of(size));
+    return out;
+  };
 
   // GEMM: square bf16 products against the datasheet's bf16 peak, held out at sizes between.
   // The curve is flat beyond its ends, which below them prices a kernel's work at the smallest
@@ -1007,19 +1032,12 @@ StatusOr<Calibration> calibrate_cuda_sweep(const CalibrationOptions& options,
   const std::vector<int64_t> sequences =
       options.quick ? std::vector<int64_t>{32, 256, 1024, 4096}
                     : std::vector<int64_t>{32, 64, 128, 256, 512, 1024, 2048, 4096};
-  std::vector<Sample> attention, attention_held;
-  for (int64_t s : sequences) {
-    ASSIGN_OR_RETURN(Sample sample, measure_forms(attention_forms(s), bf16, true, kMatMulCopies));
-    attention.push_back(sample);
-  }
-  for (int64_t s : options.quick ? std::vector<int64_t>{512} : std::vector<int64_t>{384, 1536}) {
-    ASSIGN_OR_RETURN(Sample sample, measure_forms(attention_forms(s), bf16, true, kMatMulCopies));
-    attention_held.push_back(sample);
-  }
-  ASSIGN_OR_RETURN(p.device.efficiency[OpClass::kAttention],
-                   EfficiencyCurve::create(curve_points(attention, peak, overhead)));
-  const double attention_error =
-      held_out_error(attention_held, p.device.efficiency[OpClass::kAttention], peak, overhead);
+  const std::vector<int64_t> sequences_held =
+      options.quick ? std::vector<int64_t>{512} : std::vector<int64_t>{384, 1536};
+  ASSIGN_OR_RETURN(auto attention_result,
+                   fit_class(OpClass::kAttention, forms_at(sequences, attention_forms),
+                             forms_at(sequences_held, attention_forms), true, kMatMulCopies, peak));
+  const auto& [attention, attention_error] = attention_result;
   cal.report.push_back(fmt::format(
       "attention: bf16 [{}, s, {}] products at s = {} to {}, {:.1f} TFLOP/s at the largest, {} "
       "sizes fitted, held-out error {:.1f}%",
@@ -1040,24 +1058,16 @@ StatusOr<Calibration> calibrate_cuda_sweep(const CalibrationOptions& options,
   };
   using Layer = std::pair<int64_t, int64_t>;  // channels, side
   const std::vector<Layer> conv_fit =
-      options.quick ? std::vector<Layer>{{64, 7}, {64, 56}, {512, 28}}
-                    : std::vector<Layer>{{64, 7}, {128, 7}, {128, 14}, {64, 56}, {256, 28},
-                                         {512, 28}};
-  const std::vector<Layer> conv_held = options.quick ? std::vector<Layer>{{128, 14}}
-                                                     : std::vector<Layer>{{192, 14}, {384, 28}};
-  std::vector<Sample> conv, conv_held_samples;
-  for (const auto& [c, side] : conv_fit) {
-    ASSIGN_OR_RETURN(Sample s, measure_forms(conv_forms(c, side), bf16, true, kConvCopies));
-    conv.push_back(s);
-  }
-  for (const auto& [c, side] : conv_held) {
-    ASSIGN_OR_RETURN(Sample s, measure_forms(conv_forms(c, side), bf16, true, kConvCopies));
-    conv_held_samples.push_back(s);
-  }
-  ASSIGN_OR_RETURN(p.device.efficiency[OpClass::kConv],
-                   EfficiencyCurve::create(curve_points(conv, peak, overhead)));
-  const double conv_error =
-      held_out_error(conv_held_samples, p.device.efficiency[OpClass::kConv], peak, overhead);
+      options.quick
+          ? std::vector<Layer>{{64, 7}, {64, 56}, {512, 28}}
+          : std::vector<Layer>{{64, 7}, {128, 7}, {128, 14}, {64, 56}, {256, 28}, {512, 28}};
+  const std::vector<Layer> conv_held =
+      options.quick ? std::vector<Layer>{{128, 14}} : std::vector<Layer>{{192, 14}, {384, 28}};
+  auto conv_at = [&](const Layer& layer) { return conv_forms(layer.first, layer.second); };
+  ASSIGN_OR_RETURN(auto conv_result,
+                   fit_class(OpClass::kConv, forms_at(conv_fit, conv_at),
+                             forms_at(conv_held, conv_at), true, kConvCopies, peak));
+  const auto& [conv, conv_error] = conv_result;
   cal.report.push_back(fmt::format(
       "conv: bf16 3×3 forward, transposed and weight-gradient forms, batch 32, {}×{}² to {}×{}², "
       "{:.1f} TFLOP/s at the largest, {} sizes fitted, held-out error {:.1f}%",
@@ -1067,9 +1077,9 @@ StatusOr<Calibration> calibrate_cuda_sweep(const CalibrationOptions& options,
   // Memory-bound classes, by bytes read and written. The bandwidth is the best rate of large
   // adds; the elementwise and norm curves are fractions of it.
   std::vector<Sample> add;
-  for (int64_t n : options.quick ? std::vector<int64_t>{int64_t{1} << 26}
-                                 : std::vector<int64_t>{int64_t{1} << 25, int64_t{1} << 27,
-                                                        int64_t{1} << 28}) {
+  for (int64_t n :
+       options.quick ? std::vector<int64_t>{int64_t{1} << 26}
+                     : std::vector<int64_t>{int64_t{1} << 25, int64_t{1} << 27, int64_t{1} << 28}) {
     ASSIGN_OR_RETURN(Sample s, measure(one_op("Add", {{n}, {n}}), bf16, false, kMemoryCopies));
     add.push_back(s);
   }
@@ -1078,46 +1088,31 @@ StatusOr<Calibration> calibrate_cuda_sweep(const CalibrationOptions& options,
   // Elements from 2^14 to 2^27 (an add moves 6 bytes per element: 1e5 to 8e8 bytes), held out
   // at sizes between.
   const std::vector<int64_t> memory_fit =
-      options.quick
-          ? std::vector<int64_t>{int64_t{1} << 14, int64_t{1} << 18, int64_t{1} << 22,
-                                 int64_t{1} << 26}
-          : std::vector<int64_t>{int64_t{1} << 14, int64_t{1} << 16, int64_t{1} << 18,
-                                 int64_t{1} << 20, int64_t{1} << 22, int64_t{1} << 24,
-                                 int64_t{1} << 26, int64_t{1} << 27};
+      options.quick ? std::vector<int64_t>{int64_t{1} << 14, int64_t{1} << 18, int64_t{1} << 22,
+                                           int64_t{1} << 26}
+                    : std::vector<int64_t>{int64_t{1} << 14, int64_t{1} << 16, int64_t{1} << 18,
+                                           int64_t{1} << 20, int64_t{1} << 22, int64_t{1} << 24,
+                                           int64_t{1} << 26, int64_t{1} << 27};
   const std::vector<int64_t> memory_held =
       options.quick ? std::vector<int64_t>{int64_t{3} << 19}
                     : std::vector<int64_t>{int64_t{3} << 15, int64_t{3} << 21};
-  std::vector<Sample> elementwise, elementwise_held, norm, norm_held;
-  for (int64_t n : memory_fit) {
-    ASSIGN_OR_RETURN(Sample s, measure_forms(gpu_elementwise_forms(n), bf16, false, kMemoryCopies));
-    elementwise.push_back(s);
-  }
-  for (int64_t n : memory_held) {
-    ASSIGN_OR_RETURN(Sample s, measure_forms(gpu_elementwise_forms(n), bf16, false, kMemoryCopies));
-    elementwise_held.push_back(s);
-  }
-  ASSIGN_OR_RETURN(p.device.efficiency[OpClass::kElementwise],
-                   EfficiencyCurve::create(curve_points(elementwise, bandwidth, overhead)));
-  const double elementwise_error = held_out_error(
-      elementwise_held, p.device.efficiency[OpClass::kElementwise], bandwidth, overhead);
+  auto elementwise_at = [](int64_t n) { return gpu_elementwise_forms(n); };
+  ASSIGN_OR_RETURN(
+      auto elementwise_result,
+      fit_class(OpClass::kElementwise, forms_at(memory_fit, elementwise_at),
+                forms_at(memory_held, elementwise_at), false, kMemoryCopies, bandwidth));
+  const auto& [elementwise, elementwise_error] = elementwise_result;
   cal.report.push_back(fmt::format(
       "elementwise: {:.0f} GB/s (best large bf16 add; the datasheet's {:.0f}), add, broadcast "
       "product, division, square root and head transpose in bf16, {} sizes fitted, held-out "
       "error {:.1f}%",
       bandwidth * 1e-9, base.device.memory_bandwidth * 1e-9, elementwise.size(),
       elementwise_error * 100));
-  for (int64_t n : memory_fit) {
-    ASSIGN_OR_RETURN(Sample s, measure_forms(gpu_norm_forms(n), bf16, false, kMemoryCopies));
-    norm.push_back(s);
-  }
-  for (int64_t n : memory_held) {
-    ASSIGN_OR_RETURN(Sample s, measure_forms(gpu_norm_forms(n), bf16, false, kMemoryCopies));
-    norm_held.push_back(s);
-  }
-  ASSIGN_OR_RETURN(p.device.efficiency[OpClass::kNorm],
-                   EfficiencyCurve::create(curve_points(norm, bandwidth, overhead)));
-  const double norm_error =
-      held_out_error(norm_held, p.device.efficiency[OpClass::kNorm], bandwidth, overhead);
+  auto norm_at = [](int64_t n) { return gpu_norm_forms(n); };
+  ASSIGN_OR_RETURN(auto norm_result,
+                   fit_class(OpClass::kNorm, forms_at(memory_fit, norm_at),
+                             forms_at(memory_held, norm_at), false, kMemoryCopies, bandwidth));
+  const auto& [norm, norm_error] = norm_result;
   cal.report.push_back(fmt::format(
       "norm: softmax, layer norm, row sum and per-channel mean in bf16, {} sizes fitted, "
       "held-out error {:.1f}%",
@@ -1144,9 +1139,10 @@ StatusOr<Calibration> calibrate_cuda(const CalibrationOptions& options,
   if (const std::string why = runtime::cuda_unavailable_reason(); !why.empty())
     return error("--backend cuda: {}", why);
   if (!base.device.peak_flops.count("bf16"))
-    return error("{}: device.peak_flops: needs bf16 (the GPU's efficiency curves are fractions "
-                 "of it)",
-                 base.source.empty() ? base.name : base.source);
+    return error(
+        "{}: device.peak_flops: needs bf16 (the GPU's efficiency curves are fractions "
+        "of it)",
+        base.source.empty() ? base.name : base.source);
   Sweeps sweeps;
   RandomOperands operands;
   Calibration cal;

@@ -8,18 +8,17 @@
 #include <fstream>
 #include <random>
 
+#include <nlohmann/json.hpp>
+
 #include "autopar/ir/precision.h"
 #include "autopar/parallel/lowering.h"
+#include "autopar/runtime/cuda_executor.h"
+#include "autopar/runtime/cuda_plan.h"
 #include "autopar/runtime/plan_runner.h"
 #include "autopar/runtime/trainer.h"
 #include "autopar/zoo/zoo.h"
 #include "commands.h"
 #include "plan_command.h"
-
-#include <nlohmann/json.hpp>
-
-#include "autopar/runtime/cuda_executor.h"
-#include "autopar/runtime/cuda_plan.h"
 
 namespace autopar::cli {
 namespace {
@@ -421,6 +420,13 @@ Status run_verify(const VerifyFlags& f, int* exit_code) {
 
 }  // namespace
 
+StepTimes warm_step_times(const std::vector<double>& step_seconds, double fallback) {
+  std::vector<double> timed(step_seconds.begin() + (step_seconds.size() > 1), step_seconds.end());
+  std::sort(timed.begin(), timed.end());
+  if (timed.empty()) return {fallback, fallback};
+  return {timed[timed.size() / 2], timed[timed.size() / 10]};
+}
+
 Status run_plan_directory(const std::string& dir, const std::string& comm, int steps, bool json,
                           uint64_t seed) {
   ASSIGN_OR_RETURN(std::unique_ptr<runtime::Communicator> mpi, open_communicator(comm));
@@ -429,14 +435,9 @@ Status run_plan_directory(const std::string& dir, const std::string& comm, int s
   ASSIGN_OR_RETURN(std::optional<runtime::PlanResult> ran, run_built(built, feeds, mpi.get()));
   if (!ran) return Status::ok();  // an MPI rank other than 0: rank 0 reports
   const runtime::PlanResult& result = *ran;
-  // Steps (the slowest device's), the first one a warm-up when there are others: the median,
-  // and the 10th percentile, the machine's own speed where neighbours on a shared host only
-  // add time (what calibration measures and predictions are held to).
-  std::vector<double> timed(result.step_seconds.begin() + (result.step_seconds.size() > 1),
-                            result.step_seconds.end());
-  std::sort(timed.begin(), timed.end());
-  const double median = timed.empty() ? result.seconds : timed[timed.size() / 2];
-  const double p10 = timed.empty() ? result.seconds : timed[timed.size() / 10];
+  // Steps: the slowest device's.
+  const StepTimes times = warm_step_times(result.step_seconds, result.seconds);
+  const double median = times.median, p10 = times.p10;
   if (json) {
     fmt::print(
         "{{\"devices\": {}, \"steps\": {}, \"losses\": [{}], \"seconds\": {:.4f}, "
@@ -454,8 +455,7 @@ Status run_plan_directory(const std::string& dir, const std::string& comm, int s
   return Status::ok();
 }
 
-Status run_plan_directory_cuda(const std::string& dir, int steps, bool json, uint64_t seed) {
-  (void)seed;
+Status run_plan_directory_cuda(const std::string& dir, int steps, bool json) {
   if (steps < 1) return error("--steps {}: must be at least 1", steps);
   ASSIGN_OR_RETURN(BuiltPlan built, load_plan(dir, false));
   ASSIGN_OR_RETURN(std::vector<runtime::CudaRoleTiming> roles,
@@ -478,17 +478,21 @@ Status run_plan_directory_cuda(const std::string& dir, int steps, bool json, uin
     for (const auto& r : roles) {
       nlohmann::json programs = nlohmann::json::array();
       for (const auto& p : r.programs)
-        programs.push_back({{"program", p.name}, {"runs_per_step", p.runs_per_step},
-                            {"median_s", p.median_s}, {"p10_s", p.p10_s}});
-      json_roles.push_back({{"role", r.role}, {"step_s", r.step_s}, {"p10_step_s", r.p10_step_s},
+        programs.push_back({{"program", p.name},
+                            {"runs_per_step", p.runs_per_step},
+                            {"median_s", p.median_s},
+                            {"p10_s", p.p10_s}});
+      json_roles.push_back({{"role", r.role},
+                            {"step_s", r.step_s},
+                            {"p10_step_s", r.p10_step_s},
                             {"programs", programs}});
     }
     out["roles"] = json_roles;
     fmt::print("{}\n", out.dump(2));
     return Status::ok();
   }
-  fmt::print("{}: {} devices, {} roles on {}, communication stubbed, {} replays per program\n",
-             dir, built.plan.device_role.size(), roles.size(), runtime::cuda_device_description(),
+  fmt::print("{}: {} devices, {} roles on {}, communication stubbed, {} replays per program\n", dir,
+             built.plan.device_role.size(), roles.size(), runtime::cuda_device_description(),
              steps);
   fmt::print("{:<6} {:<8} {:>5} {:>12} {:>12}\n", "role", "program", "runs", "median ms", "p10 ms");
   for (const auto& r : roles) {

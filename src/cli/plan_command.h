@@ -24,9 +24,8 @@ StatusOr<BuiltPlan> build_plan(const std::string& model, Scheme scheme, const Pl
                                const std::string& scheme_source, bool weights);
 // The scheme with its batch resolved (in `plan.scheme`), the model at one microbatch over dp
 // and the lowering options: everything build_plan does before lowering.
-StatusOr<BuiltPlan> resolve_model(const std::string& model, Scheme scheme,
-                                  const PlanSource& given, const std::string& scheme_source,
-                                  bool weights);
+StatusOr<BuiltPlan> resolve_model(const std::string& model, Scheme scheme, const PlanSource& given,
+                                  const std::string& scheme_source, bool weights);
 // --loss, --optimizer, --batch and --dim as a plan's source.
 StatusOr<PlanSource> plan_source(const std::string& loss, const std::string& optimizer,
                                  const DimFlags& dims);
@@ -39,10 +38,19 @@ StatusOr<BuiltPlan> load_plan(const std::string& dir, bool weights);
 // Initial state from the model and `steps` steps of synthetic microbatches.
 StatusOr<runtime::PlanFeeds> plan_feeds(const BuiltPlan& built, int steps, uint64_t seed);
 
+// The median and the 10th percentile of per-step seconds, the first step a warm-up left out
+// when there are others: the 10th percentile is the machine's own speed where neighbours on a
+// shared host only add time (what calibration measures and predictions are held to).
+// `fallback` for both when there are no steps.
+struct StepTimes {
+  double median = 0, p10 = 0;
+};
+StepTimes warm_step_times(const std::vector<double>& step_seconds, double fallback);
+
 Status run_plan_directory(const std::string& dir, const std::string& comm, int steps, bool json,
                           uint64_t seed);
 // A plan's roles timed on the one GPU of this machine, communication stubbed.
-Status run_plan_directory_cuda(const std::string& dir, int steps, bool json, uint64_t seed);
+Status run_plan_directory_cuda(const std::string& dir, int steps, bool json);
 void add_transform_command(CLI::App& app, Command& command);
 void add_verify_command(CLI::App& app, Command& command, int* exit_code);
 void add_simulate_command(CLI::App& app, Command& command);

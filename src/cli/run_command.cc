@@ -1,5 +1,4 @@
 // `autopar run MODEL`: runs a model on the CPU executor (inference on input files).
-#include <algorithm>
 #include <filesystem>
 #include <optional>
 
@@ -135,13 +134,10 @@ Status run_training(RunFlags& flags) {
   options.cuda = flags.backend == "cuda";
   ASSIGN_OR_RETURN(runtime::TrainingRun run,
                    runtime::train_synthetic(model, loss, optimizer, options));
-  // The first step is a warm-up (CUDA: run eagerly while libraries choose their algorithms,
-  // then captured) when there are others: the median and the 10th percentile of the rest.
-  std::vector<double> timed(run.step_seconds.begin() + (run.step_seconds.size() > 1),
-                            run.step_seconds.end());
-  std::sort(timed.begin(), timed.end());
-  const double median = timed.empty() ? 0.0 : timed[timed.size() / 2];
-  const double p10 = timed.empty() ? 0.0 : timed[timed.size() / 10];
+  // The first step is the warm-up (CUDA: run eagerly while libraries choose their algorithms,
+  // then captured).
+  const StepTimes times = warm_step_times(run.step_seconds, 0.0);
+  const double median = times.median, p10 = times.p10;
   if (flags.json) {
     nlohmann::json out = {
         {"losses", run.losses},
@@ -223,8 +219,7 @@ void add_run_command(CLI::App& app, Command& command) {
                 "--comm {}: plans run across GPUs over NCCL are not supported yet; "
                 "--backend cuda profiles each role on one GPU",
                 flags->comm);
-          return run_plan_directory_cuda(flags->model, steps ? flags->steps : 20, flags->json,
-                                         flags->seed);
+          return run_plan_directory_cuda(flags->model, steps ? flags->steps : 20, flags->json);
         }
         return run_plan_directory(flags->model, flags->comm, steps ? flags->steps : 1, flags->json,
                                   flags->seed);

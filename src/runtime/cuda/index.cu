@@ -166,22 +166,11 @@ std::string with_index(Dt dt, const char* kernel, F&& f) {
 // Element types a scatter can add into.
 template <typename F>
 std::string with_addable(Dt dt, const char* kernel, F&& f) {
-  switch (dt) {
-    case Dt::kF32:
-      return f(float{});
-    case Dt::kF16:
-      return f(__half{});
-    case Dt::kBF16:
-      return f(__nv_bfloat16{});
-    case Dt::kF64:
-      return f(double{});
-    case Dt::kI64:
-      return f(static_cast<long long>(0));
-    case Dt::kI32:
-      return f(int{});
-    default:
-      return std::string(kernel) + ": reduction add needs f32, f16, bf16, f64, i64 or i32";
-  }
+  if (dt == Dt::kI64) return f(static_cast<long long>(0));
+  if (dt == Dt::kI32) return f(int{});
+  if (!dt_is_float(dt))
+    return std::string(kernel) + ": reduction add needs f32, f16, bf16, f64, i64 or i32";
+  return with_float_type(dt, kernel, f);
 }
 
 template <typename T>
