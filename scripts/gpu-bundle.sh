@@ -11,7 +11,8 @@ mkdir -p "$out/bin" "$out/lib"
 programs=("$build/autopar" "$build/tests/autopar_cuda_tests" "$build/bench/cuda_bench")
 for p in "${programs[@]}"; do
   [ -x "$p" ] || { echo "gpu-bundle: $p is missing: build first (make build)" >&2; exit 2; }
-  strip -o "$out/bin/$(basename "$p")" "$p"
+  # Symbols stay (a crash's backtrace names the functions); debug sections go.
+  strip --strip-debug -o "$out/bin/$(basename "$p")" "$p"
 done
 # The libraries ldd resolves, less the C and C++ runtimes (the GPU machine's are as new or
 # newer, and cuDNN's own libraries load against them) and the CUDA ones it brings.

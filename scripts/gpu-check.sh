@@ -63,7 +63,14 @@ for t in $("$tests" --gtest_list_tests | awk '/^[^ ]/{suite=$1} /^  /{print suit
   elif [ "$rc" = 0 ]; then passed=$((passed + 1))
   elif [ "$rc" -ge 124 ]; then
     crashed="$crashed $t(rc $rc)"; failures=$((failures + 1))
-    # A crash is looked at once more under compute-sanitizer (bad device accesses, API errors).
+    # A crash is looked at once more: the host's stack under cuda-gdb (a fault inside a
+    # library or a kernel family's host code), then compute-sanitizer (bad device accesses,
+    # API errors) where the machine's runtime lets it read the device.
+    if command -v cuda-gdb >/dev/null && [ "$SECONDS" -lt $((budget / 2)) ]; then
+      timeout 90 cuda-gdb -q -batch -ex run -ex bt -ex 'info registers rip' \
+        --args "$tests" --gtest_filter="$t" >"$out/backtrace-$t.txt" 2>&1
+      grep -E '^#[0-9]+|signal|rip' "$out/backtrace-$t.txt" | head -24
+    fi
     if command -v compute-sanitizer >/dev/null && [ "$SECONDS" -lt $((budget / 2)) ]; then
       timeout 120 compute-sanitizer --tool memcheck --print-limit 20 "$tests" --gtest_filter="$t" \
         >"$out/sanitizer-$t.txt" 2>&1
@@ -179,6 +186,15 @@ except Exception as e:
 for r in p["roles"]:
     err = r["error"] * 100
     print(f"{sys.argv[2] + ' role ' + str(r['role']):<58} predicted {r['predicted_compute_s']*1e3:8.2f} ms  measured {r['measured_compute_s']*1e3:8.2f} ms  {err:+6.1f}%")
+    for name, c in sorted(r.get("classes", {}).items()):
+        if c["predicted_s"] or c["measured_s"]:
+            print(f"{'   ' + name:<58} predicted {c['predicted_s']*1e3:8.2f} ms  measured {c['measured_s']*1e3:8.2f} ms")
+    if "hgx-h200)" in sys.argv[2]:
+        kinds = sorted(r.get("launch_kinds", {}).items(), key=lambda kv: -kv[1]["measured_s"])
+        print("   launches: " + ", ".join(f"{k} {v['launches']:.0f}x {v['measured_s']*1e3:.2f} ms" for k, v in kinds[:8]))
+        for l in r.get("slowest_launches", [])[:6]:
+            rate = f" {l['bytes_per_s']/1e9:.0f} GB/s" if "bytes_per_s" in l else ""
+            print(f"   {l['kind']:<10} {l['node'][:40]:<40} {l['op_type'][:14]:<14} {l['nodes']:>3} nodes {l['measured_s']*1e3:7.3f} ms{rate}")
 PY
   done
 done

@@ -280,7 +280,21 @@ struct CudaRoleProfile {
   // The stubs' own launches (zero fills), inside measured_compute.
   double measured_stubs = 0;
   std::map<std::string, Times> classes;  // the compute model's op classes
+  // The GPU's launches per step, scaled as the classes are: per kind, and the slowest ones.
+  struct Kind {
+    double launches = 0, seconds = 0;
+  };
+  std::map<std::string, Kind> kinds;
+  struct Slow {
+    std::string kind, node, op_type;
+    int32_t nodes = 1;
+    int64_t bytes = 0;
+    double seconds = 0;  // per step: one run's, times the program's runs per step
+  };
+  std::vector<Slow> slowest;
 };
+
+constexpr size_t kSlowestLaunches = 25;
 
 // Per role, a step of its schedule: the model's compute (every node but communication, and the
 // per-program overhead the simulator charges on the compute stream) against the GPU's (its
@@ -339,7 +353,19 @@ std::vector<CudaRoleProfile> compare_cuda(const Plan& plan, const NodeSeconds& m
         else
           r.measured_stubs += seconds;
       }
+      for (const runtime::CudaLaunchTiming& l : t.launches) {
+        CudaRoleProfile::Kind& k = r.kinds[l.kind];
+        k.launches += t.runs_per_step;
+        k.seconds += l.seconds * scale;
+        const std::string op_type =
+            l.node_id >= 0 && l.node_id < role.graph.num_nodes() ? role.graph.node(l.node_id).op_type
+                                                                  : "";
+        r.slowest.push_back({l.kind, l.node, op_type, l.nodes, l.bytes, l.seconds * scale});
+      }
     }
+    std::stable_sort(r.slowest.begin(), r.slowest.end(),
+                     [](const auto& a, const auto& b) { return a.seconds > b.seconds; });
+    if (r.slowest.size() > kSlowestLaunches) r.slowest.resize(kSlowestLaunches);
     roles.push_back(std::move(r));
   }
   return roles;
@@ -359,13 +385,29 @@ nlohmann::json cuda_profile_json(const ProfileFlags& f, const HardwareProfile& h
     nlohmann::json classes = nlohmann::json::object();
     for (const auto& [name, t] : r.classes)
       classes[name] = {{"predicted_s", t.predicted}, {"measured_s", t.measured}};
+    nlohmann::json kinds = nlohmann::json::object();
+    for (const auto& [name, k] : r.kinds)
+      kinds[name] = {{"launches", k.launches}, {"measured_s", k.seconds}};
+    nlohmann::json slowest = nlohmann::json::array();
+    for (const CudaRoleProfile::Slow& l : r.slowest) {
+      nlohmann::json launch = {{"kind", l.kind},         {"node", l.node},
+                               {"op_type", l.op_type},   {"nodes", l.nodes},
+                               {"measured_s", l.seconds}};
+      if (l.bytes > 0) {
+        launch["bytes"] = l.bytes;
+        launch["bytes_per_s"] = l.seconds > 0 ? static_cast<double>(l.bytes) / l.seconds : 0.0;
+      }
+      slowest.push_back(std::move(launch));
+    }
     json_roles.push_back({{"role", r.role},
                           {"predicted_compute_s", r.predicted_compute},
                           {"measured_compute_s", r.measured_compute},
                           {"error", relative(r.predicted_compute, r.measured_compute)},
                           {"predicted_communication_s", r.predicted_communication},
                           {"measured_stubbed_communication_s", r.measured_stubs},
-                          {"classes", classes}});
+                          {"classes", classes},
+                          {"launch_kinds", kinds},
+                          {"slowest_launches", slowest}});
   }
   return {{"plan", f.plan},
           {"profile", hw.name},
@@ -401,6 +443,15 @@ void print_cuda_profile(const ProfileFlags& f, const HardwareProfile& hw, const 
     if (r.predicted_communication > 0)
       fmt::print("{:<6} {:<15} {:>14.3f} {:>13}\n", "", "communication",
                  r.predicted_communication * 1e3, "stubbed");
+    fmt::print("{:<6} {:<16} {:<24} {:<14} {:>6} {:>11} {:>8}\n", "", "slowest launches", "node",
+               "op", "nodes", "measured ms", "GB/s");
+    for (size_t i = 0; i < r.slowest.size() && i < 10; ++i) {
+      const CudaRoleProfile::Slow& l = r.slowest[i];
+      const std::string rate =
+          l.bytes > 0 && l.seconds > 0 ? fmt::format("{:.0f}", l.bytes / l.seconds / 1e9) : "";
+      fmt::print("{:<6} {:<16} {:<24} {:<14} {:>6} {:>11.3f} {:>8}\n", "", l.kind,
+                 l.node.substr(0, 24), l.op_type.substr(0, 14), l.nodes, l.seconds * 1e3, rate);
+    }
   }
   fmt::print("worst role error {:.1f}% (compute; communication is the model's alone)\n",
              100 * worst_role_error(roles));

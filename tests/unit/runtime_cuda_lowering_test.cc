@@ -376,6 +376,37 @@ TEST(CudaLowering, GptTinyStepFusesElementwiseRunsAndAliasesViews) {
   EXPECT_LT(s.launches, t.graph.num_nodes());
 }
 
+// A fused run names how many nodes it runs and the bytes it moves: y = relu(a + bias) over
+// [4, 8] f32 with bias [8] reads a (128 B) and bias once (32 B) and writes y (128 B).
+TEST(CudaLowering, AFusedRunCountsItsNodesAndBytes) {
+  GraphBuilder b("bias_relu");
+  const ValueId a = b.input("a", DType::kFloat32, {4, 8});
+  const ValueId bias = b.input("bias", DType::kFloat32, {8});
+  b.output(b.op1("Relu", {b.op1("Add", {a, bias})}));
+  const Graph g = b.finish();
+  const auto l = lowered(g);
+  ASSERT_TRUE(l);
+  ASSERT_EQ(l->program.launches.size(), 1u);
+  const cuda::Launch& launch = l->program.launches[0];
+  EXPECT_STREQ(cuda::kind_name(launch.kind), "map");
+  EXPECT_EQ(launch.nodes, 2);
+  EXPECT_EQ(cuda::launch_bytes(launch), 128 + 32 + 128);
+  // gpt-tiny's step: every node a launch runs is counted once (views and host-side shape
+  // arithmetic launch nothing).
+  const TrainingGraph t = tiny_training_graph("gpt-tiny");
+  CudaOptions options;
+  options.updates = t.updates;
+  const auto step = lowered(t.graph, options);
+  ASSERT_TRUE(step);
+  int64_t nodes = 0, multi = 0;
+  for (const cuda::Launch& x : step->program.launches) {
+    nodes += x.nodes;
+    if (x.nodes > 1) multi += x.nodes;
+  }
+  EXPECT_EQ(multi, summarize(*step).fused_nodes);
+  EXPECT_LT(nodes, t.graph.num_nodes());
+}
+
 TEST(CudaLowering, AnUnsupportedOpIsAnErrorNamingTheNode) {
   Graph g;
   const ValueId x = add_value(g, "x", {4}, true);

@@ -62,6 +62,16 @@ StatusOr<std::shared_ptr<const CudaLowering>> lower_for_cuda(const Graph& graph,
                                                              const CudaOptions& options = {});
 CudaLoweringSummary summarize(const CudaLowering& lowering);
 
+// One launch of an eager run timed on its own (a profile).
+struct CudaLaunchTiming {
+  std::string kind;      // "map", "matmul", ... (CudaLoweringSummary's names)
+  std::string node;      // the graph node it runs; a fused run's first node
+  int32_t node_id = -1;  // -1 for launches of no node (updates written back)
+  int32_t nodes = 1;     // graph nodes it runs (a fused elementwise run: several)
+  int64_t bytes = 0;     // bytes read and written, where the launch's form says (map, copies)
+  double seconds = 0;
+};
+
 class CudaExecutor {
  public:
   // Lowers the graph, opens the device and loads the program (uploads initializers).
@@ -78,6 +88,8 @@ class CudaExecutor {
   StatusOr<std::vector<double>> replay(int times);
   // Per node: seconds of its launches, run eagerly one launch at a time (a profile).
   StatusOr<std::vector<double>> profile_nodes();
+  // Per launch, in program order: what it runs and its seconds, run eagerly as above.
+  StatusOr<std::vector<CudaLaunchTiming>> profile_launches();
   // Reads the graph outputs (after step()).
   StatusOr<std::vector<TensorPtr>> outputs();
   // Reads one value that has storage (a graph input, initializer or output).

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "autopar/parallel/plan.h"
+#include "autopar/runtime/cuda_executor.h"
 #include "autopar/support/status.h"
 
 namespace autopar::runtime {
@@ -19,6 +20,8 @@ struct CudaProgramTiming {
   // Per role-graph node: seconds of one run, from an eager run timed launch by launch
   // (empty unless asked for).
   std::vector<double> node_seconds;
+  // The same eager run launch by launch; node ids are the role graph's.
+  std::vector<CudaLaunchTiming> launches;
 };
 
 struct CudaRoleTiming {

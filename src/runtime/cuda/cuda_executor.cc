@@ -78,14 +78,26 @@ StatusOr<std::vector<double>> CudaExecutor::replay(int times) {
   return seconds;
 }
 
-StatusOr<std::vector<double>> CudaExecutor::profile_nodes() {
+StatusOr<std::vector<CudaLaunchTiming>> CudaExecutor::profile_launches() {
   std::vector<double> launch_seconds;
   if (std::string problem = device_->run_profiled(launch_seconds); !problem.empty())
     return error("{}", problem);
-  std::vector<double> node_seconds(static_cast<size_t>(graph_->num_nodes()), 0.0);
   const auto& launches = lowering_->program.launches;
+  std::vector<CudaLaunchTiming> timings;
+  timings.reserve(launches.size());
   for (size_t i = 0; i < launches.size() && i < launch_seconds.size(); ++i) {
-    if (launches[i].node_id >= 0) node_seconds[launches[i].node_id] += launch_seconds[i];
+    const cuda::Launch& l = launches[i];
+    timings.push_back({cuda::kind_name(l.kind), l.node, l.node_id, l.nodes, cuda::launch_bytes(l),
+                       launch_seconds[i]});
+  }
+  return timings;
+}
+
+StatusOr<std::vector<double>> CudaExecutor::profile_nodes() {
+  ASSIGN_OR_RETURN(std::vector<CudaLaunchTiming> launches, profile_launches());
+  std::vector<double> node_seconds(static_cast<size_t>(graph_->num_nodes()), 0.0);
+  for (const CudaLaunchTiming& l : launches) {
+    if (l.node_id >= 0) node_seconds[static_cast<size_t>(l.node_id)] += l.seconds;
   }
   return node_seconds;
 }

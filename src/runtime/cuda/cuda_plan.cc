@@ -73,9 +73,13 @@ StatusOr<std::vector<CudaRoleTiming>> time_plan_roles_cuda(const Plan& plan, int
       t.median_s = quantile(replayed.value(), 0.5);
       t.p10_s = quantile(replayed.value(), 0.1);
       if (node_seconds) {
-        ASSIGN_OR_RETURN(std::vector<double> seconds, ex->profile_nodes());
+        ASSIGN_OR_RETURN(t.launches, ex->profile_launches());
         t.node_seconds.assign(static_cast<size_t>(role.graph.num_nodes()), 0.0);
-        for (size_t i = 0; i < seconds.size(); ++i) t.node_seconds[prog.begin + i] = seconds[i];
+        for (CudaLaunchTiming& l : t.launches) {
+          if (l.node_id < 0) continue;
+          l.node_id += prog.begin;
+          t.node_seconds[static_cast<size_t>(l.node_id)] += l.seconds;
+        }
       }
       timing.step_s += t.median_s * t.runs_per_step;
       timing.p10_step_s += t.p10_s * t.runs_per_step;

@@ -664,6 +664,7 @@ Status Lowerer::lower_map_run(NodeId first, NodeId& last, int max_nodes, bool& t
                                   static_cast<uint8_t>(reg_of[stores[k]]), 0, 0, 0});
   }
   collapse(l);
+  l.nodes = static_cast<int32_t>(last - first + 1);
   node_id_ = first;
   add(std::move(l), inputs, stores, &g_.node(first));
   return Status::ok();
@@ -1755,15 +1756,10 @@ Status Lowerer::plan(CudaLowering& out) {
   out.program.persistent_bytes = persistent_bytes;
   out.program.launches = std::move(launches_);
   // The summary.
-  static const char* kKindNames[] = {
-      "map",           "reduce",    "softmax", "layer_norm",      "layer_norm_grad",  "batch_norm",
-      "cross_entropy", "adam",      "gather",  "gather_elements", "scatter_elements", "gather_nd",
-      "scatter_nd",    "pool",      "resize",  "dropout",         "matmul",           "conv",
-      "comm",          "copy_bytes"};
   CudaLoweringSummary& s = out.summary;
   s.launches = static_cast<int64_t>(out.program.launches.size());
   for (const Launch& l : out.program.launches)
-    ++s.launches_by_kind[kKindNames[static_cast<int>(l.kind)]];
+    ++s.launches_by_kind[kind_name(l.kind)];
   s.fused_nodes = fused_nodes_;
   s.views = views_;
   s.arena_bytes = arena;

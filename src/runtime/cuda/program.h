@@ -324,6 +324,7 @@ struct Launch {
   Kind kind = Kind::kMap;
   std::string node;  // the graph node it runs, for errors and profiles ("" if none)
   int32_t node_id = -1;
+  int32_t nodes = 1;  // graph nodes it runs (a fused elementwise run: several)
   // kMap: every input and output is an Access over `space`. Other kinds: refs in `in`/`out`
   // (Access strides unused; base only for kMatMul, in elements) and their params below. An
   // absent optional output has ref.offset -1 and resolves to a null pointer.
@@ -347,6 +348,34 @@ struct Launch {
   ConvParams conv;
   CommParams comm;
 };
+
+inline const char* kind_name(Kind kind) {
+  static const char* const kNames[] = {
+      "map",           "reduce",    "softmax", "layer_norm",      "layer_norm_grad",  "batch_norm",
+      "cross_entropy", "adam",      "gather",  "gather_elements", "scatter_elements", "gather_nd",
+      "scatter_nd",    "pool",      "resize",  "dropout",         "matmul",           "conv",
+      "comm",          "copy_bytes"};
+  return kNames[static_cast<int>(kind)];
+}
+
+// The bytes a launch reads and writes where its form says (0 where it does not): a map reads
+// each operand once per distinct element it walks (stride-0 dims repeat a cached element) and
+// writes each output; a byte copy reads and writes its bytes.
+inline int64_t launch_bytes(const Launch& l) {
+  if (l.kind == Kind::kCopyBytes) return 2 * l.bytes;
+  if (l.kind != Kind::kMap) return 0;
+  int64_t total = 0;
+  auto walked = [&](const Access& a) {
+    int64_t elements = 1;
+    for (int d = 0; d < l.space.rank; ++d) {
+      if (a.strides[d] != 0) elements *= l.space.dims[d];
+    }
+    return elements * dt_size(a.ref.dt);
+  };
+  for (const Access& a : l.in) total += walked(a);
+  for (const Access& a : l.out) total += walked(a);
+  return total;
+}
 
 // Bytes copied into the persistent region when the program is loaded (initializer data,
 // constants).
