@@ -188,10 +188,10 @@ Graph add_chain(int count, DType dtype = DType::kFloat32) {
 // A chain of `count` elementwise ops over `elements`, cycling through an optimizer's kinds
 // (scale, add, divide, square root), each binary one reading the input `x` again: one fused
 // kernel on a runtime that fuses.
-Graph elementwise_chain(int count, int64_t elements) {
+Graph elementwise_chain(int count, int64_t elements, DType dtype = DType::kFloat32) {
   GraphBuilder b("elementwise_chain");
-  const ValueId x = b.input("x", DType::kFloat32, {elements});
-  ValueId y = b.input("y", DType::kFloat32, {elements});
+  const ValueId x = b.input("x", dtype, {elements});
+  ValueId y = b.input("y", dtype, {elements});
   static const char* const kOps[] = {"Mul", "Add", "Div", "Sqrt"};
   for (int i = 0; i < count; ++i) {
     const std::string op = kOps[i % 4];
@@ -826,9 +826,9 @@ class RandomOperands {
 // own, as the profile prices nodes: a benchmark's copies are consecutive elementwise nodes of
 // one shape, which the runtime would otherwise fuse into one kernel.
 StatusOr<double> time_cuda_graph(const Graph& g, int repeats, double seconds,
-                                 RandomOperands& operands) {
+                                 RandomOperands& operands, bool fuse = false) {
   runtime::CudaOptions options;
-  options.fuse_elementwise = false;
+  options.fuse_elementwise = fuse;
   ASSIGN_OR_RETURN(std::unique_ptr<runtime::CudaExecutor> ex,
                    runtime::CudaExecutor::create(g, options));
   {
@@ -1117,8 +1117,65 @@ StatusOr<Calibration> calibrate_cuda_sweep(const CalibrationOptions& options,
       "norm: softmax, layer norm, row sum and per-channel mean in bf16, {} sizes fitted, "
       "held-out error {:.1f}%",
       norm.size(), norm_error * 100));
-  cal.worst_held_out_error =
-      std::max({gemm_error, attention_error, conv_error, elementwise_error, norm_error});
+
+  // Fused elementwise runs (the backend runs consecutive elementwise nodes of one shape as one
+  // interpreted kernel, bf16 ones too): seconds per element and node, the slope between a
+  // short and a long bf16 chain over 2^24 elements, where the interpreter, not memory, bounds
+  // the kernel; held out at a chain between them under the model the simulator prices with.
+  double fused_error = 0;
+  {
+    p.device.fuses_half_types = true;
+    const int64_t elements = int64_t{1} << 24;
+    const int lengths[] = {2, 8, 5};
+    double t[3];
+    for (int i = 0; i < 3; ++i) {
+      auto timed = time_cuda_graph(elementwise_chain(lengths[i], elements, bf16), repeats, budget,
+                                   operands, /*fuse=*/true);
+      if (!timed.is_ok())
+        return error("a fused chain of {} bf16 ops: {}", lengths[i], timed.status().message());
+      t[i] = sweeps.record(timed.value());
+    }
+    p.device.fused_op_element_s = std::max(
+        (t[1] - t[0]) / (static_cast<double>(lengths[1] - lengths[0]) * elements), 1e-15);
+    double predicted = p.device.program_overhead_s;
+    for (double s : fused_node_seconds(p, elementwise_chain(lengths[2], elements, bf16)))
+      predicted += std::max(s, 0.0);
+    fused_error = std::fabs(predicted - t[2]) / t[2];
+    cal.report.push_back(fmt::format(
+        "fused elementwise: {:.2f} ps per element and node (bf16 chains of {} and {} nodes over "
+        "2^24 elements), held-out error {:.1f}% (a chain of {})",
+        p.device.fused_op_element_s * 1e12, lengths[0], lengths[1], fused_error * 100,
+        lengths[2]));
+  }
+
+  // GEMMs whose rows are not whole 16-byte units (a vocabulary projection over an odd
+  // vocabulary): its forward Y = X·Wᵀ and gradients dX = dY·W, dW = dYᵀ·X, timed together
+  // against what the aligned curve predicts for them.
+  {
+    const int64_t tokens = 8192, hidden = 1024, vocab = 32001;
+    GraphBuilder b("unaligned_gemms");
+    const ValueId x = b.input("x", bf16, {tokens, hidden});
+    const ValueId w = b.input("w", bf16, {vocab, hidden});
+    const ValueId dy = b.input("dy", bf16, {tokens, vocab});
+    const Attributes swap = {{"perm", std::vector<int64_t>{1, 0}}};
+    b.output(b.op1("MatMul", {x, b.op1("Transpose", {w}, swap)}));
+    b.output(b.op1("MatMul", {dy, w}));
+    b.output(b.op1("MatMul", {b.op1("Transpose", {dy}, swap), x}));
+    const Graph g = b.finish();
+    auto timed = time_cuda_graph(g, repeats, budget, operands);
+    if (!timed.is_ok()) return error("unaligned GEMMs: {}", timed.status().message());
+    const double measured = std::max(sweeps.record(timed.value()) - p.device.program_overhead_s,
+                                     1e-9);
+    const double flops = 2.0 * tokens * hidden * vocab;
+    const double aligned = 3 * (flops / (peak * gemm_curve.at(flops)) + overhead);
+    p.device.gemm_unaligned_efficiency = std::clamp(aligned / measured, 0.01, 1.0);
+    cal.report.push_back(fmt::format(
+        "unaligned gemm: bf16 vocabulary projection ({} tokens, hidden {}, vocabulary {}) and "
+        "its gradients at {:.1f} TFLOP/s, {:.3f} of the aligned curve's rate",
+        tokens, hidden, vocab, 3 * flops / measured * 1e-12, p.device.gemm_unaligned_efficiency));
+  }
+  cal.worst_held_out_error = std::max(
+      {gemm_error, attention_error, conv_error, elementwise_error, norm_error, fused_error});
   return cal;
 }
 
@@ -1177,6 +1234,9 @@ std::string profile_yaml(const HardwareProfile& p, const std::string& header) {
   if (p.device.free_views) y += "  free_views: true\n";
   if (p.device.fused_op_element_s > 0)
     y += fmt::format("  fused_op_element_s: {:.6g}\n", p.device.fused_op_element_s);
+  if (p.device.fuses_half_types) y += "  fuses_half_types: true\n";
+  if (p.device.gemm_unaligned_efficiency < 1)
+    y += fmt::format("  gemm_unaligned_efficiency: {:.4g}\n", p.device.gemm_unaligned_efficiency);
   if (p.device.optimizer_element_s > 0)
     y += fmt::format("  optimizer_element_s: {:.6g}\n", p.device.optimizer_element_s);
   if (p.device.collective_overhead_s > 0)

@@ -27,6 +27,22 @@ bool reads_weight(const Graph& g, const Node& n) {
   return false;
 }
 
+// A bf16 or fp16 GEMM with a row (the last dim of an operand or of its result) that is not a
+// whole number of 16-byte units.
+bool unaligned_half_gemm(const Graph& g, const Node& n) {
+  if (!n.domain.empty() || (n.op_type != "MatMul" && n.op_type != "Gemm")) return false;
+  auto unaligned = [&](ValueId v) {
+    if (v == kNoId) return false;
+    const Value& value = g.value(v);
+    if (value.dtype != DType::kBFloat16 && value.dtype != DType::kFloat16) return false;
+    const int64_t row = value.shape.rank() > 0 ? value.shape.dims.back() : 1;
+    return (row * dtype_size(value.dtype)) % 16 != 0;
+  };
+  return (n.inputs.size() > 0 && unaligned(n.inputs[0])) ||
+         (n.inputs.size() > 1 && unaligned(n.inputs[1])) ||
+         (!n.outputs.empty() && unaligned(n.outputs[0]));
+}
+
 }  // namespace
 
 std::optional<OpClass> op_class_of(const Graph& g, const Node& n) {
@@ -84,7 +100,8 @@ std::vector<double> fused_node_seconds(const HardwareProfile& profile, const Gra
   if (device.fused_op_element_s <= 0) return {};
   std::vector<double> seconds(static_cast<size_t>(g.num_nodes()), -1.0);
   const auto curve = device.efficiency.find(OpClass::kElementwise);
-  for (const runtime::FusedRun& run : runtime::fused_runs(g, cut_before)) {
+  for (const runtime::FusedRun& run :
+       runtime::fused_runs(g, cut_before, device.fuses_half_types)) {
     const double efficiency =
         curve != device.efficiency.end() ? curve->second.at(run.external_bytes) : 1.0;
     const double memory = run.external_bytes / (device.memory_bandwidth * efficiency);
@@ -157,9 +174,14 @@ NodeCost node_cost(const HardwareProfile& profile, const Graph& g, const Node& n
   // Compute classes: the curve is the fraction of peak FLOP/s at the kernel's FLOPs; memory
   // classes: the fraction of memory bandwidth at the kernel's bytes.
   const EfficiencyCurve& curve = device.efficiency.at(*op_class);
+  const double aligned =
+      device.gemm_unaligned_efficiency < 1 && unaligned_half_gemm(g, n)
+          ? device.gemm_unaligned_efficiency
+          : 1.0;
   const double compute =
-      flops > 0 ? flops / (device.peak(peak_key(dtype)) * (arithmetic ? curve.at(flops) : 1.0))
-                : 0.0;
+      flops > 0
+          ? flops / (device.peak(peak_key(dtype)) * (arithmetic ? curve.at(flops) * aligned : 1.0))
+          : 0.0;
   const double memory =
       bytes > 0 ? bytes / (device.memory_bandwidth * (arithmetic ? 1.0 : curve.at(bytes))) : 0.0;
   NodeCost cost;

@@ -172,6 +172,17 @@ StatusOr<HardwareProfile> parse_hardware_profile(std::string_view yaml, std::str
     ASSIGN_OR_RETURN(p.device.collective_overhead_s,
                      r.positive(meet, "device.collective_overhead_s"));
   }
+  if (const YAML::Node unaligned = device["gemm_unaligned_efficiency"]) {
+    ASSIGN_OR_RETURN(p.device.gemm_unaligned_efficiency,
+                     r.fraction(unaligned, "device.gemm_unaligned_efficiency"));
+  }
+  if (const YAML::Node half = device["fuses_half_types"]) {
+    try {
+      p.device.fuses_half_types = half.as<bool>();
+    } catch (const YAML::Exception&) {
+      return r.fail("device.fuses_half_types", "expected true or false");
+    }
+  }
   if (const YAML::Node views = device["free_views"]) {
     try {
       p.device.free_views = views.as<bool>();

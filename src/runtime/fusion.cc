@@ -179,7 +179,8 @@ void run_typed(const FusedGroup& group, std::vector<TensorPtr>& slots) {
 
 }  // namespace
 
-std::vector<FusedGroup> find_fused_groups(const Graph& g, const std::vector<NodeId>& cut_before) {
+std::vector<FusedGroup> find_fused_groups(const Graph& g, const std::vector<NodeId>& cut_before,
+                                          bool half_types) {
   std::vector<bool> cut(static_cast<size_t>(g.num_nodes()), false);
   for (NodeId id : cut_before) {
     if (id >= 0 && id < g.num_nodes()) cut[id] = true;
@@ -209,7 +210,9 @@ std::vector<FusedGroup> find_fused_groups(const Graph& g, const std::vector<Node
       close();
       if (!fusible_code(node) || node.outputs.size() != 1 || node.output(0) == kNoId) continue;
       const Value& out = g.value(node.outputs[0]);
-      if (out.dtype != DType::kFloat32 && out.dtype != DType::kFloat64) continue;
+      const bool half = out.dtype == DType::kBFloat16 || out.dtype == DType::kFloat16;
+      if (out.dtype != DType::kFloat32 && out.dtype != DType::kFloat64 && !(half_types && half))
+        continue;
       if (!fits(g, node, out.shape.dims, out.dtype)) continue;
       current.first = id;
       current.dtype = out.dtype;
@@ -250,9 +253,10 @@ void run_fused_group(const FusedGroup& group, std::vector<TensorPtr>& slots) {
   }
 }
 
-std::vector<FusedRun> fused_runs(const Graph& g, const std::vector<NodeId>& cut_before) {
+std::vector<FusedRun> fused_runs(const Graph& g, const std::vector<NodeId>& cut_before,
+                                 bool half_types) {
   std::vector<FusedRun> runs;
-  for (const FusedGroup& group : find_fused_groups(g, cut_before)) {
+  for (const FusedGroup& group : find_fused_groups(g, cut_before, half_types)) {
     FusedRun run;
     run.first = group.first;
     run.last = group.last;

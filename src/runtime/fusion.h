@@ -38,8 +38,11 @@ struct FusedGroup {
 // Exp, Erf, Tanh on f32/f64) whose operands have the group's shape, one element, or the
 // shape of its trailing dims (broadcast along the leading ones).
 // A group never spans `cut_before` (a node that must start a kernel of its own).
+// With `half_types`, runs of bf16 and fp16 values are found too (the CUDA backend fuses them;
+// this executor runs only f32 and f64 groups).
 std::vector<FusedGroup> find_fused_groups(const Graph& graph,
-                                          const std::vector<NodeId>& cut_before = {});
+                                          const std::vector<NodeId>& cut_before = {},
+                                          bool half_types = false);
 
 // Runs a group: inputs from `slots`, escaping values allocated and stored into `slots`.
 // Results are bit-identical to running the nodes one by one.

@@ -225,6 +225,58 @@ TEST(Compute, FusedRunsAreOneKernel) {
   EXPECT_NEAR(cut[1] + cut[2], 2 * elements * 1e-10 + 5e-6, 1e-15);
 }
 
+// bf16 runs are fused only where the profile says its runtime fuses half types (the CUDA
+// backend's calibrated profiles do; the CPU runtime does not).
+TEST(Compute, HalfTypeRunsFuseWhereTheProfileSaysSo) {
+  GraphBuilder b("chain");
+  const ValueId x = b.input("x", DType::kBFloat16, {1024, 256});
+  ValueId y = b.op1("Mul", {x, x});
+  y = b.op1("Sqrt", {y});
+  b.output(y);
+  const Graph g = b.finish();
+  HardwareProfile p = fixture();
+  p.device.fused_op_element_s = 1e-10;
+  std::vector<double> s = fused_node_seconds(p, g);
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0], -1.0);
+  p.device.fuses_half_types = true;
+  s = fused_node_seconds(p, g);
+  EXPECT_NEAR(s[0] + s[1], 2 * 1024.0 * 256 * 1e-10 + 5e-6, 1e-15);
+}
+
+// A bf16 GEMM with a row that is not a whole number of 16-byte units (an odd vocabulary) runs
+// at the profile's gemm_unaligned_efficiency of its curve; fp32 ones and aligned ones do not.
+TEST(Compute, UnalignedHalfGemmsRunAtTheProfilesFraction) {
+  GraphBuilder b("vocab");
+  const ValueId x = b.input("x", DType::kBFloat16, {4096, 768});
+  const ValueId w_odd = b.input("w_odd", DType::kBFloat16, {768, 50257});
+  const ValueId w_even = b.input("w_even", DType::kBFloat16, {768, 50256});
+  const ValueId x32 = b.input("x32", DType::kFloat32, {4096, 768});
+  const ValueId w32 = b.input("w32", DType::kFloat32, {768, 50257});
+  b.output(b.op1("MatMul", {x, w_odd}));
+  b.output(b.op1("MatMul", {x, w_even}));
+  b.output(b.op1("MatMul", {x32, w32}));
+  const Graph g = b.finish();
+  HardwareProfile p = fixture();
+  const double odd = node_cost(p, g, g.node(0)).seconds;
+  const double even = node_cost(p, g, g.node(1)).seconds;
+  const double fp32 = node_cost(p, g, g.node(2)).seconds;
+  p.device.gemm_unaligned_efficiency = 0.25;
+  const double flops = 2.0 * 4096 * 768 * 50257;
+  const double eff = p.device.efficiency.at(OpClass::kGemm).at(flops);
+  EXPECT_NEAR(node_cost(p, g, g.node(0)).seconds, flops / (320e12 * eff * 0.25) + 5e-6, 1e-12);
+  EXPECT_GT(node_cost(p, g, g.node(0)).seconds, 3.9 * (odd - 5e-6));
+  EXPECT_EQ(node_cost(p, g, g.node(1)).seconds, even);
+  EXPECT_EQ(node_cost(p, g, g.node(2)).seconds, fp32);
+  // Read from YAML as a fraction.
+  std::string text = kFixture;
+  text.replace(text.find("  reserved_bytes"), 0, "  gemm_unaligned_efficiency: 1.5\n");
+  auto bad = parse_hardware_profile(text, "bad.yaml");
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("device.gemm_unaligned_efficiency"), std::string::npos)
+      << bad.status().message();
+}
+
 // Where views are free (GPU frameworks), reshapes cost nothing, and so does a transpose of the
 // last two dims that only GEMMs read; a transpose that moves other dims, or that something
 // else reads, is a kernel.

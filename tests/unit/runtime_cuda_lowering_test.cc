@@ -407,6 +407,41 @@ TEST(CudaLowering, AFusedRunCountsItsNodesAndBytes) {
   EXPECT_LT(nodes, t.graph.num_nodes());
 }
 
+// cuDNN pads symmetrically: a Conv with pads [0, 0, 1, 1] convolves a zero-filled copy of its
+// input grown by the pads, unpadded. The copy's temporary is the lowering's own value, added
+// while the node's shapes are read.
+TEST(CudaLowering, AnAsymmetricallyPaddedConvConvolvesAPaddedCopy) {
+  GraphBuilder b("conv");
+  const ValueId x = b.input("x", DType::kFloat32, {2, 8, 12, 12});
+  const ValueId w = b.input("w", DType::kFloat32, {8, 4, 3, 3});
+  b.output(b.op1("Conv", {x, w},
+                 {{"strides", std::vector<int64_t>{2, 2}},
+                  {"group", int64_t{2}},
+                  {"pads", std::vector<int64_t>{0, 0, 1, 1}}}));
+  const auto l = lowered(b.finish());
+  ASSERT_TRUE(l);
+  ASSERT_EQ(l->program.launches.size(), 3u);
+  const cuda::Launch& fill = l->program.launches[0];
+  const cuda::Launch& copy = l->program.launches[1];
+  const cuda::Launch& conv = l->program.launches[2];
+  EXPECT_EQ(fill.kind, cuda::Kind::kMap);
+  EXPECT_EQ(fill.space.count(), 2 * 8 * 13 * 13);
+  EXPECT_EQ(copy.space.count(), 2 * 8 * 12 * 12);
+  EXPECT_EQ(copy.out[0].ref.offset, fill.out[0].ref.offset);
+  ASSERT_EQ(conv.kind, cuda::Kind::kConv);
+  EXPECT_EQ(conv.in[0].ref.offset, fill.out[0].ref.offset);
+  EXPECT_EQ(conv.conv.in[0], 13);
+  EXPECT_EQ(conv.conv.in[1], 13);
+  EXPECT_EQ(conv.conv.out[0], 6);
+  EXPECT_EQ(conv.conv.out[1], 6);
+  EXPECT_EQ(conv.conv.pad[0], 0);
+  EXPECT_EQ(conv.conv.pad[1], 0);
+  EXPECT_EQ(conv.conv.kernel[0], 3);
+  EXPECT_EQ(conv.conv.group, 2);
+  EXPECT_EQ(conv.conv.c, 8);
+  EXPECT_EQ(conv.conv.k, 8);
+}
+
 TEST(CudaLowering, AnUnsupportedOpIsAnErrorNamingTheNode) {
   Graph g;
   const ValueId x = add_value(g, "x", {4}, true);

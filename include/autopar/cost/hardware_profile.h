@@ -65,6 +65,15 @@ struct DeviceSpec {
   // where its arithmetic, not memory, bounds it. Optional; 0: its FLOPs at
   // fused_op_element_s each.
   double optimizer_element_s = 0;
+  // Whether those fused runs include bf16 and fp16 nodes (autopar's CUDA backend fuses them;
+  // its CPU runtime fuses f32 and f64 runs only). Optional, false by default.
+  bool fuses_half_types = false;
+  // The fraction of its curve's rate a bf16 or fp16 GEMM keeps when a row of an operand or of
+  // its result is not a whole number of 16-byte units: tensor-core kernels load rows 16 bytes
+  // at a time, and cuBLASLt falls back to slower ones (NVIDIA, "Matrix Multiplication
+  // Background User's Guide", on dimensions that are multiples of 8 for 16-bit types).
+  // gpt2's vocabulary of 50257 is one. Optional, 1 by default.
+  double gemm_unaligned_efficiency = 1;
   // Seconds each collective of a plan costs beyond the communication model's transfer: the
   // devices meeting for it (a runtime whose collectives run in line on the devices' threads
   // waits and wakes for each). Optional, 0 by default.

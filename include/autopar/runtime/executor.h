@@ -49,8 +49,10 @@ struct FusedRun {
   double external_bytes = 0;
 };
 // The runs the executor fuses in `graph`; none spans a node of `cut_before` (where a program
-// of a plan begins, each program running on an executor of its own).
-std::vector<FusedRun> fused_runs(const Graph& graph, const std::vector<NodeId>& cut_before = {});
+// of a plan begins, each program running on an executor of its own). With `half_types`, the
+// runs of bf16 and fp16 nodes the CUDA backend fuses as well.
+std::vector<FusedRun> fused_runs(const Graph& graph, const std::vector<NodeId>& cut_before = {},
+                                 bool half_types = false);
 
 class Executor {
  public:

@@ -838,9 +838,8 @@ Window window_of(const Node& node, const std::vector<int64_t>& in_spatial,
 Status Lowerer::lower_conv(const Node& node, bool transpose) {
   ValueId x = node.inputs[0];
   const ValueId w = node.inputs[1], y = node.outputs[0];
-  const auto& xd = dims(x);
-  const auto& wd = dims(w);
-  const auto& yd = dims(y);
+  // Copies: padding adds a temporary value, which may move every value's dims.
+  const std::vector<int64_t> xd = dims(x), wd = dims(w), yd = dims(y);
   const size_t s = xd.size() - 2;
   if (s < 1 || s > 3)
     return error("node '{}' ({}): {} spatial dims (CUDA runs 1 to 3)", node.name, node.op_type, s);
