@@ -19,6 +19,10 @@ mkdir -p "$out"
 # Seconds after which the remaining checks are skipped (the summary is always printed).
 budget=${GPU_CHECK_SECONDS:-420}
 in_time() { if [ "$SECONDS" -lt "$budget" ]; then return 0; fi; row "$1" "SKIPPED (past ${budget} s)"; return 1; }
+# Sections to leave out, comma-separated: bench (GEMMs and bandwidth), step (gpt2-small against
+# PyTorch), e.g. GPU_CHECK_SKIP=bench,step when a run earlier on the same build measured them.
+skip=",${GPU_CHECK_SKIP:-},"
+wanted() { case "$skip" in *",$1,"*) row "$2" "SKIPPED (GPU_CHECK_SKIP)"; return 1 ;; esac; return 0; }
 autopar=$bin/autopar
 tests=$bin/autopar_cuda_tests
 [ -x "$tests" ] || tests=$bin/tests/autopar_cuda_tests
@@ -95,6 +99,7 @@ if [ "$failures" = 0 ] && [ "$skipped" = 0 ] && [ "$passed" -gt 0 ]; then row "k
 else fail "kernel agreement (cuda tests)" "$passed passed, $failures failed, $skipped skipped${crashed:+; crashed:$crashed}"; fi
 
 echo "== GEMM and bandwidth"
+if wanted bench "GEMM and bandwidth benchmarks"; then
 timeout 150 "$bench" --benchmark_format=json --benchmark_min_time=0.05 >"$out/cuda_bench.json" 2>"$out/cuda_bench.err"
 # Read what came out, also from a run cut short (each benchmark's object is complete).
 cat >"$out/bench_results.py" <<'PY'
@@ -128,8 +133,10 @@ PY
 gemm8k=$(cd "$out" && python3 -c "from bench_results import benchmarks; print(max([b.get('FLOP/s', 0) for b in benchmarks('cuda_bench.json') if b['name'].startswith('BM_GemmBf16/8192')] + [0]) / 1e12)" 2>/dev/null || echo 0)
 python3 -c "import sys; sys.exit(0 if ${gemm8k:-0} >= 700 else 1)" && row "bf16 GEMM 8192^3 >= 700 TFLOP/s" "ok ($gemm8k)" || fail "bf16 GEMM 8192^3 >= 700 TFLOP/s" "($gemm8k)"
 
+fi
+
 echo "== gpt2-small training step: autopar (CUDA graph) against PyTorch eager, fp32"
-in_time "gpt2-small step" && {
+wanted step "gpt2-small step" && in_time "gpt2-small step" && {
 timeout 120 "$autopar" run gpt2-small --train --backend cuda --batches 1 --steps 20 --json >"$out/autopar_gpt2.json" 2>"$out/autopar_gpt2.err"
 echo "autopar rc $?: $(tail -c 300 "$out/autopar_gpt2.err")"
 timeout 90 python3 scripts/torch_gpt2_step.py --json --steps 20 --warmup 5 >"$out/torch_gpt2.json" 2>"$out/torch_gpt2.err"
