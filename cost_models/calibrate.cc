@@ -873,15 +873,17 @@ std::vector<Bench> gpu_elementwise_forms(int64_t n) {
           one_op("Transpose", {{rows, 16, 64}}, {{"perm", std::vector<int64_t>{1, 0, 2}}})};
 }
 
-// Normalisations and reductions over `n` elements: softmaxes and layer norms over rows of 1024,
-// row sums, and per-channel means of [batch, 64, 16, 16] images (batch-norm statistics).
+// Normalisations and reductions over `n` elements as training graphs hold them: softmaxes and
+// layer norms over rows of 1024, row sums (a softmax's gradient), column sums (a bias's
+// gradient over the tokens), and per-channel means of a batch of 8 images of 16 × 16 (batch
+// normalisation's statistics; the channels grow with n).
 std::vector<Bench> gpu_norm_forms(int64_t n) {
   const int64_t rows = n / 1024, width = 1024;
   return {
       one_op("Softmax", {{rows, width}}, {{"axis", int64_t{-1}}}),
       one_op("LayerNormalization", {{rows, width}, {width}, {width}}, {{"axis", int64_t{-1}}}),
-      reduce_sum({rows, width}, {-1}),
-      one_op("ReduceMean", {{n / 16384, 64, 16, 16}}, {{"axes", std::vector<int64_t>{0, 2, 3}}})};
+      reduce_sum({rows, width}, {-1}), reduce_sum({rows, width}, {0}),
+      one_op("ReduceMean", {{8, n / 2048, 16, 16}}, {{"axes", std::vector<int64_t>{0, 2, 3}}})};
 }
 
 // One sweep over every CUDA benchmark; each time recorded in `sweeps` counts at its median so
@@ -1114,7 +1116,8 @@ StatusOr<Calibration> calibrate_cuda_sweep(const CalibrationOptions& options,
                              forms_at(memory_held, norm_at), false, kMemoryCopies, bandwidth));
   const auto& [norm, norm_error] = norm_result;
   cal.report.push_back(fmt::format(
-      "norm: softmax, layer norm, row sum and per-channel mean in bf16, {} sizes fitted, "
+      "norm: softmax, layer norm, row and column sums and per-channel means in bf16, {} sizes "
+      "fitted, "
       "held-out error {:.1f}%",
       norm.size(), norm_error * 100));
 
@@ -1148,6 +1151,30 @@ StatusOr<Calibration> calibrate_cuda_sweep(const CalibrationOptions& options,
         lengths[2]));
   }
 
+  // The fused optimizer update (one kernel per parameter): seconds per parameter element, the
+  // slope between a step's worth of updates of two sizes; held out at a size between them.
+  double adam_error = 0;
+  {
+    const int copies = 16;
+    const int64_t sizes[] = {int64_t{1} << 18, int64_t{1} << 21, int64_t{1} << 20};
+    double t[3];
+    for (int i = 0; i < 3; ++i) {
+      auto timed = time_cuda_graph(adam_updates(sizes[i], copies), repeats, budget, operands);
+      if (!timed.is_ok()) return error("Adam updates: {}", timed.status().message());
+      t[i] = sweeps.record(timed.value());
+    }
+    p.device.optimizer_element_s = std::max(
+        (t[1] - t[0]) / static_cast<double>((sizes[1] - sizes[0]) * copies), 1e-15);
+    double predicted = p.device.program_overhead_s;
+    for (double s : fused_node_seconds(p, adam_updates(sizes[2], copies)))
+      predicted += std::max(s, 0.0);
+    adam_error = std::fabs(predicted - t[2]) / t[2];
+    cal.report.push_back(fmt::format(
+        "fused optimizer: {:.2f} ps per parameter element (Adam over 16 parameters of 2^18 and "
+        "2^21 elements), held-out error {:.1f}% (2^20)",
+        p.device.optimizer_element_s * 1e12, adam_error * 100));
+  }
+
   // GEMMs whose rows are not whole 16-byte units (a vocabulary projection over an odd
   // vocabulary): its forward Y = X·Wᵀ and gradients dX = dY·W, dW = dYᵀ·X, timed together
   // against what the aligned curve predicts for them.
@@ -1174,8 +1201,8 @@ StatusOr<Calibration> calibrate_cuda_sweep(const CalibrationOptions& options,
         "its gradients at {:.1f} TFLOP/s, {:.3f} of the aligned curve's rate",
         tokens, hidden, vocab, 3 * flops / measured * 1e-12, p.device.gemm_unaligned_efficiency));
   }
-  cal.worst_held_out_error = std::max(
-      {gemm_error, attention_error, conv_error, elementwise_error, norm_error, fused_error});
+  cal.worst_held_out_error = std::max({gemm_error, attention_error, conv_error, elementwise_error,
+                                       norm_error, fused_error, adam_error});
   return cal;
 }
 

@@ -343,6 +343,26 @@ TEST_F(CudaKernels, IndexingOps) {
                     .input(i64({2, 2}, {0, 1, 4, 5}))
                     .input(random_tensor(DType::kFloat32, {2, 7}, 80)),
                 "ScatterND");
+  // Adding many updates into a few rows (an embedding's gradient over two token types) runs
+  // the kernel that sums per row in shared memory first; 1000 tuples into 3 rows of 300, one
+  // of them out of its negative range's wrap (-1 is row 2).
+  for (DType t : {DType::kFloat32, DType::kFloat64}) {
+    Tensor rows = index_tensor({1000, 1}, 3, 81);
+    rows.set_from_int(7, -1);
+    expect_agrees(NodeRun("ScatterND", 16)
+                      .input(random_tensor(t, {3, 300}, 82))
+                      .input(rows)
+                      .input(random_tensor(t, {1000, 300}, 83))
+                      .attr("reduction", std::string("add")),
+                  label("ScatterND add into few rows", t));
+  }
+  Tensor ids = index_tensor({640, 1}, 5, 84);
+  expect_agrees(NodeRun("ScatterND", 16)
+                    .input(index_tensor({5, 33}, 100, 85))
+                    .input(ids)
+                    .input(index_tensor({640, 33}, 100, 86))
+                    .attr("reduction", std::string("add")),
+                "ScatterND add into few rows, int64");
 }
 
 TEST_F(CudaKernels, ConvolutionsAndPools) {
@@ -361,6 +381,19 @@ TEST_F(CudaKernels, ConvolutionsAndPools) {
                       .attr("group", int64_t{2})
                       .attr("pads", std::vector<int64_t>{0, 0, 1, 1}),
                   label("Conv grouped, strided, asymmetric pads", t));
+    // Weight gradients as autodiff writes them (a filter larger than the output): cuDNN's
+    // backward filter, plain and of a strided, padded forward convolution.
+    expect_agrees(NodeRun("Conv")
+                      .input(random_tensor(t, {4, 2, 9, 9}, 97))
+                      .input(random_tensor(t, {5, 2, 4, 4}, 98))
+                      .attr("dilations", std::vector<int64_t>{2, 2}),
+                  label("Conv as a weight gradient", t));
+    expect_agrees(NodeRun("Conv")
+                      .input(random_tensor(t, {3, 2, 10, 10}, 99))
+                      .input(random_tensor(t, {4, 2, 5, 5}, 100))
+                      .attr("dilations", std::vector<int64_t>{2, 2})
+                      .attr("pads", std::vector<int64_t>{1, 1, 1, 1}),
+                  label("Conv as a strided convolution's weight gradient", t));
     expect_agrees(NodeRun("ConvTranspose")
                       .input(random_tensor(t, {2, 8, 6, 6}, 94))
                       .input(random_tensor(t, {8, 4, 3, 3}, 95))

@@ -8,6 +8,7 @@
 #include "autopar/parallel/lowering.h"
 #include "autopar/parallel/scheme.h"
 #include "autopar/runtime/cuda_executor.h"
+#include "autopar/runtime/cuda_plan.h"
 #include "autopar/runtime/executor.h"
 #include "autopar/runtime/plan_runner.h"
 #include "autopar/runtime/trainer.h"
@@ -440,6 +441,78 @@ TEST(CudaLowering, AnAsymmetricallyPaddedConvConvolvesAPaddedCopy) {
   EXPECT_EQ(conv.conv.group, 2);
   EXPECT_EQ(conv.conv.c, 8);
   EXPECT_EQ(conv.conv.k, 8);
+}
+
+// A weight gradient written as a convolution (a filter larger than the output) runs as cuDNN's
+// backward filter of the forward convolution: its operands swapped into packed copies, the
+// result swapped back. In resnet-tiny's step, 11 of its 12 weight gradients take that form (one
+// has a filter that covers fewer positions than its output, and keeps the forward form).
+TEST(CudaLowering, WeightGradientConvolutionsRunAsBackwardFilter) {
+  GraphBuilder b("wgrad");
+  const ValueId a = b.input("a", DType::kFloat32, {4, 2, 9, 9});   // [C, N, S]
+  const ValueId w = b.input("b", DType::kFloat32, {5, 2, 4, 4});   // [M, N, O]
+  b.output(b.op1("Conv", {a, w}, {{"strides", std::vector<int64_t>{1, 1}},
+                                  {"dilations", std::vector<int64_t>{2, 2}}}));
+  const auto l = lowered(b.finish());
+  ASSERT_TRUE(l);
+  ASSERT_EQ(l->program.launches.size(), 4u);
+  const cuda::Launch& conv = l->program.launches[2];
+  ASSERT_EQ(conv.kind, cuda::Kind::kConv);
+  EXPECT_TRUE(conv.conv.filter_grad);
+  EXPECT_EQ(conv.conv.n, 2);
+  EXPECT_EQ(conv.conv.c, 4);
+  EXPECT_EQ(conv.conv.k, 5);
+  EXPECT_EQ(conv.conv.in[0], 9);
+  EXPECT_EQ(conv.conv.out[0], 4);
+  EXPECT_EQ(conv.conv.kernel[0], 3);  // (9 - 2·3 - 1) / 1 + 1
+  EXPECT_EQ(conv.conv.stride[0], 2);  // the forward stride is this form's dilation
+  EXPECT_EQ(conv.conv.dilation[0], 1);
+  // The operands are read swapped: x[n, c, s] = a[c, n, s].
+  const cuda::Launch& x = l->program.launches[0];
+  EXPECT_EQ(x.space.count(), 4 * 2 * 81);
+  const cuda::Launch& back = l->program.launches[3];
+  EXPECT_EQ(back.space.count(), 4 * 5 * 9);
+
+  const TrainingGraph t = tiny_training_graph("resnet-tiny");
+  CudaOptions options;
+  options.updates = t.updates;
+  const auto step = lowered(t.graph, options);
+  ASSERT_TRUE(step);
+  int64_t forward_convs = 0, filter_grads = 0;
+  for (const Node& n : t.graph.nodes())
+    if (n.op_type == "Conv" && n.name.rfind("grad/", 0) != 0) ++forward_convs;
+  for (const cuda::Launch& x : step->program.launches)
+    if (x.kind == cuda::Kind::kConv && x.conv.filter_grad) ++filter_grads;
+  EXPECT_EQ(forward_convs, 12);
+  EXPECT_EQ(filter_grads, 11);
+}
+
+// Stand-in ids for profiles range over what they index: bert-tiny's token ids over its
+// vocabulary (the embedding's Gather, and its gradient's ScatterND through an Unsqueeze),
+// token types over 2, labels over the classifier's classes.
+TEST(CudaPlanStandIns, IntegerInputsRangeOverWhatTheyIndex) {
+  const TrainingGraph t = tiny_training_graph("bert-tiny");
+  const Graph& g = t.graph;
+  std::map<std::string, int64_t> bounds;
+  for (ValueId in : g.inputs()) {
+    const Value& v = g.value(in);
+    if (v.dtype == DType::kInt64 && !v.is_initializer()) bounds[v.name] = index_bound(g, in);
+  }
+  ASSERT_EQ(bounds.size(), 3u);
+  int64_t vocab = 0, types = 0, classes = 0;
+  for (const Value& v : g.values()) {
+    if (v.name == "embeddings.word_embeddings.weight") vocab = v.shape.dims[0];
+    if (v.name == "embeddings.token_type_embeddings.weight") types = v.shape.dims[0];
+  }
+  classes = g.value(g.node(*g.find_node("loss/SoftmaxCrossEntropyLoss")).inputs[0]).shape.dims[1];
+  ASSERT_GT(vocab, 2);
+  EXPECT_EQ(types, 2);
+  std::vector<int64_t> got;
+  for (const auto& [name, bound] : bounds) got.push_back(bound);
+  std::sort(got.begin(), got.end());
+  std::vector<int64_t> want = {types, classes, vocab};
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(got, want);
 }
 
 TEST(CudaLowering, AnUnsupportedOpIsAnErrorNamingTheNode) {

@@ -31,6 +31,11 @@ struct CudaRoleTiming {
   double p10_step_s = 0;  // the same with their 10th percentiles
 };
 
+// The range [0, bound) an integer input indexes in, from what reads it (through views and
+// casts): the data dim a Gather, GatherElements, ScatterElements or ScatterND indexes, the
+// classes of a loss's labels; 0 where nothing says. Profiles draw their stand-in ids from it.
+int64_t index_bound(const Graph& graph, ValueId input);
+
 // `replays` timed replays of every program of every role (after one eager run); with
 // `node_seconds`, each program is also run once launch by launch.
 StatusOr<std::vector<CudaRoleTiming>> time_plan_roles_cuda(const Plan& plan, int replays,

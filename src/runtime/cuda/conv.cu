@@ -31,10 +31,13 @@ std::string conv_shape(const ConvParams& p) {
   return text;
 }
 
+const char* conv_prefix(const ConvParams& p) {
+  return p.filter_grad ? "conv filter gradient: " : p.transpose ? "conv transpose: " : "conv: ";
+}
+
 std::string dnn_error(cudnnStatus_t status, const char* what, const ConvParams& p) {
   if (status == CUDNN_STATUS_SUCCESS) return "";
-  std::string message = std::string(p.transpose ? "conv transpose: " : "conv: ") + what + ": " +
-                        cudnnGetErrorString(status);
+  std::string message = std::string(conv_prefix(p)) + what + ": " + cudnnGetErrorString(status);
   char detail[512] = {};
   cudnnGetLastErrorString(detail, sizeof detail);
   if (detail[0] != '\0') message += std::string(" (") + detail + ")";
@@ -66,6 +69,7 @@ struct ConvState {
   cudnnConvolutionDescriptor_t conv = nullptr;
   cudnnConvolutionFwdAlgo_t forward_algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   cudnnConvolutionBwdDataAlgo_t backward_algo = CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
+  cudnnConvolutionBwdFilterAlgo_t filter_algo = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0;
   bool double_scale = false;
   ~ConvState() {
     if (conv != nullptr) cudnnDestroyConvolutionDescriptor(conv);
@@ -89,7 +93,7 @@ std::string make_tensor(cudnnTensorDescriptor_t* desc, cudnnDataType_t type, int
   int64_t stride = 1;
   for (int d = nd - 1; d >= 0; --d) {
     if (stride > INT_MAX) {
-      return std::string(p.transpose ? "conv transpose: " : "conv: ") + which +
+      return std::string(conv_prefix(p)) + which +
              " has more elements than cuDNN's int strides hold [" + conv_shape(p) + "]";
     }
     strides[d] = static_cast<int>(stride);
@@ -107,7 +111,7 @@ std::string make_tensor(cudnnTensorDescriptor_t* desc, cudnnDataType_t type, int
 std::string plan(const Resolved& r, Context& ctx, ConvState* s) {
   const Launch& launch = *r.launch;
   const ConvParams& p = launch.conv;
-  const char* prefix = p.transpose ? "conv transpose: " : "conv: ";
+  const char* prefix = conv_prefix(p);
   const Dt dt = launch.in[0].ref.dt;
   if (launch.in[1].ref.dt != dt || launch.out[0].ref.dt != dt) {
     return std::string(prefix) + "x, w and y must share a dtype";
@@ -130,6 +134,8 @@ std::string plan(const Resolved& r, Context& ctx, ConvState* s) {
 
   // Transposed: the forward convolution it is the backward data of maps y (k channels) to x
   // (c channels) with w [c, k / group, kernel...] as its [K, C / group, kernel...] filter.
+  // Filter gradient: x and y are the forward convolution's input and output gradient, w its
+  // weight gradient.
   std::string e = make_tensor(&s->x, type, p.n, p.c, p.in, sp, p, "x");
   if (e.empty()) e = make_tensor(&s->y, type, p.n, p.k, p.out, sp, p, "y");
   if (!e.empty()) return e;
@@ -214,7 +220,27 @@ std::string plan(const Resolved& r, Context& ctx, ConvState* s) {
   int max_count = 0, returned = 0;
   cudnnMathType_t chosen_math = math;
   bool found = false;
-  if (!p.transpose) {
+  if (p.filter_grad) {
+    e = dnn_error(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(handle, &max_count),
+                  "cudnnGetConvolutionBackwardFilterAlgorithmMaxCount", p);
+    if (!e.empty()) return e;
+    std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(
+        static_cast<size_t>(max_count > 0 ? max_count : 1));
+    // x and dy are the launch's inputs, dw its output.
+    e = dnn_error(cudnnFindConvolutionBackwardFilterAlgorithmEx(
+                      handle, s->x, r.in[0], s->y, r.in[1], s->conv, s->w, r.out[0],
+                      static_cast<int>(perf.size()), &returned, perf.data(), ctx.workspace,
+                      ctx.workspace_bytes),
+                  "cudnnFindConvolutionBackwardFilterAlgorithmEx", p);
+    if (!e.empty()) return e;
+    for (int i = 0; i < returned && !found; ++i) {
+      if (acceptable(perf[i].status, perf[i].memory, perf[i].mathType)) {
+        s->filter_algo = perf[i].algo;
+        chosen_math = perf[i].mathType;
+        found = true;
+      }
+    }
+  } else if (!p.transpose) {
     e = dnn_error(cudnnGetConvolutionForwardAlgorithmMaxCount(handle, &max_count),
                   "cudnnGetConvolutionForwardAlgorithmMaxCount", p);
     if (!e.empty()) return e;
@@ -271,9 +297,10 @@ std::string plan(const Resolved& r, Context& ctx, ConvState* s) {
 std::string enqueue_conv(const Resolved& r, Context& ctx) {
   const Launch& launch = *r.launch;
   const ConvParams& p = launch.conv;
-  const char* prefix = p.transpose ? "conv transpose: " : "conv: ";
+  const char* prefix = conv_prefix(p);
   if (launch.in.size() < 2 || launch.out.empty()) {
-    return std::string(prefix) + "needs inputs {x, w} and output {y}";
+    return std::string(prefix) + (p.filter_grad ? "needs inputs {x, dy} and output {dw}"
+                                                : "needs inputs {x, w} and output {y}");
   }
   if (p.spatial < 1 || p.spatial > 3) {
     return std::string(prefix) + std::to_string(p.spatial) + " spatial dims (1 to 3 supported)";
@@ -282,6 +309,18 @@ std::string enqueue_conv(const Resolved& r, Context& ctx) {
   for (int d = 0; d < p.spatial; ++d) {
     out_elements *= p.out[d];
     in_elements *= p.in[d];
+  }
+  if (p.filter_grad) {
+    // dw = 0 where no position is summed over; the plan needs every element of it written.
+    int64_t dw_elements = p.k * (p.group > 0 ? p.c / p.group : 0);
+    for (int d = 0; d < p.spatial; ++d) dw_elements *= p.kernel[d];
+    if (dw_elements == 0) return "";
+    if (out_elements == 0 || in_elements == 0) {
+      return cuda_error(cudaMemsetAsync(r.out[0], 0,
+                                        static_cast<size_t>(dw_elements * dt_size(launch.out[0].ref.dt)),
+                                        ctx.stream),
+                        "conv filter gradient: cudaMemsetAsync");
+    }
   }
   if (out_elements == 0) return "";
   if (in_elements == 0) {
@@ -305,6 +344,12 @@ std::string enqueue_conv(const Resolved& r, Context& ctx) {
   const void* alpha = s.double_scale ? static_cast<const void*>(&alpha_d) : &alpha_f;
   const void* beta = s.double_scale ? static_cast<const void*>(&beta_d) : &beta_f;
   cudnnHandle_t handle = static_cast<cudnnHandle_t>(ctx.cudnn);
+  if (p.filter_grad) {
+    return dnn_error(cudnnConvolutionBackwardFilter(handle, alpha, s.x, r.in[0], s.y, r.in[1],
+                                                    s.conv, s.filter_algo, ctx.workspace,
+                                                    ctx.workspace_bytes, beta, s.w, r.out[0]),
+                     "cudnnConvolutionBackwardFilter", p);
+  }
   if (!p.transpose) {
     return dnn_error(
         cudnnConvolutionForward(handle, alpha, s.x, r.in[0], s.w, r.in[1], s.conv, s.forward_algo,

@@ -2,6 +2,7 @@
 #include "autopar/runtime/cuda_plan.h"
 
 #include <algorithm>
+#include <set>
 
 #include "autopar/runtime/cuda_executor.h"
 #include "autopar/runtime/plan_runner.h"
@@ -9,19 +10,75 @@
 namespace autopar::runtime {
 namespace {
 
+}  // namespace
+
+int64_t index_bound(const Graph& g, ValueId input) {
+  int64_t bound = 0;
+  auto narrow = [&bound](int64_t b) {
+    if (b > 0) bound = bound == 0 ? b : std::min(bound, b);
+  };
+  auto dim = [&g](const Node& n, size_t input, int64_t axis) -> int64_t {
+    if (input >= n.inputs.size() || n.inputs[input] == kNoId) return 0;
+    const std::vector<int64_t>& dims = g.value(n.inputs[input]).shape.dims;
+    const int64_t rank = static_cast<int64_t>(dims.size());
+    if (axis < 0) axis += rank;
+    return axis >= 0 && axis < rank ? dims[static_cast<size_t>(axis)] : 0;
+  };
+  std::vector<ValueId> pending = {input};
+  std::set<ValueId> seen = {input};
+  while (!pending.empty()) {
+    const ValueId v = pending.back();
+    pending.pop_back();
+    for (NodeId c : g.value(v).consumers) {
+      const Node& n = g.node(c);
+      const bool first = !n.inputs.empty() && n.inputs[0] == v;
+      const bool second = n.inputs.size() > 1 && n.inputs[1] == v;
+      const std::string& op = n.op_type;
+      if (first && (op == "Reshape" || op == "Unsqueeze" || op == "Squeeze" || op == "Flatten" ||
+                    op == "Cast" || op == "Identity" || op == "Expand")) {
+        for (ValueId out : n.outputs) {
+          if (out != kNoId && seen.insert(out).second) pending.push_back(out);
+        }
+      } else if (second && op == "Gather") {
+        narrow(dim(n, 0, n.attr_int("axis", 0)));
+      } else if (second && (op == "GatherElements" || op == "ScatterElements")) {
+        narrow(dim(n, 0, n.attr_int("axis", 0)));
+      } else if (second && (op == "ScatterND" || op == "GatherND")) {
+        narrow(dim(n, 0, n.attr_int("batch_dims", 0)));
+      } else if (second && (op == "SoftmaxCrossEntropyLoss" || op == "NegativeLogLikelihoodLoss")) {
+        narrow(dim(n, 0, 1));
+      }
+    }
+  }
+  return bound;
+}
+
+namespace {
+
 // Inputs a program can run on: floats uniform in [-0.1, 0.1) (small, so long chains stay
-// finite), integers 0 (a valid id, label and index everywhere), booleans false. A plan's
-// programs read hundreds of millions of such elements: a xorshift generator keeps making them
-// a matter of seconds.
-Tensor stand_in(const Value& v, uint64_t& state) {
+// finite), integers uniform over the range they index (so an embedding's gradient scatters
+// over its rows as real ids do, not all into one), else 0, booleans false. A plan's programs
+// read hundreds of millions of such elements: a xorshift generator keeps making them a matter
+// of seconds.
+Tensor stand_in(const Graph& g, ValueId id, uint64_t& state) {
+  const Value& v = g.value(id);
   Tensor t(v.dtype, v.shape.dims);
-  if (!is_floating(v.dtype)) return t;
-  auto next = [&state] {
+  auto bits = [&state] {
     state ^= state << 13;
     state ^= state >> 7;
     state ^= state << 17;
-    return static_cast<double>(state >> 11) * 0x1.0p-53 * 0.2 - 0.1;
+    return state;
   };
+  if (v.dtype == DType::kInt64 || v.dtype == DType::kInt32) {
+    const int64_t bound = index_bound(g, id);
+    if (bound > 1) {
+      for (int64_t i = 0; i < t.num_elements(); ++i)
+        t.set_from_int(i, static_cast<int64_t>(bits() % static_cast<uint64_t>(bound)));
+    }
+    return t;
+  }
+  if (!is_floating(v.dtype)) return t;
+  auto next = [&bits] { return static_cast<double>(bits() >> 11) * 0x1.0p-53 * 0.2 - 0.1; };
   if (v.dtype == DType::kFloat32) {
     for (float& x : t.mutable_data<float>()) x = static_cast<float>(next());
   } else {
@@ -62,7 +119,7 @@ StatusOr<std::vector<CudaRoleTiming>> time_plan_roles_cuda(const Plan& plan, int
       uint64_t state = 0x9E3779B97F4A7C15ull ^ (static_cast<uint64_t>(role.id) * 1000003u + p);
       std::vector<Feed> feeds;
       for (ValueId in : pg.graph.inputs())
-        feeds.emplace_back(in, std::make_shared<const Tensor>(stand_in(pg.graph.value(in), state)));
+        feeds.emplace_back(in, std::make_shared<const Tensor>(stand_in(pg.graph, in, state)));
       RETURN_IF_ERROR(ex->feed(feeds));
       CudaProgramTiming t;
       t.name = prog.name();

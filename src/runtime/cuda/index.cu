@@ -2,7 +2,9 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <atomic>
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -753,6 +755,90 @@ std::string launch_scatter_elements(const Resolved& r, Context& ctx, const Eleme
   return check_launch("scatter_elements");
 }
 
+// ---- ScatterND adding into few rows --------------------------------------------------------
+
+// Updates added into a few rows (an embedding of two token types, one row per class) meet on
+// the same addresses over and over, and atomics to one address run one at a time. Each block
+// here sums a tile of columns over a share of the index tuples per row in shared memory, then
+// adds each row's sum once: rows · columns · shares atomics instead of one per update.
+constexpr int kFewRows = 32;
+constexpr int kFewRowsBlock = 128;
+
+template <typename E>
+using SumOf = std::conditional_t<std::is_same_v<E, __half> || std::is_same_v<E, __nv_bfloat16>,
+                                 float, E>;
+
+template <typename S, typename E>
+__device__ __forceinline__ S to_sum(E v) {
+  if constexpr (std::is_same_v<E, __half>) {
+    return __half2float(v);
+  } else if constexpr (std::is_same_v<E, __nv_bfloat16>) {
+    return __bfloat162float(v);
+  } else {
+    return v;
+  }
+}
+
+template <typename E, typename S>
+__device__ __forceinline__ E from_sum(S v) {
+  if constexpr (std::is_same_v<E, __half>) {
+    return __float2half_rn(v);
+  } else if constexpr (std::is_same_v<E, __nv_bfloat16>) {
+    return __float2bfloat16_rn(v);
+  } else {
+    return v;
+  }
+}
+
+template <typename E, typename Idx>
+__global__ void __launch_bounds__(kFewRowsBlock)
+    scatter_add_few_rows(const E* __restrict__ updates, const Idx* __restrict__ indices,
+                         E* __restrict__ out, int64_t tuples, int64_t rows, int64_t width,
+                         int64_t per_share, DataError* error, int launch) {
+  using S = SumOf<E>;
+  __shared__ S sums[kFewRows][kFewRowsBlock];
+  const int64_t c = int64_t{blockIdx.x} * kFewRowsBlock + threadIdx.x;
+  const int64_t t0 = int64_t{blockIdx.y} * per_share;
+  const int64_t t1 = t0 + per_share < tuples ? t0 + per_share : tuples;
+  for (int64_t row = 0; row < rows; ++row) sums[row][threadIdx.x] = S{};
+  for (int64_t t = t0; t < t1; ++t) {
+    int64_t at;
+    // One thread reports a bad index; the others skip the tuple as well.
+    if (!wrap_index(static_cast<int64_t>(indices[t]), rows, at, threadIdx.x == 0 ? error : nullptr,
+                    launch)) {
+      continue;
+    }
+    if (c < width) sums[at][threadIdx.x] += to_sum<S>(updates[t * width + c]);
+  }
+  if (c >= width) return;
+  for (int64_t row = 0; row < rows; ++row) {
+    const S s = sums[row][threadIdx.x];
+    if (s != S{}) atomic_add(out + row * width + c, from_sum<E>(s));
+  }
+}
+
+// Worth it where many tuples meet on few rows: at least 64 tuples per row.
+bool few_rows(const NdParams& p) {
+  return p.reduction == 1 && p.k == 1 && p.data_dims[0] >= 1 && p.data_dims[0] <= kFewRows &&
+         p.index_count >= 64 * p.data_dims[0] && p.slice >= 1;
+}
+
+template <typename E, typename Idx>
+std::string launch_scatter_add_few_rows(const Resolved& r, Context& ctx, const NdParams& p) {
+  const int64_t tiles = (p.slice + kFewRowsBlock - 1) / kFewRowsBlock;
+  // About four blocks per multiprocessor in all, each share at least 16 tuples.
+  int64_t shares = (int64_t{4} * sm_count() + tiles - 1) / tiles;
+  shares = std::max<int64_t>(1, std::min<int64_t>({shares, (p.index_count + 15) / 16, 65535}));
+  const int64_t per_share = (p.index_count + shares - 1) / shares;
+  shares = (p.index_count + per_share - 1) / per_share;
+  if (tiles > INT_MAX) return "scatter_nd: too many columns";
+  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(shares));
+  scatter_add_few_rows<E, Idx><<<grid, kFewRowsBlock, 0, ctx.stream>>>(
+      static_cast<const E*>(r.in[2]), static_cast<const Idx*>(r.in[1]), static_cast<E*>(r.out[0]),
+      p.index_count, p.data_dims[0], p.slice, per_share, ctx.error, ctx.launch_index);
+  return check_launch("scatter_add_few_rows");
+}
+
 template <typename E, typename Idx, bool kAdd>
 std::string launch_scatter_nd(const Resolved& r, Context& ctx, const NdGeometry& g, int64_t total) {
   const auto* updates = static_cast<const E*>(r.in[2]);
@@ -886,6 +972,7 @@ std::string enqueue_nd(const Resolved& r, Context& ctx) {
         for (int j = 0; j < p.k; ++j) g.strides[j] = strides[j];
         g.slice = make_divider(p.slice);
         return with_addable(dt, kernel, [&](auto e) {
+          if (few_rows(p)) return launch_scatter_add_few_rows<decltype(e), Idx>(r, ctx, p);
           return launch_scatter_nd<decltype(e), Idx, true>(r, ctx, g, p.index_count * p.slice);
         });
       }

@@ -295,6 +295,7 @@ class Lowerer {
   Status lower_reduce(const Node& node, cuda::ReduceOp op, std::vector<int64_t> axes,
                       bool keep_all);
   Status lower_conv(const Node& node, bool transpose);
+  bool lower_conv_filter_grad(const Node& node);
   Status lower_pool(const Node& node);
   Status lower_shape_op(const Node& node, bool& handled);
   Status lower_comm(const Node& node);
@@ -835,7 +836,71 @@ Window window_of(const Node& node, const std::vector<int64_t>& in_spatial,
   return w;
 }
 
+// A weight gradient written as a convolution (autodiff's form): Y [C, M, K] = Conv(A [C, N, S],
+// B [M, N, O]) with stride σ and dilation δ, its "filter" the forward output and its output the
+// kernel, is cuDNN's backward filter of the forward convolution x = Aᵀ [N, C, S], dy = Bᵀ
+// [N, M, O] with stride δ and dilation σ, whose dW [M, C, K] is Yᵀ. Taken where the filter
+// covers more positions than the output (a forward convolution's filter covers fewer), the
+// groups are one, there is no bias, the pads are symmetric and the backward problem's own
+// output extent is O (else the forward form runs).
+bool Lowerer::lower_conv_filter_grad(const Node& node) {
+  if (node.op_type != "Conv" || node.attr_int("group", 1) != 1 || node.input(2) != kNoId)
+    return false;
+  const ValueId a = node.inputs[0], b = node.inputs[1], y = node.outputs[0];
+  const std::vector<int64_t> ad = dims(a), bd = dims(b), yd = dims(y);
+  const size_t s = ad.size() - 2;
+  if (ad.size() < 3 || s > 3 || bd.size() != ad.size() || yd.size() != ad.size() ||
+      bd[1] != ad[1] || yd[0] != ad[0] || yd[1] != bd[0])
+    return false;
+  if (product(bd, 2, bd.size()) <= product(yd, 2, yd.size())) return false;
+  const std::vector<int64_t> in(ad.begin() + 2, ad.end()), out(yd.begin() + 2, yd.end());
+  const Window win = window_of(node, in, out, std::vector<int64_t>(bd.begin() + 2, bd.end()), false);
+  if (win.pad_begin != win.pad_end) return false;
+  cuda::ConvParams p;
+  p.filter_grad = true;
+  p.spatial = static_cast<int>(s);
+  p.n = ad[1];
+  p.c = ad[0];
+  p.k = bd[0];
+  for (size_t d = 0; d < s; ++d) {
+    p.in[d] = ad[2 + d];
+    p.out[d] = bd[2 + d];
+    p.kernel[d] = yd[2 + d];
+    p.stride[d] = win.dilations[d];
+    p.dilation[d] = win.strides[d];
+    p.pad[d] = win.pad_begin[d];
+    const int64_t span = p.dilation[d] * (p.kernel[d] - 1) + 1;
+    const int64_t room = p.in[d] + 2 * p.pad[d] - span;
+    if (room < 0 || room / p.stride[d] + 1 != p.out[d]) return false;
+  }
+  // Swaps of the first two dims: operands into packed temporaries, the result back out.
+  auto swapped = [](std::vector<int64_t> v) {
+    std::swap(v[0], v[1]);
+    return v;
+  };
+  auto read_swapped = [&](ValueId v) {
+    std::vector<int64_t> strides = row_major(dims(v));
+    std::swap(strides[0], strides[1]);
+    return access(v, strides);
+  };
+  const ValueId x = temp(dt(a), swapped(ad));
+  copy(x, dense(x), a, read_swapped(a), dims(x), &node);
+  const ValueId dy = temp(dt(b), swapped(bd));
+  copy(dy, dense(dy), b, read_swapped(b), dims(dy), &node);
+  const ValueId dw = temp(dt(y), swapped(yd));
+  Launch l;
+  l.kind = Kind::kConv;
+  l.conv = p;
+  l.in.push_back(whole(x));
+  l.in.push_back(whole(dy));
+  l.out.push_back(whole(dw));
+  add(std::move(l), {x, dy}, {dw}, &node);
+  copy(y, dense(y), dw, read_swapped(dw), dims(y), &node);
+  return true;
+}
+
 Status Lowerer::lower_conv(const Node& node, bool transpose) {
+  if (!transpose && lower_conv_filter_grad(node)) return Status::ok();
   ValueId x = node.inputs[0];
   const ValueId w = node.inputs[1], y = node.outputs[0];
   // Copies: padding adds a temporary value, which may move every value's dims.

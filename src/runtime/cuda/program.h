@@ -266,8 +266,12 @@ struct MatMulParams {
 // pads asymmetric ones with a copy first), no bias (added by a kMap). Forward: inputs {x, w},
 // w [k, c / group, kernel...], outputs {y}. transpose: ConvTranspose, inputs {x, w},
 // w [c, k / group, kernel...], run as cuDNN's backward data; y [n, k, out...].
+// filter_grad: cuDNN's backward filter, in = {x [n, c, in...], dy [n, k, out...]}, out =
+// {dw [k, c / group, kernel...]}, stride, dilation and pads those of the forward convolution
+// whose weight gradient it is.
 struct ConvParams {
   bool transpose = false;
+  bool filter_grad = false;
   int spatial = 2;
   int64_t n = 0, c = 0, k = 0, group = 1;
   int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, kernel[3] = {1, 1, 1};
