@@ -14,6 +14,10 @@ packages=(
   libmimalloc-dev
 )
 
+# The torch tests' oracle (PyTorch and torchvision for /usr/bin/python3): installed when the
+# package index has them; without them those tests skip, saying why.
+optional=(python3-torch python3-torchvision)
+
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -21,7 +25,14 @@ for p in "${packages[@]}"; do
   fi
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
+missing_optional=()
+for p in "${optional[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing_optional+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ] && [ ${#missing_optional[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
   exit 0
 fi
@@ -36,7 +47,14 @@ if [ "$(id -u)" -ne 0 ]; then
   fi
 fi
 
-echo "install-deps: installing ${missing[*]}"
+echo "install-deps: installing ${missing[*]} ${missing_optional[*]}"
 export DEBIAN_FRONTEND=noninteractive
 "${sudo_cmd[@]}" apt-get update -qq
-"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+if [ ${#missing[@]} -gt 0 ]; then
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+if [ ${#missing_optional[@]} -gt 0 ]; then
+  echo "install-deps: installing the torch tests' oracle: ${missing_optional[*]}"
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing_optional[@]}" ||
+    echo "install-deps: ${missing_optional[*]} not installed; the torch tests will skip" >&2
+fi

@@ -297,8 +297,10 @@ std::optional<IterationSpace> conv_space(const Graph& g, const Node& n) {
     w_map.push_back(-1);
   }
   space.inputs = {x_map, w_map};
-  if (n.inputs.size() > 2)
+  if (n.inputs.size() > 2) {
     space.inputs.push_back(n.input(2) == kNoId ? std::vector<int>{} : std::vector<int>{1});
+    space.additive = {false, false, n.input(2) != kNoId};
+  }
   space.outputs = {y_map};
   return space;
 }

@@ -172,6 +172,7 @@ std::optional<IterationSpace> gemm_space(const Graph& g, const Node& n) {
       c_map.push_back(c[d] == y[at] ? static_cast<int>(at) : -1);
     }
     space.inputs.push_back(c_map);
+    space.additive = {false, false, true};
   }
   space.outputs = {{0, 1}};
   return space;

@@ -27,8 +27,12 @@ std::string IterationSpace::to_string() const {
     }
     return fmt::format("{}", fmt::join(parts, " "));
   };
-  return fmt::format("{}{}{}: {} -> {}", fmt::join(parallel, " "), reduction.empty() ? "" : " | ",
-                     fmt::join(reduction, " "), operands(inputs), operands(outputs));
+  std::string added;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (is_additive(i)) added += fmt::format(" +{}", i);
+  }
+  return fmt::format("{}{}{}: {} -> {}{}", fmt::join(parallel, " "), reduction.empty() ? "" : " | ",
+                     fmt::join(reduction, " "), operands(inputs), operands(outputs), added);
 }
 
 std::optional<IterationSpace> iteration_space(const Graph& graph, const Node& node) {

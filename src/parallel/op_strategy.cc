@@ -37,7 +37,9 @@ StatusOr<OpStrategy> derive_strategy(const Graph& g, const Node& n, const Iterat
                    l.name);
     }
   }
-  auto layout_of = [&](const std::vector<int>& map, bool output) {
+  // `summed`: the operand is a partial sum over each split reduction it has no dim of (an
+  // output, and an additive input, which one member adds).
+  auto layout_of = [&](const std::vector<int>& map, bool summed) {
     Layout layout = Layout::replicated(static_cast<int64_t>(map.size()));
     for (const auto& [axis, loop] : assignment) {
       bool placed = false;
@@ -48,7 +50,7 @@ StatusOr<OpStrategy> derive_strategy(const Graph& g, const Node& n, const Iterat
           break;
         }
       }
-      if (!placed && output && space.loops[loop].kind == LoopKind::kReduction)
+      if (!placed && summed && space.loops[loop].kind == LoopKind::kReduction)
         layout = layout.with_partial(axis);
     }
     return layout;
@@ -56,7 +58,8 @@ StatusOr<OpStrategy> derive_strategy(const Graph& g, const Node& n, const Iterat
   OpStrategy s;
   s.assignment = assignment;
   for (size_t i = 0; i < space.inputs.size(); ++i) {
-    s.inputs.push_back(layout_of(space.inputs[i], false));
+    s.inputs.push_back(layout_of(space.inputs[i], space.is_additive(i) && n.input(i) != kNoId &&
+                                                      space.combine == Combine::kSum));
     if (n.input(i) == kNoId) continue;
     Status valid = s.inputs.back().validate(g.value(n.inputs[i]).shape.dims, mesh);
     if (!valid.is_ok()) return error("{}: input {}: {}", where(), i, valid.message());

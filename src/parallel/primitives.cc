@@ -96,6 +96,8 @@ const char* step_op(ReshardStep::Kind kind) {
       return "AllToAll";
     case ReshardStep::Kind::kSlice:
       return "Shard";
+    case ReshardStep::Kind::kShare:
+      break;  // a Mul by the member's entry of a one-hot vector (augment)
   }
   return "";
 }
@@ -256,6 +258,22 @@ StatusOr<std::vector<ValueId>> split_window(Graph& dst, const Graph& src, const 
 
 StatusOr<ValueId> augment(Graph& dst, ValueId x, const ReshardStep& step, const DeviceMesh& mesh,
                           Phase phase, int32_t layer) {
+  if (step.kind == ReshardStep::Kind::kShare) {
+    // x · one_hot[member]: the axis's first member keeps x, the others hold zeros, so the
+    // members' values sum to x once (a bias added by one member of a split reduction).
+    const int64_t members = mesh.size(step.axis);
+    const DType dtype = dst.value(x).dtype;
+    Tensor one_hot(dtype, {members});
+    for (int64_t i = 0; i < members; ++i) one_hot.set_from_double(i, i == 0 ? 1.0 : 0.0);
+    Emitter e(dst, fmt::format("{}/Share.{}", dst.value(x).name, step.axis), phase, layer);
+    const ValueId table = e.constant(std::move(one_hot));
+    ASSIGN_OR_RETURN(const ValueId mine,
+                     augment(dst, table, {ReshardStep::Kind::kSlice, step.axis, 0, -1, step.axis_id},
+                             mesh, phase, layer));
+    const ValueId kept = e.op("Mul", {x, mine});
+    RETURN_IF_ERROR(e.status());
+    return kept;
+  }
   Node n;
   n.op_type = step_op(step.kind);
   n.domain = std::string(kAutoparDomain);
@@ -274,6 +292,8 @@ StatusOr<ValueId> augment(Graph& dst, ValueId x, const ReshardStep& step, const 
     case ReshardStep::Kind::kAllGather:
     case ReshardStep::Kind::kSlice:
       n.attrs["axis"] = step.dim;
+      break;
+    case ReshardStep::Kind::kShare:
       break;
     case ReshardStep::Kind::kAllToAll:
       n.attrs["split_axis"] = step.to_dim;

@@ -30,6 +30,8 @@ std::string ReshardStep::to_string() const {
       return fmt::format("all-to-all({}, dim {} -> {})", axis, dim, to_dim);
     case Kind::kSlice:
       return fmt::format("slice({}, dim {})", axis, dim);
+    case Kind::kShare:
+      return fmt::format("share({})", axis);
   }
   return "?";
 }
@@ -62,9 +64,6 @@ StatusOr<std::vector<ReshardStep>> reshard_steps(const Layout& from, const Layou
   };
   for (const MeshAxis& mesh_axis : mesh.axes()) {
     const std::string& axis = mesh_axis.name;
-    if (!at.uses(axis) && to.uses(axis) && is_partial(to, axis)) {
-      return error("a tensor replicated over {} cannot become a partial sum over it", axis);
-    }
     if (at.dim_of(axis) >= 0 && is_partial(to, axis)) {
       return error("a tensor split over {} cannot become a partial sum over it", axis);
     }
@@ -142,6 +141,12 @@ StatusOr<std::vector<ReshardStep>> reshard_steps(const Layout& from, const Layou
       if (at.dim_of(axis) == dim) continue;
       RETURN_IF_ERROR(apply({Kind::kSlice, axis, dim, -1}, at.with_split(dim, axis)));
     }
+  }
+  // 5. Shares: a replicated tensor `to` wants as a partial sum (an additive operand of a split
+  // reduction) is kept by one member and zero on the others.
+  for (const std::string& axis : std::vector<std::string>(to.partial_axes())) {
+    if (at.is_partial_over(axis) || at.uses(axis)) continue;
+    RETURN_IF_ERROR(apply({Kind::kShare, axis, -1, -1}, at.with_partial(axis)));
   }
   if (!(at == to)) {
     return error("cannot reshard {} to {} (reached {})", from.to_string(), to.to_string(),

@@ -393,7 +393,8 @@ double Spmd::reshard_cost(ValueId v, const Layout& from, const Layout& want,
         return kInfinite;
       }
     }
-    if (step.kind != ReshardStep::Kind::kSlice) cost += kFlopsPerCollective / kFlopsPerByte;
+    if (step.kind != ReshardStep::Kind::kSlice && step.kind != ReshardStep::Kind::kShare)
+      cost += kFlopsPerCollective / kFlopsPerByte;
     switch (step.kind) {
       // A ring all-reduce moves 2 (n - 1) / n of the tensor: as much as a reduce-scatter and
       // the all-gather after it.
@@ -426,6 +427,10 @@ double Spmd::reshard_cost(ValueId v, const Layout& from, const Layout& want,
       // activations it stands for the gather that a later consumer will need to undo it.
       case ReshardStep::Kind::kSlice:
         cost += constant || aligned_update(v, want, consumer) ? 0.0 : bytes;
+        break;
+      // A local product with the member's entry of a one-hot vector.
+      case ReshardStep::Kind::kShare:
+        cost += bytes;
         break;
     }
   }

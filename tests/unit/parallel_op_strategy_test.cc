@@ -41,7 +41,7 @@ TEST(ParallelSemantics, IterationSpacesOfOpFamilies) {
   EXPECT_EQ(space_of(one_node("MatMul", {{2, 1, 4, 8}, {3, 8, 5}})),
             "b0=2 b1=3 m=4 n=5 | k=8: [b0,1,m,k] [b1,k,n] -> [b0,b1,m,n]");
   EXPECT_EQ(space_of(one_node("Gemm", {{4, 8}, {16, 8}, {16}}, {{"transB", int64_t{1}}})),
-            "m=4 n=16 | k=8: [m,k] [n,k] [n] -> [m,n]");
+            "m=4 n=16 | k=8: [m,k] [n,k] [n] -> [m,n] +2");
   EXPECT_EQ(space_of(one_node("Add", {{2, 3, 4}, {4}})),
             "d0=2 d1=3 d2=4: [d0,d1,d2] [d2] -> [d0,d1,d2]");
   EXPECT_EQ(space_of(one_node("Softmax", {{2, 3, 4}})),

@@ -36,9 +36,14 @@ TEST(Reshard, Sequences) {
             "all-gather(dp, dim 0); all-gather(sp, dim 1); all-reduce(tp)");
 }
 
+// A replicated tensor becomes a partial sum by one member keeping it (an additive operand, a
+// bias, of a split reduction).
+TEST(Reshard, ReplicatedBecomesPartialByOneMemberKeepingIt) {
+  EXPECT_EQ(plan("[_, _, _]", "[_, _, _] partial(tp)"), "share(tp)");
+  EXPECT_EQ(plan("[dp, _, _]", "[_, _, _] partial(tp)"), "all-gather(dp, dim 0); share(tp)");
+}
+
 TEST(Reshard, Errors) {
-  EXPECT_EQ(plan("[_, _, _]", "[_, _, _] partial(tp)"),
-            "error: a tensor replicated over tp cannot become a partial sum over it");
   EXPECT_EQ(plan("[tp, _, _]", "[_, _, _] partial(tp)"),
             "error: a tensor split over tp cannot become a partial sum over it");
   EXPECT_EQ(plan("[_, _, _]", "[_, _, tp]", {8, 8, 3}),

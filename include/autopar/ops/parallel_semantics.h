@@ -37,6 +37,13 @@ struct IterationSpace {
   Combine combine = Combine::kSum;
   std::vector<std::vector<int>> inputs;   // per input (empty for omitted ones)
   std::vector<std::vector<int>> outputs;  // per output
+  // Per input (missing entries: false): added to the result after the reductions rather than
+  // multiplied into them (Gemm's C, a convolution's bias). Where a sum reduction is split and
+  // the output becomes a partial sum, such an input must arrive as a partial sum over the
+  // same axes (one member adds it), or every member would add it.
+  std::vector<bool> additive;
+
+  bool is_additive(size_t input) const { return input < additive.size() && additive[input]; }
 
   int find(std::string_view name) const;
   // "b=2 m=16 n=64 | k=32: [b,m,k] [k,n] -> [b,m,n]" (reduction loops after the bar).

@@ -17,6 +17,8 @@ struct ReshardStep {
     kAllGather,      // split on `dim` → replicated
     kAllToAll,       // split on `dim` → split on `to_dim`
     kSlice,          // replicated → split on `dim` (local, no communication)
+    kShare,          // replicated → partial over `axis`: the axis's first member keeps the
+                     // value, the others hold zeros (local, no communication)
   };
   Kind kind;
   std::string axis;
