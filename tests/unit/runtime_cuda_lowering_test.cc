@@ -34,6 +34,13 @@ std::shared_ptr<const CudaLowering> lowered(const Graph& g, const CudaOptions& o
   return l.is_ok() ? *l : nullptr;
 }
 
+// A training step lowered with its updates written back on the device.
+std::shared_ptr<const CudaLowering> lowered_step(const TrainingGraph& t) {
+  CudaOptions options;
+  options.updates = t.updates;
+  return lowered(t.graph, options);
+}
+
 ValueId add_value(Graph& g, const std::string& name, std::vector<int64_t> dims, bool input) {
   Value v;
   v.name = name;
@@ -287,9 +294,7 @@ TEST(CudaLowering, TheCpuOpsWithoutACudaKernelAreKnown) {
 TEST(CudaLowering, TheArenaIsCloseToTheLiveBytesAndUnderTheCpuPeak) {
   for (const char* name : {"gpt-tiny", "resnet-tiny"}) {
     const TrainingGraph t = tiny_training_graph(name);
-    CudaOptions options;
-    options.updates = t.updates;
-    const auto l = lowered(t.graph, options);
+    const auto l = lowered_step(t);
     ASSERT_TRUE(l);
     EXPECT_GE(l->program.arena_bytes, l->live_peak_bytes) << name;
     EXPECT_LE(l->program.arena_bytes, l->live_peak_bytes * 115 / 100) << name;
@@ -314,9 +319,7 @@ TEST(CudaLowering, TheArenaIsCloseToTheLiveBytesAndUnderTheCpuPeak) {
 TEST(CudaLowering, ArenaValuesLiveAtOnceNeverOverlap) {
   for (const char* name : {"gpt-tiny", "resnet-tiny"}) {
     const TrainingGraph t = tiny_training_graph(name);
-    CudaOptions options;
-    options.updates = t.updates;
-    const auto l = lowered(t.graph, options);
+    const auto l = lowered_step(t);
     ASSERT_TRUE(l);
     const auto& blocks = l->arena_blocks;
     ASSERT_GT(blocks.size(), 10u);
@@ -357,9 +360,7 @@ TEST(CudaLowering, ArenaValuesLiveAtOnceNeverOverlap) {
 // launch), reshapes are aliases, and the updates are copied back into the state.
 TEST(CudaLowering, GptTinyStepFusesElementwiseRunsAndAliasesViews) {
   const TrainingGraph t = tiny_training_graph("gpt-tiny");
-  CudaOptions options;
-  options.updates = t.updates;
-  const auto l = lowered(t.graph, options);
+  const auto l = lowered_step(t);
   ASSERT_TRUE(l);
   const CudaLoweringSummary s = summarize(*l);
   // 1,232 nodes: 857 of them in multi-node elementwise runs, 106 reshapes and 33 transposes
@@ -395,9 +396,7 @@ TEST(CudaLowering, AFusedRunCountsItsNodesAndBytes) {
   // gpt-tiny's step: every node a launch runs is counted once (views and host-side shape
   // arithmetic launch nothing).
   const TrainingGraph t = tiny_training_graph("gpt-tiny");
-  CudaOptions options;
-  options.updates = t.updates;
-  const auto step = lowered(t.graph, options);
+  const auto step = lowered_step(t);
   ASSERT_TRUE(step);
   int64_t nodes = 0, multi = 0;
   for (const cuda::Launch& x : step->program.launches) {
@@ -474,9 +473,7 @@ TEST(CudaLowering, WeightGradientConvolutionsRunAsBackwardFilter) {
   EXPECT_EQ(back.space.count(), 4 * 5 * 9);
 
   const TrainingGraph t = tiny_training_graph("resnet-tiny");
-  CudaOptions options;
-  options.updates = t.updates;
-  const auto step = lowered(t.graph, options);
+  const auto step = lowered_step(t);
   ASSERT_TRUE(step);
   int64_t forward_convs = 0, filter_grads = 0;
   for (const Node& n : t.graph.nodes())

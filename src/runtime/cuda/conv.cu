@@ -220,6 +220,17 @@ std::string plan(const Resolved& r, Context& ctx, ConvState* s) {
   int max_count = 0, returned = 0;
   cudnnMathType_t chosen_math = math;
   bool found = false;
+  // The fastest of cuDNN's timed algorithms (its results come fastest first) that fits.
+  auto first_fit = [&](const auto& perf, auto* algo) {
+    for (int i = 0; i < returned; ++i) {
+      if (acceptable(perf[i].status, perf[i].memory, perf[i].mathType)) {
+        *algo = perf[i].algo;
+        chosen_math = perf[i].mathType;
+        return true;
+      }
+    }
+    return false;
+  };
   if (p.filter_grad) {
     e = dnn_error(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(handle, &max_count),
                   "cudnnGetConvolutionBackwardFilterAlgorithmMaxCount", p);
@@ -233,13 +244,7 @@ std::string plan(const Resolved& r, Context& ctx, ConvState* s) {
                       ctx.workspace_bytes),
                   "cudnnFindConvolutionBackwardFilterAlgorithmEx", p);
     if (!e.empty()) return e;
-    for (int i = 0; i < returned && !found; ++i) {
-      if (acceptable(perf[i].status, perf[i].memory, perf[i].mathType)) {
-        s->filter_algo = perf[i].algo;
-        chosen_math = perf[i].mathType;
-        found = true;
-      }
-    }
+    found = first_fit(perf, &s->filter_algo);
   } else if (!p.transpose) {
     e = dnn_error(cudnnGetConvolutionForwardAlgorithmMaxCount(handle, &max_count),
                   "cudnnGetConvolutionForwardAlgorithmMaxCount", p);
@@ -252,13 +257,7 @@ std::string plan(const Resolved& r, Context& ctx, ConvState* s) {
                                                perf.data(), ctx.workspace, ctx.workspace_bytes),
         "cudnnFindConvolutionForwardAlgorithmEx", p);
     if (!e.empty()) return e;
-    for (int i = 0; i < returned && !found; ++i) {
-      if (acceptable(perf[i].status, perf[i].memory, perf[i].mathType)) {
-        s->forward_algo = perf[i].algo;
-        chosen_math = perf[i].mathType;
-        found = true;
-      }
-    }
+    found = first_fit(perf, &s->forward_algo);
   } else {
     e = dnn_error(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(handle, &max_count),
                   "cudnnGetConvolutionBackwardDataAlgorithmMaxCount", p);
@@ -272,13 +271,7 @@ std::string plan(const Resolved& r, Context& ctx, ConvState* s) {
                       ctx.workspace_bytes),
                   "cudnnFindConvolutionBackwardDataAlgorithmEx", p);
     if (!e.empty()) return e;
-    for (int i = 0; i < returned && !found; ++i) {
-      if (acceptable(perf[i].status, perf[i].memory, perf[i].mathType)) {
-        s->backward_algo = perf[i].algo;
-        chosen_math = perf[i].mathType;
-        found = true;
-      }
-    }
+    found = first_fit(perf, &s->backward_algo);
   }
   if (!found) {
     return std::string(prefix) + "no cuDNN algorithm fits the " +
