@@ -41,6 +41,31 @@ Status batch_norm_to_training(Graph& g, std::vector<std::pair<std::string, std::
   return Status::ok();
 }
 
+// The symbolic names of the first `count` dims of `output`: the output's own, or else the
+// batch symbol of an input whose leading dim has the output's leading size. Labels take
+// them, so a training graph's labels are as symbolic as its inputs.
+std::vector<std::string> leading_symbols(const Graph& g, ValueId output, size_t count) {
+  const Shape& shape = g.value(output).shape;
+  std::vector<std::string> symbols(count);
+  bool any = false;
+  for (size_t d = 0; d < count && d < shape.symbols.size(); ++d) {
+    symbols[d] = shape.symbols[d];
+    any = any || !symbols[d].empty();
+  }
+  if (!any && count > 0 && shape.rank() > 0) {
+    for (ValueId in : g.inputs()) {
+      const Shape& s = g.value(in).shape;
+      if (s.rank() > 0 && !s.symbol(0).empty() && s.dims[0] == shape.dims[0]) {
+        symbols[0] = std::string(s.symbol(0));
+        any = true;
+        break;
+      }
+    }
+  }
+  if (!any) symbols.clear();
+  return symbols;
+}
+
 struct LossResult {
   ValueId loss = kNoId;
   ValueId labels = kNoId;
@@ -83,22 +108,24 @@ StatusOr<LossResult> add_loss(Graph& g, const LossSpec& spec) {
       }
     }
     std::vector<int64_t> label_dims(out.shape.dims.begin(), out.shape.dims.end() - 1);
-    int64_t rows = 1;
-    for (int64_t d : label_dims) rows *= d;
     const int64_t classes = out.shape.dims.back();
     labels.name = g.unique_value_name("labels");
     labels.dtype = DType::kInt64;
     labels.shape = Shape(label_dims);
+    labels.shape.symbols = leading_symbols(g, output, label_dims.size());
     result.labels = g.add_value(std::move(labels));
-    const ValueId flat_scores = emit.reshape(scores, {rows, classes});
-    const ValueId flat_labels = emit.reshape(result.labels, {rows});
+    // Rows as -1: the labels keep the output's symbolic batch, so the loss must not pin it.
+    const bool flat = label_dims.size() == 1;
+    const ValueId flat_scores =
+        flat && g.value(scores).shape.rank() == 2 ? scores : emit.reshape(scores, {-1, classes});
+    const ValueId flat_labels = flat ? result.labels : emit.reshape(result.labels, {-1});
     result.loss =
         emit.op("SoftmaxCrossEntropyLoss", {flat_scores, flat_labels}, {{"reduction", "mean"}});
   } else {
     labels.name = g.unique_value_name("targets");
     labels.dtype = out.dtype;
     labels.shape = out.shape;
-    labels.shape.symbols.clear();
+    labels.shape.symbols = leading_symbols(g, output, out.shape.dims.size());
     result.labels = g.add_value(std::move(labels));
     const ValueId diff = emit.op("Sub", {output, result.labels});
     result.loss = emit.op("ReduceMean", {emit.op("Mul", {diff, diff})}, {{"keepdims", int64_t{0}}});

@@ -39,6 +39,7 @@ bool DimFlags::given() const {
 StatusOr<ImportOptions> DimFlags::import_options() const {
   ImportOptions options;
   options.batch = batch;
+  options.batch_is_default = batch && batch_option_ && batch_option_->count() == 0;
   for (const std::string& text : dims) {
     const size_t eq = text.find('=');
     if (eq == std::string::npos || eq == 0) return error("--dim {}: expected NAME=N", text);

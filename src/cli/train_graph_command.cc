@@ -5,6 +5,7 @@
 #include "autopar/ir/model_summary.h"
 #include "autopar/onnx/onnx_check.h"
 #include "autopar/onnx/onnx_export.h"
+#include "autopar/onnx/onnx_import.h"
 #include "commands.h"
 
 namespace autopar::cli {
@@ -29,11 +30,23 @@ Status run_train_graph(const TrainGraphFlags& flags) {
     options.initializers_as_inputs.push_back(g.value(state).name);
     updates.push_back({g.value(state).name, g.value(next).name});
   }
-  options.metadata["autopar.training"] =
-      nlohmann::json{
-          {"loss", g.value(training.loss).name}, {"labels", g.value(training.labels).name},
-          {"loss_kind", loss_name(loss.kind)},   {"optimizer", optimizer_name(optimizer.kind)},
-          {"lr", optimizer.learning_rate()},     {"updates", updates}}
+  // The symbolic dims stay symbolic in the file; the sizes the gradients were built at are
+  // recorded, so the file imports at them by default.
+  nlohmann::json dims = nlohmann::json::object();
+  for (ValueId in : g.inputs()) {
+    const Shape& shape = g.value(in).shape;
+    for (size_t d = 0; d < shape.symbols.size() && d < shape.dims.size(); ++d) {
+      if (!shape.symbols[d].empty()) dims[shape.symbols[d]] = shape.dims[d];
+    }
+  }
+  options.metadata[std::string(kMetadataTraining)] =
+      nlohmann::json{{"loss", g.value(training.loss).name},
+                     {"labels", g.value(training.labels).name},
+                     {"loss_kind", loss_name(loss.kind)},
+                     {"optimizer", optimizer_name(optimizer.kind)},
+                     {"lr", optimizer.learning_rate()},
+                     {"updates", updates},
+                     {"dims", dims}}
           .dump();
   RETURN_IF_ERROR(check_onnx_model(export_onnx(g, options), flags.output));
   RETURN_IF_ERROR(write_onnx_file(g, flags.output, options));

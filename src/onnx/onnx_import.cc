@@ -156,11 +156,29 @@ StatusOr<std::optional<Attribute>> convert_attribute(const onnx::AttributeProto&
 struct Metadata {
   std::optional<std::unordered_set<std::string>> constants;
   std::optional<nlohmann::json> nodes;
+  std::map<std::string, int64_t> built_dims;  // a training step's symbolic dims as built
 };
 
 StatusOr<Metadata> read_metadata(const onnx::ModelProto& model, std::string_view source) {
   Metadata meta;
   for (const auto& entry : model.metadata_props()) {
+    if (entry.key() == kMetadataTraining) {
+      const nlohmann::json json =
+          nlohmann::json::parse(entry.value(), nullptr, /*allow_exceptions=*/false);
+      const auto dims = json.is_object() ? json.find("dims") : json.end();
+      if (dims == json.end()) continue;
+      if (!dims->is_object()) {
+        return error("{}: metadata '{}': \"dims\" is not a JSON object", source, entry.key());
+      }
+      for (const auto& [name, size] : dims->items()) {
+        if (!size.is_number_integer() || size.get<int64_t>() <= 0) {
+          return error("{}: metadata '{}': dim '{}' is not a positive integer", source,
+                       entry.key(), name);
+        }
+        meta.built_dims[name] = size.get<int64_t>();
+      }
+      continue;
+    }
     if (entry.key() != kMetadataConstants && entry.key() != kMetadataNodes) continue;
     nlohmann::json json = nlohmann::json::parse(entry.value(), nullptr, /*allow_exceptions=*/false);
     if (entry.key() == kMetadataConstants) {
@@ -579,7 +597,34 @@ StatusOr<int> resolve_shapes(Graph& graph, const onnx::ModelProto& model, std::s
 
 }  // namespace
 
-StatusOr<Graph> import_onnx(const onnx::ModelProto& given, const ImportOptions& options,
+// A training step's gradients are shaped for the dims it was built at: those are the defaults,
+// and other sizes are refused with the command that rebuilds it.
+StatusOr<ImportOptions> with_built_dims(const ImportOptions& given, const Metadata& meta,
+                                        std::string_view source) {
+  ImportOptions options = given;
+  for (const auto& [name, size] : meta.built_dims) {
+    std::optional<int64_t> asked;
+    std::string flag;
+    if (auto it = given.dims.find(name); it != given.dims.end()) {
+      asked = it->second;
+      flag = fmt::format("--dim {}={}", name, it->second);
+    } else if (given.batch && !given.batch_is_default && is_batch_name(name)) {
+      asked = given.batch;
+      flag = fmt::format("--batch {}", *given.batch);
+    }
+    if (asked && *asked != size) {
+      return error(
+          "{}: {}: this training step was built with {} = {} (its gradients are shaped for "
+          "it); rebuild it with train-graph {}",
+          source, flag, name, size, flag);
+    }
+    if (!asked) options.dims[name] = size;
+  }
+  if (!meta.built_dims.empty() && options.batch_is_default) options.batch.reset();
+  return options;
+}
+
+StatusOr<Graph> import_onnx(const onnx::ModelProto& given, const ImportOptions& given_options,
                             std::string_view source, std::string_view model_dir,
                             ImportReport* report) {
   register_autopar_onnx_schemas();
@@ -588,8 +633,9 @@ StatusOr<Graph> import_onnx(const onnx::ModelProto& given, const ImportOptions& 
   RETURN_IF_ERROR(check_wiring(given.graph(), source));
   RETURN_IF_ERROR(check_tensors(given.graph(), model_dir, source));
   ASSIGN_OR_RETURN(const onnx::ModelProto original, upgrade_opset(given, source));
-  RETURN_IF_ERROR(check_dim_options(original.graph(), options, source));
   ASSIGN_OR_RETURN(Metadata meta, read_metadata(original, source));
+  ASSIGN_OR_RETURN(const ImportOptions options, with_built_dims(given_options, meta, source));
+  RETURN_IF_ERROR(check_dim_options(original.graph(), options, source));
 
   // Bind symbolic dims on a copy, so ONNX's inference sees concrete sizes.
   onnx::ModelProto model = original;

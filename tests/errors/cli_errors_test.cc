@@ -368,6 +368,14 @@ TEST_F(CliErrors, TrainingAnOldOpset) {
                "autopar: error: training needs ai.onnx opset 13 or newer (the model imports 11)");
 }
 
+TEST_F(CliErrors, TrainingStepAtAnotherBatch) {
+  ASSERT_EQ(run_autopar({"train-graph", "mlp", "--batch", "2", "-o", "train.onnx"}, dir_).exit_code,
+            0);
+  expect_error({"inspect", "train.onnx", "--batch", "8"},
+               "autopar: error: train.onnx: --batch 8: this training step was built with batch = 2 "
+               "(its gradients are shaped for it); rebuild it with train-graph --batch 8");
+}
+
 // profile: a missing plan, a broken profile, bad flags, and a plan needing more devices than
 // the machine has cores (each device runs on a core of its own).
 TEST_F(CliErrors, Profile) {

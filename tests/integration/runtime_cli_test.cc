@@ -1,6 +1,7 @@
 // The runtime's commands end to end: inference on tensor files, the training step as ONNX,
 // and training on the synthetic teacher task.
 #include <filesystem>
+#include <map>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -65,6 +66,31 @@ TEST(RuntimeCli, TrainGraphWritesACheckedModel) {
   for (const Node& n : graph->nodes()) ++phases[static_cast<int>(n.phase)];
   EXPECT_GT(phases[1], 0);
   EXPECT_GT(phases[2], 0);
+  std::filesystem::remove_all(dir);
+}
+
+// The labels are as symbolic as the inputs, and the file imports at the sizes its gradients
+// were built at without --batch.
+TEST(RuntimeCli, TrainGraphKeepsTheLabelsBatchSymbolic) {
+  const std::string dir = testing::temp_dir("train_graph_batch");
+  const auto r = run_autopar({"train-graph", "gpt-tiny", "--batch", "2", "-o", "train.onnx"}, dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto model = read_model_proto(dir + "/train.onnx");
+  ASSERT_TRUE(model.is_ok());
+  std::map<std::string, std::string> leading;
+  for (const auto& input : model->graph().input()) {
+    const auto& shape = input.type().tensor_type().shape();
+    if (shape.dim_size() > 0) leading[input.name()] = shape.dim(0).dim_param();
+  }
+  EXPECT_EQ(leading["input_ids"], "batch");
+  EXPECT_EQ(leading["labels"], "batch");
+  const auto inspect = run_autopar({"inspect", "train.onnx"}, dir);
+  ASSERT_EQ(inspect.exit_code, 0) << inspect.err;
+  EXPECT_NE(inspect.out.find("input        input_ids: i64[batch=2,16]\n"), std::string::npos)
+      << inspect.out;
+  EXPECT_NE(inspect.out.find("input        labels: i64[batch=2,16]\n"), std::string::npos)
+      << inspect.out;
+  EXPECT_EQ(run_autopar({"inspect", "train.onnx", "--batch", "2"}, dir).exit_code, 0);
   std::filesystem::remove_all(dir);
 }
 

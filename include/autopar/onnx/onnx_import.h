@@ -17,11 +17,17 @@ namespace autopar {
 // Model metadata keys autopar writes so that its own models re-import exactly.
 inline constexpr std::string_view kMetadataConstants = "autopar.constants";  // JSON list
 inline constexpr std::string_view kMetadataNodes = "autopar.nodes";          // JSON object
+// A training step written by `train-graph`: JSON object; its "dims" (symbol → size) are the
+// sizes its gradients were built at, which the import binds by default and holds to.
+inline constexpr std::string_view kMetadataTraining = "autopar.training";
 
 struct ImportOptions {
   // Binds dims named "batch" (or "batch_size", "N") and the unnamed or otherwise unbound
   // leading dim of every graph input.
   std::optional<int64_t> batch;
+  // `batch` is a command's default, not the user's: the sizes a training step was built at
+  // take precedence over it.
+  bool batch_is_default = false;
   // Binds symbolic dims by name; takes precedence over `batch`.
   std::map<std::string, int64_t> dims;
 };
