@@ -26,7 +26,9 @@ namespace {
 // Gelu (the fused training graph's): dX = GeluGrad(dY, X), one node.
 Status gelu_rule(GradientBuilder& b) {
   return maybe_grad(b, 0, [&] {
-    return b.op_n("GeluGrad", {b.GO(0), b.I(0)}, {}, 1, kTrainingDomain)[0];
+    Attributes attrs;
+    if (const Attribute* form = b.node().attr("approximate")) attrs["approximate"] = *form;
+    return b.op_n("GeluGrad", {b.GO(0), b.I(0)}, std::move(attrs), 1, kTrainingDomain)[0];
   });
 }
 

@@ -1,11 +1,8 @@
 // The training step: forward, loss, backward and optimizer update in one graph.
-#include <cmath>
-#include <map>
-#include <set>
 
 #include "autopar/autodiff/autodiff.h"
 #include "autopar/autodiff/emitter.h"
-#include "autopar/ir/graph_copy.h"
+#include "autopar/ir/pattern_fusion.h"
 #include "autopar/ir/shape_inference.h"
 #include "autopar/ops/op_def.h"
 
@@ -18,25 +15,57 @@ constexpr int64_t kTrainingOpset = 17;
 constexpr int64_t kMinTrainingOpset = 13;
 
 // BatchNormalization in training mode: batch statistics, with the running statistics as
-// extra outputs that become state updates.
-Status batch_norm_to_training(Graph& g, std::vector<std::pair<std::string, std::string>>& updates) {
-  for (NodeId id = 0; id < g.num_nodes(); ++id) {
+// extra outputs that become state updates. ONNX's running variance averages the batch's
+// population variance; `unbiased` averages the sample variance (n/(n − 1) times it, n the
+// elements per channel) as PyTorch's BatchNorm does: from the biased update u = m·r + (1 − m)·σ²,
+// r' = m·r + (u − m·r)·n/(n − 1).
+Status batch_norm_to_training(Graph& g, bool unbiased,
+                              std::vector<std::pair<std::string, std::string>>& updates) {
+  const NodeId model_nodes = g.num_nodes();
+  for (NodeId id = 0; id < model_nodes; ++id) {
     if (g.node(id).op_type != "BatchNormalization" || !g.node(id).domain.empty()) continue;
     Node& node = g.mutable_node(id);
     node.attrs["training_mode"] = int64_t{1};
     node.outputs.resize(3, kNoId);
     for (size_t i = 1; i < 3; ++i) {
       const ValueId stat = node.inputs.at(i + 2);
-      if (node.outputs[i] != kNoId) continue;
+      if (g.node(id).outputs[i] != kNoId) continue;
       Value v;
       v.name = g.unique_value_name(g.value(stat).name + ".updated");
       v.shape = Shape::unknown();
       const ValueId out = g.add_value(std::move(v));
       g.mutable_node(id).outputs[i] = out;
-      updates.emplace_back(g.value(stat).name, g.value(out).name);
     }
     g.rebuild_uses();
     RETURN_IF_ERROR(infer_node(g, id));
+    for (size_t i = 1; i < 3; ++i) {
+      const ValueId stat = g.node(id).inputs.at(i + 2);
+      ValueId out = g.node(id).outputs[i];
+      if (i == 2 && unbiased) {
+        const Node& bn = g.node(id);
+        const Value& x = g.value(bn.inputs[0]);
+        const int64_t channels = x.shape.rank() >= 2 ? x.shape.dims[1] : 0;
+        const int64_t n = channels > 0 ? x.shape.num_elements() / channels : 0;
+        if (n < 2) {
+          return error("node '{}' (BatchNormalization): the unbiased running variance needs "
+                       "more than one value per channel (it has {})",
+                       bn.name, n);
+        }
+        const DType dtype = g.value(stat).dtype;
+        const double momentum = bn.attr_float("momentum", 0.9f);
+        const std::string name = g.value(out).name;
+        g.rename_value(out, g.unique_value_name(name + ".biased"));
+        Emitter e(g, bn.name + "/unbiased_var", Phase::kForward, bn.layer);
+        const ValueId kept = e.op("Mul", {stat, e.scalar(momentum, dtype)});
+        const ValueId added = e.op("Sub", {out, kept});
+        const ValueId scaled =
+            e.op("Mul", {added, e.scalar(static_cast<double>(n) / static_cast<double>(n - 1), dtype)});
+        out = e.op("Add", {kept, scaled});
+        RETURN_IF_ERROR(e.status());
+        g.rename_value(out, name);
+      }
+      updates.emplace_back(g.value(stat).name, g.value(out).name);
+    }
   }
   return Status::ok();
 }
@@ -219,86 +248,6 @@ LossKind default_loss(const Graph& model) {
                                                              : LossKind::kMse;
 }
 
-namespace {
-
-// Whether `v` is a constant scalar within 1% of `value` (constants may be stored in bf16).
-bool scalar_near(const Graph& g, ValueId v, double value) {
-  if (v == kNoId) return false;
-  const Value& c = g.value(v);
-  if (!c.data || c.data->num_elements() != 1 || c.kind == ValueKind::kParameter) return false;
-  return std::fabs(c.data->float_at(0) - value) <= 0.01 * std::fabs(value);
-}
-
-// The other operand of a binary node whose one operand is `v`, or kNoId.
-ValueId other_operand(const Node& n, ValueId v) {
-  if (n.inputs.size() != 2) return kNoId;
-  if (n.inputs[0] == v) return n.inputs[1];
-  if (n.inputs[1] == v) return n.inputs[0];
-  return kNoId;
-}
-
-// GELU written with erf, ½·x·(1 + erf(x/√2)) as Div, Erf, Add, Mul, Mul (the form PyTorch
-// exports and the zoo builds), becomes one ai.autopar.training::Gelu node. Returns the graph
-// unchanged when it has none.
-Graph fuse_gelu(const Graph& g) {
-  std::map<NodeId, std::pair<ValueId, ValueId>> first;  // Div → (x, the last Mul's output)
-  std::set<NodeId> covered;
-  // The one reader of an intermediate value the graph does not output.
-  auto sole = [&](ValueId v) -> const Node* {
-    const std::vector<NodeId>& c = g.value(v).consumers;
-    return c.size() == 1 && g.node(c[0]).domain.empty() && !g.is_output(v) ? &g.node(c[0])
-                                                                           : nullptr;
-  };
-  for (NodeId id = 0; id < g.num_nodes(); ++id) {
-    const Node& div = g.node(id);
-    if (div.op_type != "Div" || !div.domain.empty() || div.inputs.size() != 2 ||
-        div.outputs.size() != 1 || !scalar_near(g, div.inputs[1], std::sqrt(2.0)))
-      continue;
-    const ValueId x = div.inputs[0];
-    const Node* erf = sole(div.outputs[0]);
-    if (!erf || erf->op_type != "Erf") continue;
-    const Node* add = sole(erf->outputs[0]);
-    if (!add || add->op_type != "Add" || !scalar_near(g, other_operand(*add, erf->outputs[0]), 1.0))
-      continue;
-    const Node* mul = sole(add->outputs[0]);
-    if (!mul || mul->op_type != "Mul" || other_operand(*mul, add->outputs[0]) != x) continue;
-    const Node* half = sole(mul->outputs[0]);
-    if (!half || half->op_type != "Mul" ||
-        !scalar_near(g, other_operand(*half, mul->outputs[0]), 0.5))
-      continue;
-    const ValueId y = half->outputs[0];
-    if (g.value(y).shape != g.value(x).shape || g.value(y).dtype != g.value(x).dtype) continue;
-    first[id] = {x, y};
-    for (const Node* n : {erf, add, mul, half}) covered.insert(g.value(n->outputs[0]).producer);
-  }
-  if (first.empty()) return g;
-  Graph out;
-  GraphCopy copy(g, out);
-  copy.inputs_and_initializers();
-  for (NodeId id = 0; id < g.num_nodes(); ++id) {
-    if (covered.count(id)) continue;
-    auto it = first.find(id);
-    if (it == first.end()) {
-      copy.node(g.node(id));
-      continue;
-    }
-    Node gelu;
-    gelu.name = g.node(id).name + "/Gelu";
-    gelu.op_type = "Gelu";
-    gelu.domain = std::string(kTrainingDomain);
-    gelu.inputs = {copy.value(it->second.first)};
-    gelu.outputs = {copy.value(it->second.second)};
-    gelu.phase = g.node(id).phase;
-    gelu.layer = g.node(id).layer;
-    out.add_node(std::move(gelu));
-  }
-  copy.outputs();
-  out.opsets.try_emplace(std::string(kTrainingDomain), 1);
-  return out;
-}
-
-}  // namespace
-
 StatusOr<TrainingGraph> build_training_graph(const Graph& model, const LossSpec& loss_spec,
                                              const OptimizerSpec& opt,
                                              const TrainingOptions& options) {
@@ -308,12 +257,12 @@ StatusOr<TrainingGraph> build_training_graph(const Graph& model, const LossSpec&
     return error("training needs ai.onnx opset {} or newer (the model imports {})",
                  kMinTrainingOpset, opset);
   }
-  Graph g = options.fused ? fuse_gelu(model) : model;
+  Graph g = options.fused ? fuse_gelus(model) : model;
   g.opsets[""] = std::max(opset, kTrainingOpset);
   for (NodeId id = 0; id < g.num_nodes(); ++id) g.mutable_node(id).phase = Phase::kForward;
 
   std::vector<std::pair<std::string, std::string>> updates;  // state name → updated value name
-  RETURN_IF_ERROR(batch_norm_to_training(g, updates));
+  RETURN_IF_ERROR(batch_norm_to_training(g, options.unbiased_running_var, updates));
   ASSIGN_OR_RETURN(LossResult loss, add_loss(g, loss_spec));
 
   std::vector<ValueId> params;

@@ -33,7 +33,7 @@ StatusOr<Tuning> prepare_tuning(const std::string& model, const std::string& hw,
     if (name != "batch") dims.emplace_back(name, n);
   }
   t.source.dims = dims;
-  ASSIGN_OR_RETURN(Graph probe, load_model_at(model, 1, dims));
+  ASSIGN_OR_RETURN(Graph probe, load_model_at(model, 1, dims, given));
   t.problem.devices = t.profile.num_devices();
   t.problem.devices_per_node = t.profile.devices_per_node;
   t.problem.global_batch = t.space.global_batch ? *t.space.global_batch
@@ -43,6 +43,7 @@ StatusOr<Tuning> prepare_tuning(const std::string& model, const std::string& hw,
   t.problem.parameters = static_cast<double>(probe.num_parameter_elements());
 
   t.options.inference = given.loss == "none";
+  RETURN_IF_ERROR(check_trainable_opset(probe, model, t.options.inference));
   if (!t.options.inference) {
     if (given.loss.empty()) {
       t.options.loss.kind = default_loss(probe);
@@ -63,7 +64,8 @@ StatusOr<Tuning> prepare_tuning(const std::string& model, const std::string& hw,
     t.source.optimizer = "none";
     t.problem.optimizer_bytes = 0;
   }
-  t.model_at = [model, dims](int64_t b) { return load_model_at(model, b, dims); };
+  const PlanSource source = t.source;
+  t.model_at = [model, dims, source](int64_t b) { return load_model_at(model, b, dims, source); };
   t.estimator = std::make_unique<Estimator>(t.model_at, t.options, t.profile);
   return t;
 }

@@ -21,6 +21,8 @@ using Command = std::function<Status()>;
 struct DimFlags {
   std::optional<int64_t> batch;
   std::vector<std::string> dims;
+  bool no_fusion = false;        // --no-fusion: keep written-out LayerNorms and GELUs
+  bool keep_constants = false;   // --keep-constants: Constant-node weights stay constant
 
   void add_to(CLI::App& command, std::optional<int64_t> default_batch = std::nullopt);
   StatusOr<ImportOptions> import_options() const;
@@ -48,6 +50,10 @@ struct TrainingFlags {
   StatusOr<OptimizerSpec> optimizer_spec() const;
 };
 
+// Training needs ai.onnx opset 13: a model below it (one ONNX's version converter could not
+// upgrade) is refused naming `model`, unless `inference`.
+Status check_trainable_opset(const Graph& graph, const std::string& model, bool inference);
+
 // A model to train: an ONNX file imported at --batch/--dim, or a zoo model built with
 // weights at --batch.
 StatusOr<Graph> load_trainable_model(const std::string& model, const DimFlags& dims);
@@ -56,10 +62,8 @@ StatusOr<Graph> load_trainable_model(const std::string& model, const DimFlags& d
 // at the --batch size) when no file has that name.
 struct LoadedModel {
   Graph graph;
-  std::string origin;        // "ONNX file" or "zoo model"
-  std::string layer_source;  // see ImportReport
-  int folded_nodes = 0;
-  int unknown_shape_values = 0;
+  std::string origin;   // "ONNX file" or "zoo model"
+  ImportReport import;  // a zoo model's layer_source is "zoo"
 };
 StatusOr<LoadedModel> load_model(const std::string& model, const DimFlags& dims);
 

@@ -30,6 +30,12 @@ void DimFlags::add_to(CLI::App& command, std::optional<int64_t> default_batch) {
           (default_batch ? fmt::format("; default {}", *default_batch) : ""));
   dim_option_ =
       command.add_option("--dim", dims, "NAME=N: size bound to the symbolic dim NAME (repeatable)");
+  command.add_flag("--no-fusion", no_fusion,
+                   "read an ONNX file's written-out LayerNorms and GELUs as written (by default "
+                   "each chain becomes one LayerNormalization or Gelu)");
+  command.add_flag("--keep-constants", keep_constants,
+                   "keep weights an ONNX file stores as Constant nodes constant (by default they "
+                   "are trainable parameters, as initializers are)");
 }
 
 bool DimFlags::given() const {
@@ -40,6 +46,9 @@ StatusOr<ImportOptions> DimFlags::import_options() const {
   ImportOptions options;
   options.batch = batch;
   options.batch_is_default = batch && batch_option_ && batch_option_->count() == 0;
+  options.fuse_patterns = !no_fusion;
+  options.constant_weights_trainable = !keep_constants;
+  options.upgrade_below = 13;  // every command may train the model
   for (const std::string& text : dims) {
     const size_t eq = text.find('=');
     if (eq == std::string::npos || eq == 0) return error("--dim {}: expected NAME=N", text);
@@ -56,6 +65,15 @@ StatusOr<ImportOptions> DimFlags::import_options() const {
   return options;
 }
 
+Status check_trainable_opset(const Graph& graph, const std::string& model, bool inference) {
+  constexpr int64_t kTrainingOpset = 13;
+  if (inference || graph.opset() >= kTrainingOpset) return Status::ok();
+  return error(
+      "{}: training needs ai.onnx opset {} or newer; the model imports {} and ONNX's version "
+      "converter could not upgrade it",
+      model, kTrainingOpset, graph.opset());
+}
+
 StatusOr<LoadedModel> load_model(const std::string& model, const DimFlags& dims) {
   ASSIGN_OR_RETURN(ImportOptions options, dims.import_options());
   LoadedModel loaded;
@@ -67,15 +85,11 @@ StatusOr<LoadedModel> load_model(const std::string& model, const DimFlags& dims)
     zoo.batch = options.batch.value_or(1);
     ASSIGN_OR_RETURN(loaded.graph, build_zoo_model(model, zoo));
     loaded.origin = "zoo model";
-    loaded.layer_source = "zoo";
+    loaded.import.layer_source = "zoo";
     return loaded;
   }
-  ImportReport report;
-  ASSIGN_OR_RETURN(loaded.graph, read_onnx_file(model, options, &report));
+  ASSIGN_OR_RETURN(loaded.graph, read_onnx_file(model, options, &loaded.import));
   loaded.origin = "ONNX file";
-  loaded.layer_source = report.layer_source;
-  loaded.folded_nodes = report.folded_nodes;
-  loaded.unknown_shape_values = report.unknown_shape_values;
   return loaded;
 }
 

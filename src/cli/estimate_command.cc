@@ -39,7 +39,7 @@ Status run_estimate(const EstimateFlags& f) {
   const int64_t resolved_batch = s.dp() * s.micro_batch;
   auto model_at = [&resolved, resolved_batch](int64_t batch) -> StatusOr<Graph> {
     if (batch == resolved_batch) return resolved.model;
-    return load_model_at(resolved.source.model, batch, resolved.source.dims);
+    return load_model_at(resolved.source.model, batch, resolved.source.dims, resolved.source);
   };
   const auto start = std::chrono::steady_clock::now();
   Estimator estimator(model_at, resolved.options, profile);

@@ -4,6 +4,7 @@
 #include "autopar/ir/model_summary.h"
 #include "autopar/ir/text.h"
 #include "autopar/ir/verify.h"
+#include "autopar/onnx/opset_convert.h"
 #include "commands.h"
 
 namespace autopar::cli {
@@ -61,11 +62,29 @@ nlohmann::json summary_json(const std::string& model, const Graph& graph, const 
       {"nodes_without_flops", s.nodes_without_flops},
       {"unsupported_ops", s.unsupported_ops},
       {"shape_only", s.shape_only},
-      {"layers", {{"count", s.layers.count}, {"source", loaded.layer_source}, {"kinds", kinds}}},
+      {"layers", {{"count", s.layers.count}, {"source", loaded.import.layer_source}, {"kinds", kinds}}},
       {"inputs", values_json(graph, graph.inputs())},
       {"outputs", values_json(graph, graph.outputs())},
-      {"folded_nodes", loaded.folded_nodes},
-      {"unknown_shape_values", loaded.unknown_shape_values},
+      {"folded_nodes", loaded.import.folded_nodes},
+      {"unknown_shape_values", loaded.import.unknown_shape_values},
+      {"fused",
+       {{"layer_norms", loaded.import.fusion.layer_norms},
+        {"gelus", loaded.import.fusion.gelus},
+        {"tanh_gelus", loaded.import.fusion.tanh_gelus},
+        {"raised_opset_from", loaded.import.fusion.raised_from
+                                  ? nlohmann::json(loaded.import.fusion.raised_from)
+                                  : nlohmann::json(nullptr)}}},
+      {"constant_weights_as_parameters", loaded.import.constant_weights},
+      {"untied_parameters", loaded.import.untied_parameters},
+      {"upgraded_from_opset", loaded.import.upgraded_from_opset
+                                  ? nlohmann::json(loaded.import.upgraded_from_opset)
+                                  : nlohmann::json(nullptr)},
+      {"opset_conversion",
+       loaded.import.converted_from_opset
+           ? nlohmann::json{{"from", loaded.import.converted_from_opset},
+                            {"to", kOpsetConvertedTo},
+                            {"rewritten_nodes", loaded.import.converted_nodes}}
+           : nlohmann::json(nullptr)},
   };
 }
 
@@ -76,12 +95,42 @@ void print_summary(const std::string& model, const Graph& graph, const ModelSumm
     fmt::print("input        {}: {}\n", graph.value(id).name, type_text(graph.value(id)));
   for (ValueId id : graph.outputs())
     fmt::print("output       {}: {}\n", graph.value(id).name, type_text(graph.value(id)));
-  fmt::print("params       {} trainable ({}{})\n", with_commas(s.params),
-             human_bytes(s.param_bytes), s.shape_only ? ", shape-only" : "");
+  if (loaded.import.upgraded_from_opset) {
+    fmt::print("opset        {} upgraded to 13 by ONNX's version converter\n",
+               loaded.import.upgraded_from_opset);
+  }
+  if (loaded.import.converted_from_opset) {
+    fmt::print("opset        {} read as {} ({} node{} rewritten)\n",
+               loaded.import.converted_from_opset, kOpsetConvertedTo,
+               loaded.import.converted_nodes, loaded.import.converted_nodes == 1 ? "" : "s");
+  }
+  if (const FusionReport& f = loaded.import.fusion; f.fused() > 0) {
+    std::vector<std::string> parts;
+    if (f.layer_norms) parts.push_back(fmt::format("{} LayerNorm{}", f.layer_norms,
+                                                   f.layer_norms == 1 ? "" : "s"));
+    if (f.gelus) parts.push_back(fmt::format("{} GELU{} (erf)", f.gelus, f.gelus == 1 ? "" : "s"));
+    if (f.tanh_gelus) {
+      parts.push_back(
+          fmt::format("{} GELU{} (tanh)", f.tanh_gelus, f.tanh_gelus == 1 ? "" : "s"));
+    }
+    fmt::print("fused        {} written out{}\n", fmt::join(parts, ", "),
+               f.raised_from ? fmt::format(" (opset {} raised to 17)", f.raised_from) : "");
+  }
+  fmt::print("params       {} trainable ({}{}{})\n", with_commas(s.params),
+             human_bytes(s.param_bytes), s.shape_only ? ", shape-only" : "",
+             loaded.import.constant_weights
+                 ? fmt::format(", {} Constant-node weight{} among them",
+                               loaded.import.constant_weights,
+                               loaded.import.constant_weights == 1 ? "" : "s")
+                 : "");
+  if (loaded.import.untied_parameters) {
+    fmt::print("             {} written as Identity of an equal parameter, trained as their own\n",
+               loaded.import.untied_parameters);
+  }
   fmt::print("constants    {}\n", human_bytes(s.constant_bytes));
   fmt::print("nodes        {}{}\n", with_commas(s.nodes),
-             loaded.folded_nodes
-                 ? fmt::format(" ({} shape nodes folded on import)", loaded.folded_nodes)
+             loaded.import.folded_nodes
+                 ? fmt::format(" ({} shape nodes folded on import)", loaded.import.folded_nodes)
                  : "");
   fmt::print(
       "flops        {} forward{}\n", human_flops(s.flops_forward),
@@ -91,7 +140,7 @@ void print_summary(const std::string& model, const Graph& graph, const ModelSumm
     fmt::print("layers       none found\n");
   } else {
     fmt::print("layers       {} ({}, {} kind{})\n", s.layers.count,
-               loaded.layer_source.empty() ? "builder" : loaded.layer_source, s.layers.kinds.size(),
+               loaded.import.layer_source.empty() ? "builder" : loaded.import.layer_source, s.layers.kinds.size(),
                s.layers.kinds.size() == 1 ? "" : "s");
     for (const LayerKind& kind : s.layers.kinds) {
       fmt::print("             {} × {} nodes, {} params: layers {}\n", kind.layers.size(),
@@ -104,9 +153,9 @@ void print_summary(const std::string& model, const Graph& graph, const ModelSumm
   fmt::print("unsupported  {}\n", s.unsupported_ops.empty()
                                       ? "none"
                                       : fmt::format("{}", fmt::join(s.unsupported_ops, ", ")));
-  if (loaded.unknown_shape_values) {
+  if (loaded.import.unknown_shape_values) {
     fmt::print("             {} values after unsupported ops have no static shape\n",
-               loaded.unknown_shape_values);
+               loaded.import.unknown_shape_values);
   }
 }
 

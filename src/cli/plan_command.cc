@@ -51,9 +51,12 @@ bool is_zoo(const std::string& model) {
 // The model at `batch` samples (dims as recorded): with weights to run, shape-only (zoo
 // models) to lower.
 StatusOr<Graph> load_at(const std::string& model, std::optional<int64_t> batch,
-                        const std::vector<std::pair<std::string, int64_t>>& dims, bool weights) {
+                        const std::vector<std::pair<std::string, int64_t>>& dims, bool weights,
+                        const PlanSource& source) {
   DimFlags flags;
   flags.batch = batch;
+  flags.no_fusion = source.no_fusion;
+  flags.keep_constants = source.keep_constants;
   for (const auto& [name, n] : dims) flags.dims.push_back(fmt::format("{}={}", name, n));
   if (weights) return load_trainable_model(model, flags);
   ASSIGN_OR_RETURN(LoadedModel loaded, load_model(model, flags));
@@ -75,6 +78,8 @@ StatusOr<PlanSource> plan_source(const std::string& loss, const std::string& opt
   given.loss = loss;
   given.optimizer = optimizer;
   if (dims.batch && dims.given()) given.dims.emplace_back("batch", *dims.batch);
+  given.no_fusion = dims.no_fusion;
+  given.keep_constants = dims.keep_constants;
   for (const std::string& text : dims.dims) {
     const size_t eq = text.find('=');
     if (eq == std::string::npos) return error("--dim {}: expected NAME=N", text);
@@ -88,8 +93,9 @@ StatusOr<PlanSource> plan_source(const std::string& loss, const std::string& opt
 }
 
 StatusOr<Graph> load_model_at(const std::string& model, int64_t batch,
-                              const std::vector<std::pair<std::string, int64_t>>& dims) {
-  return load_at(model, batch, dims, false);
+                              const std::vector<std::pair<std::string, int64_t>>& dims,
+                              const PlanSource& source) {
+  return load_at(model, batch, dims, false, source);
 }
 
 StatusOr<BuiltPlan> resolve_model(const std::string& model, Scheme scheme, const PlanSource& given,
@@ -110,7 +116,8 @@ StatusOr<BuiltPlan> resolve_model(const std::string& model, Scheme scheme, const
     } else {
       ASSIGN_OR_RETURN(
           Graph probe,
-          load_at(model, is_zoo(model) ? std::optional<int64_t>(4) : std::nullopt, dims, false));
+          load_at(model, is_zoo(model) ? std::optional<int64_t>(4) : std::nullopt, dims, false,
+                  given));
       scheme.global_batch = batch_of(probe);
     }
   }
@@ -125,7 +132,7 @@ StatusOr<BuiltPlan> resolve_model(const std::string& model, Scheme scheme, const
                  scheme_source, scheme.micro_batch, scheme.global_batch / dp);
   }
   const int64_t micro_global = dp * scheme.micro_batch;
-  ASSIGN_OR_RETURN(built.model, load_at(model, micro_global, dims, weights));
+  ASSIGN_OR_RETURN(built.model, load_at(model, micro_global, dims, weights, given));
   if (batch_of(built.model) != micro_global) {
     return error(
         "{}: the model's batch dim is fixed at {}, a microbatch over dp is {} samples; give the "
@@ -141,6 +148,7 @@ StatusOr<BuiltPlan> resolve_model(const std::string& model, Scheme scheme, const
     ASSIGN_OR_RETURN(built.source.sha256, sha256_of(model));
   }
   built.options.inference = given.loss == "none";
+  RETURN_IF_ERROR(check_trainable_opset(built.model, model, built.options.inference));
   if (!built.options.inference) {
     if (given.loss.empty()) {
       built.options.loss.kind = default_loss(built.model);

@@ -29,9 +29,11 @@ StatusOr<BuiltPlan> resolve_model(const std::string& model, Scheme scheme, const
 // --loss, --optimizer, --batch and --dim as a plan's source.
 StatusOr<PlanSource> plan_source(const std::string& loss, const std::string& optimizer,
                                  const DimFlags& dims);
-// The model shape-only at `batch` samples, other dims as given.
+// The model shape-only at `batch` samples, other dims as given, read with the source's
+// import flags (--no-fusion, --keep-constants).
 StatusOr<Graph> load_model_at(const std::string& model, int64_t batch,
-                              const std::vector<std::pair<std::string, int64_t>>& dims);
+                              const std::vector<std::pair<std::string, int64_t>>& dims,
+                              const PlanSource& source);
 // Rebuilds the plan a directory records and checks its role files are that plan (with the
 // model's weights to run it, shape-only to cost it).
 StatusOr<BuiltPlan> load_plan(const std::string& dir, bool weights);

@@ -16,13 +16,18 @@ struct TrainGraphFlags {
   std::string output = "train.onnx";
   DimFlags dims;
   TrainingFlags training;
+  std::string bn_running_var = "biased";
 };
 
 Status run_train_graph(const TrainGraphFlags& flags) {
   ASSIGN_OR_RETURN(Graph model, load_trainable_model(flags.model, flags.dims));
+  RETURN_IF_ERROR(check_trainable_opset(model, flags.model, false));
   ASSIGN_OR_RETURN(LossSpec loss, flags.training.loss_spec(model));
   ASSIGN_OR_RETURN(OptimizerSpec optimizer, flags.training.optimizer_spec());
-  ASSIGN_OR_RETURN(TrainingGraph training, build_training_graph(model, loss, optimizer));
+  TrainingOptions training_options;
+  training_options.unbiased_running_var = flags.bn_running_var == "unbiased";
+  ASSIGN_OR_RETURN(TrainingGraph training,
+                   build_training_graph(model, loss, optimizer, training_options));
   const Graph& g = training.graph;
   ExportOptions options;
   nlohmann::json updates = nlohmann::json::array();
@@ -72,6 +77,10 @@ void add_train_graph_command(CLI::App& app, Command& command) {
   cmd->add_option("-o,--output", flags->output, "file to write (default train.onnx)");
   flags->dims.add_to(*cmd, 4);
   flags->training.add_to(*cmd);
+  cmd->add_option("--bn-running-var", flags->bn_running_var,
+                  "BatchNorm's running variance: biased (ONNX's definition, the default) or "
+                  "unbiased (PyTorch's)")
+      ->check(CLI::IsMember({"biased", "unbiased"}));
   cmd->callback([flags, &command] { command = [flags] { return run_train_graph(*flags); }; });
 }
 

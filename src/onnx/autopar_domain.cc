@@ -256,14 +256,22 @@ void register_schemas() {
   layer_norm_grad.Attr("axis", "First normalised dim.", onnx::AttributeProto::INT, int64_t{-1});
   layer_norm_grad.Attr("epsilon", "Added to the variance.", onnx::AttributeProto::FLOAT, 1e-5f);
   onnx::OpSchemaRegistry::OpSchemaRegisterOnce{layer_norm_grad};
-  onnx::OpSchema gelu = training_schema("Gelu", "Y = X·Φ(X) = ½·X·(1 + erf(X/√2)).", any_float, 0);
+  onnx::OpSchema gelu = training_schema(
+      "Gelu",
+      "Y = X·Φ(X) = ½·X·(1 + erf(X/√2)); with approximate 'tanh', "
+      "½·X·(1 + tanh(√(2/π)·(X + 0.044715·X³))) (ONNX's Gelu, opset 20).",
+      any_float, 0);
   gelu.Input(0, "X", "Input.", "T").Output(0, "Y", "Output.", "T");
+  gelu.Attr("approximate", "'none' (the error function) or 'tanh'.",
+            onnx::AttributeProto::STRING, std::string("none"));
   onnx::OpSchemaRegistry::OpSchemaRegisterOnce{gelu};
   onnx::OpSchema gelu_grad =
       training_schema("GeluGrad", "dX = dY·(Φ(X) + X·φ(X)), Gelu's gradient.", any_float, 1);
   gelu_grad.Input(0, "dY", "Gradient of the output.", "T")
       .Input(1, "X", "The forward input.", "T")
       .Output(0, "dX", "Gradient of the input.", "T");
+  gelu_grad.Attr("approximate", "The forward Gelu's form: 'none' or 'tanh'.",
+                 onnx::AttributeProto::STRING, std::string("none"));
   onnx::OpSchemaRegistry::OpSchemaRegisterOnce{gelu_grad};
 }
 

@@ -34,7 +34,7 @@ std::set<std::string> shape_input_names(const onnx::GraphProto& g) {
 
 StatusOr<BoundModel> import_for_inputs(const onnx::ModelProto& model, std::vector<Tensor> inputs,
                                        std::string_view source, std::string_view model_dir,
-                                       ImportReport* report) {
+                                       ImportReport* report, const ImportOptions& options) {
   onnx::ModelProto bound = model;
   onnx::GraphProto& g = *bound.mutable_graph();
   std::set<std::string> initializers;
@@ -125,7 +125,7 @@ StatusOr<BoundModel> import_for_inputs(const onnx::ModelProto& model, std::vecto
   }
 
   BoundModel result;
-  ASSIGN_OR_RETURN(result.graph, import_onnx(bound, ImportOptions{}, source, model_dir, report));
+  ASSIGN_OR_RETURN(result.graph, import_onnx(bound, options, source, model_dir, report));
   for (auto& [name, tensor] : fed) {
     auto id = result.graph.find_value(name);
     assert(id && "graph inputs survive import");

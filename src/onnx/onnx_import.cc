@@ -19,6 +19,7 @@
 #include "autopar/onnx/autopar_domain.h"
 #include "autopar/onnx/onnx_check.h"
 #include "autopar/onnx/onnx_tensor.h"
+#include "autopar/onnx/opset_convert.h"
 #include "autopar/ops/op_def.h"
 
 namespace autopar {
@@ -222,6 +223,78 @@ void classify_initializers(Graph& graph, const Metadata& meta) {
   }
 }
 
+// Whether input `i` of `node` reads a weight: a convolution's or a matrix product's weight or
+// bias, a normalisation's scale or bias, a PRelu slope, an embedding table, or the bias added
+// to a convolution's or a matrix product's output.
+bool reads_as_weight(const Graph& graph, const Node& node, size_t i) {
+  if (!node.domain.empty()) return false;
+  const std::string& op = node.op_type;
+  if (op == "Conv" || op == "ConvTranspose" || op == "Gemm") return i >= 1 || op == "Gemm";
+  if (op == "MatMul") return true;
+  if (op == "BatchNormalization" || op == "LayerNormalization" ||
+      op == "InstanceNormalization")
+    return i == 1 || i == 2;
+  if (op == "PRelu") return i == 1;
+  if (op == "Gather") return i == 0 && node.inputs.size() == 2;
+  if (op == "Add" && node.inputs.size() == 2) {
+    const ValueId other = node.inputs[1 - i];
+    if (other == kNoId || graph.value(other).producer == kNoId) return false;
+    const Node& producer = graph.node(graph.value(other).producer);
+    return producer.domain.empty() && (producer.op_type == "Conv" || producer.op_type == "MatMul" ||
+                                       producer.op_type == "Gemm" ||
+                                       producer.op_type == "ConvTranspose");
+  }
+  return false;
+}
+
+// Floating Constant-node outputs read as weights become parameters, as initializers do
+// (paddle2onnx and some TensorFlow converters store every weight as a Constant node).
+// Returns how many.
+int constant_weights_to_parameters(Graph& graph, const std::set<std::string>& constant_outputs) {
+  int converted = 0;
+  for (const std::string& name : constant_outputs) {
+    const auto id = graph.find_value(name);
+    if (!id) continue;
+    Value& v = graph.mutable_value(*id);
+    if (v.kind != ValueKind::kConstant || !v.data || !is_floating(v.dtype) ||
+        v.shape.num_elements() <= 1 || graph.is_output(*id))
+      continue;
+    bool weight = !v.consumers.empty();
+    for (NodeId consumer : v.consumers) {
+      const Node& node = graph.node(consumer);
+      for (size_t i = 0; i < node.inputs.size(); ++i) {
+        if (node.inputs[i] == *id) weight = weight && reads_as_weight(graph, node, i);
+      }
+    }
+    if (!weight) continue;
+    v.kind = ValueKind::kParameter;
+    ++converted;
+  }
+  return converted;
+}
+
+// PyTorch's exporter writes initializers with equal values once and the others as Identity
+// of it (a fresh model's LayerNorm scales, its zero biases): each Identity output becomes a
+// parameter of its own again, as the model had it, so training does not tie them. (Weights
+// a model shares are one initializer read twice, with no Identity.) Returns how many.
+int untie_deduplicated_parameters(Graph& graph) {
+  int untied = 0;
+  for (NodeId id = 0; id < graph.num_nodes(); ++id) {
+    const Node& node = graph.node(id);
+    if (node.op_type != "Identity" || !node.domain.empty() || node.inputs.size() != 1 ||
+        node.outputs.size() != 1 || node.outputs[0] == kNoId)
+      continue;
+    const Value& source = graph.value(node.inputs[0]);
+    if (source.kind != ValueKind::kParameter || !source.data) continue;
+    const ValueId out = node.outputs[0];
+    graph.make_constant(out, *source.data);
+    graph.mutable_value(out).kind = ValueKind::kParameter;
+    ++untied;
+  }
+  if (untied > 0) graph.remove_dead_nodes();
+  return untied;
+}
+
 Status apply_node_metadata(Graph& graph, const nlohmann::json& nodes, std::string_view source) {
   for (NodeId id = 0; id < graph.num_nodes(); ++id) graph.mutable_node(id).layer = -1;
   for (const auto& [name, info] : nodes.items()) {
@@ -311,15 +384,8 @@ void fix_channel_slopes(onnx::ModelProto& upgraded, const onnx::ModelProto& type
   }
 }
 
-// Opsets 9 to 17 import as they are; older models are upgraded by ONNX's version converter.
-StatusOr<onnx::ModelProto> upgrade_opset(const onnx::ModelProto& model, std::string_view source) {
-  const int64_t version = default_opset(model);
-  if (version == 0) return error("{}: the model imports no ai.onnx opset", source);
-  if (version > kMaxOpset) {
-    return error("{}: ai.onnx opset {} is newer than the newest supported ({})", source, version,
-                 kMaxOpset);
-  }
-  if (version >= kMinOpset) return model;
+// The model at opset 13 by ONNX's version converter; the converter's message on failure.
+StatusOr<onnx::ModelProto> convert_to_13(const onnx::ModelProto& model, int64_t version) {
   try {
     // The converter's adapters need the shapes of the values they rewrite.
     onnx::ModelProto typed = model;
@@ -334,10 +400,34 @@ StatusOr<onnx::ModelProto> upgrade_opset(const onnx::ModelProto& model, std::str
     if (default_opset(upgraded) == kUpgradeOpset) return upgraded;
   } catch (const std::exception& e) {
     std::string message = e.what();
-    return error("{}: ai.onnx opset {} cannot be upgraded to {}: {}", source, version,
-                 kUpgradeOpset, message.substr(0, message.find('\n')));
+    return error("{}", message.substr(0, message.find('\n')));
   }
-  return error("{}: ai.onnx opset {} cannot be upgraded to {}", source, version, kUpgradeOpset);
+  return error("the converter left it at another opset");
+}
+
+// Opsets 9 to 17 import as they are, but those below `upgrade_below` are upgraded to 13
+// where ONNX's version converter can (and kept where it cannot: training then refuses them,
+// naming the opset). Older models are upgraded by the converter or refused.
+StatusOr<onnx::ModelProto> upgrade_opset(const onnx::ModelProto& model, std::string_view source,
+                                         int64_t upgrade_below) {
+  const int64_t version = default_opset(model);
+  if (version == 0) return error("{}: the model imports no ai.onnx opset", source);
+  if (version > kMaxOpset) {
+    return error("{}: ai.onnx opset {} is newer than the newest supported ({})", source, version,
+                 kMaxOpset);
+  }
+  if (version >= kMinOpset) {
+    if (version < std::min(upgrade_below, kUpgradeOpset)) {
+      if (auto upgraded = convert_to_13(model, version); upgraded.is_ok()) return upgraded;
+    }
+    return model;
+  }
+  auto upgraded = convert_to_13(model, version);
+  if (!upgraded.is_ok()) {
+    return error("{}: ai.onnx opset {} cannot be upgraded to {}: {}", source, version,
+                 kUpgradeOpset, upgraded.status().message());
+  }
+  return upgraded;
 }
 
 Status check_dim_options(const onnx::GraphProto& g, const ImportOptions& options,
@@ -600,9 +690,13 @@ StatusOr<int> resolve_shapes(Graph& graph, const onnx::ModelProto& model, std::s
 // A training step's gradients are shaped for the dims it was built at: those are the defaults,
 // and other sizes are refused with the command that rebuilds it.
 StatusOr<ImportOptions> with_built_dims(const ImportOptions& given, const Metadata& meta,
-                                        std::string_view source) {
+                                        const onnx::GraphProto& g, std::string_view source) {
   ImportOptions options = given;
+  std::set<std::string> symbolic;  // a file bound to its inputs (run --inputs) has none left
+  for (const auto& info : g.input()) collect_dim_names(info, symbolic);
+  for (const auto& info : g.output()) collect_dim_names(info, symbolic);
   for (const auto& [name, size] : meta.built_dims) {
+    if (!symbolic.count(name)) continue;
     std::optional<int64_t> asked;
     std::string flag;
     if (auto it = given.dims.find(name); it != given.dims.end()) {
@@ -629,12 +723,24 @@ StatusOr<Graph> import_onnx(const onnx::ModelProto& given, const ImportOptions& 
                             ImportReport* report) {
   register_autopar_onnx_schemas();
   if (!given.has_graph()) return error("{}: not an ONNX model (it has no graph)", source);
-  RETURN_IF_ERROR(check_onnx_model(given, source));
-  RETURN_IF_ERROR(check_wiring(given.graph(), source));
-  RETURN_IF_ERROR(check_tensors(given.graph(), model_dir, source));
-  ASSIGN_OR_RETURN(const onnx::ModelProto original, upgrade_opset(given, source));
+  // Opsets 18..21 are read as 17 before the checker, which knows only up to 17.
+  OpsetConversion conversion;
+  std::optional<onnx::ModelProto> converted;
+  const int64_t given_opset = default_opset(given);
+  if (given_opset > kMaxOpset && given_opset <= kNewestConvertibleOpset) {
+    ASSIGN_OR_RETURN(converted, convert_to_opset17(given, source, &conversion));
+  } else if (given_opset > kNewestConvertibleOpset) {
+    return error("{}: ai.onnx opset {} is newer than the newest supported ({})", source,
+                 given_opset, kNewestConvertibleOpset);
+  }
+  const onnx::ModelProto& readable = converted ? *converted : given;
+  RETURN_IF_ERROR(check_onnx_model(readable, source));
+  RETURN_IF_ERROR(check_wiring(readable.graph(), source));
+  RETURN_IF_ERROR(check_tensors(readable.graph(), model_dir, source));
+  ASSIGN_OR_RETURN(const onnx::ModelProto original, upgrade_opset(readable, source, given_options.upgrade_below));
   ASSIGN_OR_RETURN(Metadata meta, read_metadata(original, source));
-  ASSIGN_OR_RETURN(const ImportOptions options, with_built_dims(given_options, meta, source));
+  ASSIGN_OR_RETURN(const ImportOptions options,
+                   with_built_dims(given_options, meta, original.graph(), source));
   RETURN_IF_ERROR(check_dim_options(original.graph(), options, source));
 
   // Bind symbolic dims on a copy, so ONNX's inference sees concrete sizes.
@@ -675,9 +781,19 @@ StatusOr<Graph> import_onnx(const onnx::ModelProto& given, const ImportOptions& 
   Graph graph = std::move(builder.graph);
   classify_initializers(graph, meta);
 
+  std::set<std::string> constant_outputs;  // of ai.onnx Constant nodes
+  for (NodeId id = 0; id < graph.num_nodes(); ++id) {
+    const Node& node = graph.node(id);
+    if (node.op_type == "Constant" && node.domain.empty() && node.outputs.size() == 1)
+      constant_outputs.insert(graph.value(node.outputs[0]).name);
+  }
   int unknown_values = 0;
   ASSIGN_OR_RETURN(int folded, resolve_shapes(graph, model, source, unknown_values));
   graph.remove_dead_nodes();
+  const int constant_weights = options.constant_weights_trainable && !meta.constants
+                                   ? constant_weights_to_parameters(graph, constant_outputs)
+                                   : 0;
+  const int untied = meta.constants ? 0 : untie_deduplicated_parameters(graph);
   for (ValueId out : graph.outputs()) {
     auto it = symbols.find(graph.value(out).name);
     Value& v = graph.mutable_value(out);
@@ -694,12 +810,27 @@ StatusOr<Graph> import_onnx(const onnx::ModelProto& given, const ImportOptions& 
     layer_source = found == LayerSource::kNone ? "" : layer_source_name(found);
   }
 
+  FusionReport fusion;
+  if (options.fuse_patterns && !meta.nodes) graph = fuse_exported_patterns(graph, &fusion);
+
   VerifyOptions verify_options;
   verify_options.require_static_shapes = unknown_values == 0;
   verify_options.require_types = unknown_values == 0;
   verify_options.require_registered_ops = false;
   RETURN_IF_ERROR(verify(graph, verify_options).with_context(source));
-  if (report) *report = ImportReport{folded, layer_source, unknown_values};
+  if (report) {
+    *report = ImportReport{};
+    report->folded_nodes = folded;
+    report->layer_source = layer_source;
+    report->unknown_shape_values = unknown_values;
+    report->converted_from_opset = conversion.from;
+    report->converted_nodes = conversion.rewritten_nodes;
+    report->fusion = fusion;
+    report->constant_weights = constant_weights;
+    report->untied_parameters = untied;
+    if (default_opset(original) != default_opset(readable))
+      report->upgraded_from_opset = default_opset(readable);
+  }
   return graph;
 }
 

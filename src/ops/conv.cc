@@ -133,11 +133,13 @@ Status infer_conv(InferenceContext& ctx) {
   const auto& w_dims = ctx.input_dims(1);
   size_t spatial = x.size() - 2;
   int64_t channels = x[1], out_channels = w_dims[0];
-  if (channels % group != 0 || channels / group != w_dims[1]) {
+  if (channels % group != 0) {
+    return ctx.fail("{} has {} channels, not divisible by group {}", input_text(ctx, 0),
+                    channels, group);
+  }
+  if (channels / group != w_dims[1]) {
     return ctx.fail("{} has {} channels; with group {} the weight {} needs dim 1 = {}",
-                    input_text(ctx, 0), channels, group, input_text(ctx, 1),
-                    channels % group == 0 ? fmt::format("{}", channels / group)
-                                          : std::string("(not divisible)"));
+                    input_text(ctx, 0), channels, group, input_text(ctx, 1), channels / group);
   }
   if (out_channels % group != 0) {
     return ctx.fail("weight {} has {} output channels, not divisible by group {}",

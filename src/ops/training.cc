@@ -109,15 +109,25 @@ void add_training_op(OpRegistry& registry, OpDef def, IterationSpaceFn space, bo
   registry.add(in_domain(std::string(kTrainingDomain), std::move(def)));
 }
 
-// Gelu(X) = X·Φ(X) = ½·X·(1 + erf(X/√2)); GeluGrad(dY, X) = dY·(Φ(X) + X·φ(X)).
+// Gelu(X) = X·Φ(X) = ½·X·(1 + erf(X/√2)); GeluGrad(dY, X) = dY·(Φ(X) + X·φ(X)). With
+// approximate = "tanh" Φ is ½·(1 + tanh(√(2/π)·(X + 0.044715·X³))), as ONNX's Gelu (20).
+Status check_approximate(InferenceContext& ctx) {
+  const std::string form = ctx.node().attr_string("approximate", "none");
+  if (form != "none" && form != "tanh")
+    return ctx.fail("approximate '{}' is neither 'none' nor 'tanh'", form);
+  return Status::ok();
+}
+
 Status infer_gelu(InferenceContext& ctx) {
   RETURN_IF_ERROR(check_arity(ctx, 1, 1, 1, 1));
+  RETURN_IF_ERROR(check_approximate(ctx));
   if (!is_floating(ctx.input_dtype(0))) return ctx.fail("{} must be floating", input_text(ctx, 0));
   return set_output_checked(ctx, 0, ctx.input_dtype(0), ctx.input_dims(0));
 }
 
 Status infer_gelu_grad(InferenceContext& ctx) {
   RETURN_IF_ERROR(check_arity(ctx, 2, 2, 1, 1));
+  RETURN_IF_ERROR(check_approximate(ctx));
   if (!is_floating(ctx.input_dtype(1))) return ctx.fail("{} must be floating", input_text(ctx, 1));
   if (ctx.input_dims(0) != ctx.input_dims(1) || ctx.input_dtype(0) != ctx.input_dtype(1))
     return ctx.fail("{} must have the type and shape of {}", input_text(ctx, 0),

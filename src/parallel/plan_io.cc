@@ -121,6 +121,8 @@ std::string manifest_yaml(const Plan& plan) {
                      plan.source.dims[i].second);
   }
   y += "}\n";
+  if (plan.source.no_fusion) y += "  no_fusion: true\n";
+  if (plan.source.keep_constants) y += "  keep_constants: true\n";
   y += "scheme:\n" + indent(plan.scheme.to_yaml(), 2);
   y += fmt::format("devices: {}\nmicrobatches: {}\n", plan.device_role.size(), plan.microbatches);
   y += "stage_layers: [";
@@ -222,6 +224,8 @@ StatusOr<PlanManifest> read_plan_manifest(const std::string& dir) {
       for (const auto& kv : source["dims"])
         m.source.dims.emplace_back(kv.first.as<std::string>(), kv.second.as<int64_t>());
     }
+    m.source.no_fusion = source["no_fusion"] && source["no_fusion"].as<bool>();
+    m.source.keep_constants = source["keep_constants"] && source["keep_constants"].as<bool>();
     if (!root["scheme"]) return error("{}: scheme: missing", path);
     YAML::Emitter out;
     out << root["scheme"];

@@ -29,6 +29,13 @@ constexpr double kFlopsPerByte = 1000.0;
 // that move as many bytes, fewer collectives win.
 constexpr double kFlopsPerCollective = 1e8;
 
+// `layout` with its partial sums resolved: the layout a value read as a partial sum is held
+// in.
+Layout without_partial_sums(Layout layout) {
+  for (const std::string& axis : layout.partial_axes()) layout = layout.without(axis);
+  return layout;
+}
+
 // Data movement (and negation) that commutes with a sum.
 const char* const kLinearOps[] = {"Reshape",   "Transpose", "Identity", "Squeeze",
                                   "Unsqueeze", "Flatten",   "Neg"};
@@ -187,10 +194,14 @@ class Spmd {
   bool is_free(ValueId v) const {
     return (state_[v] && !layout_[v] && !slot_param_.count(v)) || deferred_cast_.count(v);
   }
+  // A parameter read as a partial sum (a Gemm's C, a convolution's bias under a split
+  // reduction) is held as it would be read otherwise and shared out by one member, a local
+  // step.
   bool allowed_free(ValueId v, const Layout& want, const Node& consumer) const {
-    if (want.is_partial() || !want.splits_only_over("tp")) return false;
+    const Layout held = without_partial_sums(want);
+    if (!held.splits_only_over("tp")) return false;
     (void)v;
-    return !want.uses("tp") || policy_.parameter_split(src_, consumer, "tp");
+    return !held.uses("tp") || policy_.parameter_split(src_, consumer, "tp");
   }
 
   double input_cost(ValueId v, const Layout& want, const Node& consumer) const;
@@ -517,7 +528,7 @@ StatusOr<ValueId> Spmd::local_as(ValueId v, const Layout& want, const Node& cons
     const Node& cast = src_.node(deferred->second);
     if (!policy_.stage_of.empty()) parameter_cast_[v] = {deferred->second, rank};
     deferred_cast_.erase(deferred);
-    const Layout at = want.is_partial() ? Layout::replicated(want.rank()) : want;
+    const Layout at = without_partial_sums(want);
     // The parameter takes the reader's layout as its compute layout, and is cast where it is
     // stored: a ZeRO-3 shard is gathered in the low type, half the bytes, as DeepSpeed
     // gathers its bf16 parameters.
@@ -535,7 +546,8 @@ StatusOr<ValueId> Spmd::local_as(ValueId v, const Layout& want, const Node& cons
   }
   if (local_[v] == kNoId) {
     if (state_[v]) {
-      place_state(v, slot_param_.count(v) ? Layout::replicated(value.shape.rank()) : want);
+      place_state(v, slot_param_.count(v) ? Layout::replicated(value.shape.rank())
+                                          : without_partial_sums(want));
     } else if (value.is_initializer()) {
       RETURN_IF_ERROR(materialise_constant(v).status());
     } else {

@@ -25,6 +25,14 @@ onnx::AttributeProto attr_float(const std::string& name, float v) {
   return a;
 }
 
+onnx::AttributeProto attr_string(const std::string& name, const std::string& v) {
+  onnx::AttributeProto a;
+  a.set_name(name);
+  a.set_type(onnx::AttributeProto::STRING);
+  a.set_s(v);
+  return a;
+}
+
 onnx::AttributeProto attr_ints(const std::string& name, std::vector<int64_t> v) {
   onnx::AttributeProto a;
   a.set_name(name);

@@ -22,6 +22,7 @@ struct Dim {
 
 onnx::AttributeProto attr_int(const std::string& name, int64_t v);
 onnx::AttributeProto attr_float(const std::string& name, float v);
+onnx::AttributeProto attr_string(const std::string& name, const std::string& v);
 onnx::AttributeProto attr_ints(const std::string& name, std::vector<int64_t> v);
 onnx::AttributeProto attr_tensor(const std::string& name, onnx::TensorProto t);
 

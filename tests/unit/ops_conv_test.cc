@@ -58,6 +58,9 @@ TEST(OpsConv, RejectsInconsistentOperands) {
               HasSubstr("attribute 'strides' value 0 is out of range (must be >= 1)"));
   EXPECT_THAT(OpCase("Conv").in({1, 4, 5, 5}).in({6, 2, 3, 3}).attr("group", 4).infer(),
               HasSubstr("needs dim 1 = 1"));
+  EXPECT_EQ(OpCase("Conv").in({1, 6, 5, 5}).in({4, 2, 3, 3}).attr("group", 4).infer(),
+            "error: node 'n' (Conv): input 'in0' f32[1,6,5,5] has 6 channels, not divisible by "
+            "group 4");
   EXPECT_THAT(OpCase("Conv").in({1, 4, 5, 5}).in({6, 2, 3, 3}).attr("group", 0).infer(),
               HasSubstr("group 0 must be >= 1"));
   EXPECT_THAT(OpCase("Conv").in({1, 1, 5, 5}).in({2, 1, 3, 3}).in({3}).infer(),

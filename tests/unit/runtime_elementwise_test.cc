@@ -582,5 +582,52 @@ TEST(RuntimeElementwise, OneAndTwoThreadsGiveIdenticalBits) {
   }
 }
 
+// ai.autopar.training's Gelu in both forms against the formulas in double precision, and
+// GeluGrad against central differences of the forward kernel.
+TEST(RuntimeElementwise, TrainingGeluBothFormsAndTheirGradients) {
+  const std::vector<double> xs = {-4.0, -1.5, -0.3, 0.0, 0.2, 1.0, 2.5, 6.0};
+  const Dims dims = {static_cast<int64_t>(xs.size())};
+  auto gelu = [&](const std::string& form, std::vector<double> x) {
+    return values_of(NodeRun("Gelu", 17, "ai.autopar.training")
+                         .input(f64(dims, std::move(x)))
+                         .attr("approximate", Attribute(form))
+                         .run1());
+  };
+  const std::vector<double> erf_form = gelu("none", xs);
+  const std::vector<double> tanh_form = gelu("tanh", xs);
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const double x = xs[i];
+    EXPECT_NEAR(erf_form[i], 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))), 1e-15) << x;
+    const double u = std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x);
+    EXPECT_NEAR(tanh_form[i], 0.5 * x * (1 + std::tanh(u)), 1e-15) << x;
+  }
+  // The two forms differ (by up to about 5e-4 near |x| = 2), so a kernel that ignored the
+  // attribute would fail here.
+  EXPECT_GT(std::abs(erf_form[6] - tanh_form[6]), 1e-5);
+  const double h = 1e-6;
+  std::vector<double> dy(xs.size());
+  for (size_t i = 0; i < xs.size(); ++i) dy[i] = 0.5 + 0.25 * static_cast<double>(i);
+  for (const std::string form : {"none", "tanh"}) {
+    std::vector<double> plus = xs, minus = xs;
+    for (double& v : plus) v += h;
+    for (double& v : minus) v -= h;
+    const std::vector<double> up = gelu(form, plus), down = gelu(form, minus);
+    const std::vector<double> dx = values_of(NodeRun("GeluGrad", 17, "ai.autopar.training")
+                                                 .input(f64(dims, dy))
+                                                 .input(f64(dims, xs))
+                                                 .attr("approximate", Attribute(form))
+                                                 .run1());
+    for (size_t i = 0; i < xs.size(); ++i) {
+      EXPECT_NEAR(dx[i], dy[i] * (up[i] - down[i]) / (2 * h), 1e-8) << form << " at " << xs[i];
+    }
+  }
+  auto bad = NodeRun("Gelu", 17, "ai.autopar.training")
+                 .input(f64(dims, xs))
+                 .attr("approximate", Attribute(std::string("fast")))
+                 .run();
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("approximate 'fast' is neither 'none' nor 'tanh'"));
+}
+
 }  // namespace
 }  // namespace autopar

@@ -24,8 +24,11 @@ struct BoundModel {
 // the input's sizes (one name, one size across inputs). An input read as a shape (a Reshape's
 // shape, Slice's starts, axes: OpDef::shape_inputs) becomes a constant holding its data, so
 // every shape in the graph is static. Errors name the input.
+// `options` carries what is not a dim (fusion, Constant-node weights); its dims and batch
+// must be empty.
 StatusOr<BoundModel> import_for_inputs(const onnx::ModelProto& model, std::vector<Tensor> inputs,
                                        std::string_view source, std::string_view model_dir = "",
-                                       ImportReport* report = nullptr);
+                                       ImportReport* report = nullptr,
+                                       const ImportOptions& options = {});
 
 }  // namespace autopar

@@ -10,6 +10,7 @@
 #include <onnx/onnx_pb.h>
 
 #include "autopar/ir/graph.h"
+#include "autopar/ir/pattern_fusion.h"
 #include "autopar/support/status.h"
 
 namespace autopar {
@@ -30,6 +31,16 @@ struct ImportOptions {
   bool batch_is_default = false;
   // Binds symbolic dims by name; takes precedence over `batch`.
   std::map<std::string, int64_t> dims;
+  // Fuses the chains exporters write for LayerNorm and GELU into one op each (see
+  // ir/pattern_fusion.h); autopar's own exports are read as written.
+  bool fuse_patterns = true;
+  // Floating Constant nodes read as weights (a convolution's or matrix product's weight or
+  // bias, a normalisation's scale, an embedding table) are trainable parameters, as
+  // initializers are; false keeps them constant.
+  bool constant_weights_trainable = true;
+  // Models at ai.onnx opsets 9 up to this one (exclusive) are upgraded to 13 by ONNX's
+  // version converter where it can (training needs 13); 0 keeps them at their opset.
+  int64_t upgrade_below = 0;
 };
 
 // What the import saw besides the graph.
@@ -37,6 +48,12 @@ struct ImportReport {
   int folded_nodes = 0;          // nodes evaluated away by constant folding
   std::string layer_source;      // "metadata", "names", "structure" or "" (none found)
   int unknown_shape_values = 0;  // values left without a static shape (after unsupported ops)
+  int64_t converted_from_opset = 0;  // an opset 18..21 model read as 17 (0: not converted)
+  int converted_nodes = 0;           // nodes whose form the conversion changed
+  FusionReport fusion;               // written-out LayerNorms and GELUs fused
+  int constant_weights = 0;          // Constant-node weights made trainable parameters
+  int untied_parameters = 0;         // Identity copies of a parameter made parameters again
+  int64_t upgraded_from_opset = 0;   // an opset 9..12 model upgraded to 13 (0: not upgraded)
 };
 
 // Checks the model with onnx::checker, binds symbolic dims, runs ONNX shape inference, builds

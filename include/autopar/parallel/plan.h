@@ -86,6 +86,8 @@ struct PlanSource {
   std::string loss;    // cross_entropy | mse | none
   std::string optimizer;
   std::vector<std::pair<std::string, int64_t>> dims;  // --batch / --dim bindings
+  bool no_fusion = false;       // --no-fusion: written-out LayerNorms and GELUs kept
+  bool keep_constants = false;  // --keep-constants: Constant-node weights kept constant
 };
 
 struct Plan {

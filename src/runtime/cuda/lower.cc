@@ -103,7 +103,7 @@ std::optional<MapInstr> unary_instr(const Node& node) {
   MapInstr instr{};
   if (node.domain == kTrainingDomain) {
     if (node.op_type != "Gelu") return std::nullopt;
-    instr.op = MapOp::kGelu;
+    instr.op = node.attr_string("approximate", "none") == "tanh" ? MapOp::kGeluTanh : MapOp::kGelu;
     return instr;
   }
   if (!node.domain.empty()) return std::nullopt;
@@ -148,8 +148,11 @@ std::optional<MapOp> binary_op(const Node& node) {
       {"GreaterOrEqual", MapOp::kGreaterOrEqual},
       {"And", MapOp::kAnd},
       {"Or", MapOp::kOr}};
-  if (node.domain == kTrainingDomain)
-    return node.op_type == "GeluGrad" ? std::optional(MapOp::kGeluGrad) : std::nullopt;
+  if (node.domain == kTrainingDomain) {
+    if (node.op_type != "GeluGrad") return std::nullopt;
+    return node.attr_string("approximate", "none") == "tanh" ? MapOp::kGeluTanhGrad
+                                                              : MapOp::kGeluGrad;
+  }
   if (!node.domain.empty()) return std::nullopt;
   auto it = kOps.find(node.op_type);
   return it == kOps.end() ? std::nullopt : std::optional(it->second);

@@ -145,9 +145,9 @@ std::vector<T> expand_onto(const Tensor& t, const std::vector<int64_t>& normaliz
   return out;
 }
 
-// ONNX's function body: the statistics in the stash type U, the normalised value cast back
-// to T, then scale and bias applied in T.
-template <typename T, typename U>
+// ONNX's function body: the statistics in the stash type U (at least T's precision), the
+// normalised value cast back to T, then scale and bias applied in T.
+template <typename T, typename U, typename S = U>
 void layer_norm(KernelContext& ctx, int64_t axis) {
   const Tensor& x = ctx.input(0);
   const std::vector<int64_t>& dims = x.dims();
@@ -159,11 +159,11 @@ void layer_norm(KernelContext& ctx, int64_t axis) {
       ctx.has_input(2) ? expand_onto<T>(ctx.input(2), normalized) : std::vector<T>(length, T(0));
   const U epsilon = static_cast<U>(ctx.node().attr_float("epsilon", 1e-5f));
   T* y = mutable_data_of<T>(ctx.allocate_output(0));
-  U* mean_out = ctx.num_outputs() > 1 && ctx.has_output(1)
-                    ? mutable_data_of<U>(ctx.allocate_output(1))
+  S* mean_out = ctx.num_outputs() > 1 && ctx.has_output(1)
+                    ? mutable_data_of<S>(ctx.allocate_output(1))
                     : nullptr;
-  U* inv_std_out = ctx.num_outputs() > 2 && ctx.has_output(2)
-                       ? mutable_data_of<U>(ctx.allocate_output(2))
+  S* inv_std_out = ctx.num_outputs() > 2 && ctx.has_output(2)
+                       ? mutable_data_of<S>(ctx.allocate_output(2))
                        : nullptr;
   const T* data = data_of<T>(x);
   parallel_for(rows, grain_for(6 * length), [&](int64_t begin, int64_t end) {
@@ -190,8 +190,8 @@ void layer_norm(KernelContext& ctx, int64_t axis) {
       for (int64_t i = 0; i < length; ++i) {
         out[i] = static_cast<T>((values[i] - mean) * inv_std) * scale[i] + bias[i];
       }
-      if (mean_out) mean_out[row] = mean;
-      if (inv_std_out) inv_std_out[row] = inv_std;
+      if (mean_out) mean_out[row] = static_cast<S>(mean);
+      if (inv_std_out) inv_std_out[row] = static_cast<S>(inv_std);
     }
   });
 }
@@ -200,9 +200,16 @@ Status layer_norm_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const int64_t axis = normalize_axis(ctx.node().attr_int("axis", -1), x.rank());
   const int64_t stash = ctx.node().attr_int("stash_type", 1);
+  // The stash type is a floor, not a ceiling: float64 inputs keep float64 statistics, as
+  // ONNX Runtime's and PyTorch's kernels compute them (exporters write the default stash
+  // type, float32, whatever the model's precision).
   const DType stash_dtype = stash == 11 ? DType::kFloat64 : DType::kFloat32;
   if (stash != 1 && stash != 11) {
     return ctx.fail("stash_type {} is not supported by the CPU kernel (f32 or f64)", stash);
+  }
+  if (x.dtype() == DType::kFloat64 && stash_dtype == DType::kFloat32) {
+    layer_norm<double, double, float>(ctx, axis);  // float64 statistics, stored as declared
+    return Status::ok();
   }
   return dispatch_float(ctx, x.dtype(), [&](auto x_tag) {
     return dispatch_float(ctx, stash_dtype, [&](auto stash_tag) {

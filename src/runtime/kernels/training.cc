@@ -97,15 +97,41 @@ Status layer_norm_grad_kernel(KernelContext& ctx) {
 
 constexpr double kInvSqrt2 = 0.70710678118654752440;
 constexpr double kInvSqrt2Pi = 0.39894228040143267794;
+constexpr double kSqrt2OverPi = 0.79788456080286535588;
+constexpr double kGeluCubic = 0.044715;
+
+bool gelu_tanh_form(const KernelContext& ctx) {
+  return ctx.node().attr_string("approximate", "none") == "tanh";
+}
+
+// ½·x·(1 + tanh(u)), u = √(2/π)·(x + 0.044715·x³).
+template <typename T>
+T gelu_tanh(T v) {
+  const T u = T(kSqrt2OverPi) * (v + T(kGeluCubic) * v * v * v);
+  return T(0.5) * v * (T(1) + std::tanh(u));
+}
+
+// d/dx: ½·(1 + t) + ½·x·(1 − t²)·√(2/π)·(1 + 3·0.044715·x²), t = tanh(u).
+template <typename T>
+T gelu_tanh_derivative(T v) {
+  const T t = std::tanh(T(kSqrt2OverPi) * (v + T(kGeluCubic) * v * v * v));
+  return T(0.5) * (T(1) + t) +
+         T(0.5) * v * (T(1) - t * t) * T(kSqrt2OverPi) * (T(1) + T(3 * kGeluCubic) * v * v);
+}
 
 Status gelu_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   Tensor& y = ctx.allocate_output(0);
+  const bool tanh_form = gelu_tanh_form(ctx);
   return dispatch_float(ctx, x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T* in = data_of<T>(x);
     T* out = mutable_data_of<T>(y);
     parallel_for(x.num_elements(), grain_for(16), [&](int64_t begin, int64_t end) {
+      if (tanh_form) {
+        for (int64_t i = begin; i < end; ++i) out[i] = gelu_tanh(in[i]);
+        return;
+      }
       for (int64_t i = begin; i < end; ++i) {
         const T v = in[i];
         out[i] = T(0.5) * v * (T(1) + std::erf(v * T(kInvSqrt2)));
@@ -119,12 +145,17 @@ Status gelu_grad_kernel(KernelContext& ctx) {
   const Tensor& dy = ctx.input(0);
   const Tensor& x = ctx.input(1);
   Tensor& dx = ctx.allocate_output(0);
+  const bool tanh_form = gelu_tanh_form(ctx);
   return dispatch_float(ctx, x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T* g = data_of<T>(dy);
     const T* in = data_of<T>(x);
     T* out = mutable_data_of<T>(dx);
     parallel_for(x.num_elements(), grain_for(24), [&](int64_t begin, int64_t end) {
+      if (tanh_form) {
+        for (int64_t i = begin; i < end; ++i) out[i] = g[i] * gelu_tanh_derivative(in[i]);
+        return;
+      }
       for (int64_t i = begin; i < end; ++i) {
         const T v = in[i];
         const T cdf = T(0.5) * (T(1) + std::erf(v * T(kInvSqrt2)));

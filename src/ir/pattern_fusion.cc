@@ -1,0 +1,398 @@
+#include "autopar/ir/pattern_fusion.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <optional>
+#include <set>
+#include <vector>
+
+#include "autopar/ir/graph_copy.h"
+
+namespace autopar {
+namespace {
+
+constexpr int64_t kLayerNormOpset = 17;
+constexpr int64_t kLowestRaisedOpset = 13;
+
+// One fused chain: the nodes it replaces and the node standing for them, written with the
+// source graph's value ids. The fused node takes the place of the chain's last node, after
+// which all its inputs exist.
+struct Match {
+  std::vector<NodeId> covered;
+  NodeId last = kNoId;
+  Node fused;
+};
+
+class Matcher {
+ public:
+  explicit Matcher(const Graph& g) : g_(g) {}
+
+  // The ai.onnx node producing `v` with op `op`, or null.
+  const Node* producer(ValueId v, std::string_view op) const {
+    if (v == kNoId || g_.value(v).producer == kNoId) return nullptr;
+    const Node& n = g_.node(g_.value(v).producer);
+    return n.op_type == op && n.domain.empty() && n.outputs.size() == 1 ? &n : nullptr;
+  }
+
+  // The one reader of `v` if it is an ai.onnx `op` with one output and `v` is no graph output.
+  const Node* sole(ValueId v, std::string_view op) const {
+    if (v == kNoId || g_.is_output(v)) return nullptr;
+    const std::vector<NodeId>& c = g_.value(v).consumers;
+    if (c.size() != 1) return nullptr;
+    const Node& n = g_.node(c[0]);
+    return n.op_type == op && n.domain.empty() && n.outputs.size() == 1 ? &n : nullptr;
+  }
+
+  // Whether `v` is a constant scalar within `tolerance` (relative) of `value`; the default
+  // admits constants stored in bfloat16 (8 significant bits).
+  bool scalar(ValueId v, double value, double tolerance = 1e-2) const {
+    if (v == kNoId) return false;
+    const Value& c = g_.value(v);
+    if (!c.data || c.data->num_elements() != 1 || c.kind == ValueKind::kParameter) return false;
+    return std::fabs(c.data->float_at(0) - value) <= tolerance * std::fabs(value);
+  }
+
+  std::optional<double> scalar_value(ValueId v) const {
+    if (v == kNoId) return std::nullopt;
+    const Value& c = g_.value(v);
+    if (!c.data || c.data->num_elements() != 1 || c.kind == ValueKind::kParameter)
+      return std::nullopt;
+    return c.data->float_at(0);
+  }
+
+  // The other operand of binary `n` when one is `v`.
+  static ValueId other(const Node& n, ValueId v) {
+    if (n.inputs.size() != 2) return kNoId;
+    if (n.inputs[0] == v) return n.inputs[1];
+    if (n.inputs[1] == v) return n.inputs[0];
+    return kNoId;
+  }
+
+  // The operand of binary `n` that is not a constant near `value`, when the other is.
+  ValueId times_constant(const Node& n, double value) const {
+    if (n.inputs.size() != 2) return kNoId;
+    if (scalar(n.inputs[1], value)) return n.inputs[0];
+    if (scalar(n.inputs[0], value)) return n.inputs[1];
+    return kNoId;
+  }
+
+  NodeId id_of(const Node* n) const { return g_.value(n->outputs[0]).producer; }
+
+  const Graph& graph() const { return g_; }
+
+ private:
+  const Graph& g_;
+};
+
+// x³ of `x`, as Pow(x, 3), Mul(x, Mul(x, x)) or Mul(Mul(x, x), x); appends the nodes to
+// `covered`.
+bool is_cube(const Matcher& m, ValueId cube, ValueId x, std::vector<NodeId>& covered) {
+  if (const Node* pow = m.producer(cube, "Pow")) {
+    if (pow->inputs.size() == 2 && pow->inputs[0] == x && m.scalar(pow->inputs[1], 3.0, 1e-6)) {
+      covered.push_back(m.id_of(pow));
+      return true;
+    }
+    return false;
+  }
+  const Node* outer = m.producer(cube, "Mul");
+  if (!outer) return false;
+  const ValueId square = Matcher::other(*outer, x);
+  const Node* inner = m.producer(square, "Mul");
+  if (!inner || inner->inputs[0] != x || inner->inputs[1] != x ||
+      !m.sole(square, "Mul"))
+    return false;
+  covered.push_back(m.id_of(inner));
+  covered.push_back(m.id_of(outer));
+  return true;
+}
+
+// The end of a GELU: from a = 1 + erf(·) or 1 + tanh(·), the output ½·x·a written as
+// (x·a)·½, (x·½)·a or x·(½·a). Returns the output and appends the nodes.
+ValueId gelu_output(const Matcher& m, ValueId x, ValueId a, std::vector<NodeId>& covered) {
+  const Node* m1 = m.sole(a, "Mul");
+  if (!m1) return kNoId;
+  const ValueId o = Matcher::other(*m1, a);
+  if (o == x) {  // (x·a)·½
+    const Node* m2 = m.sole(m1->outputs[0], "Mul");
+    if (!m2 || m.times_constant(*m2, 0.5) != m1->outputs[0]) return kNoId;
+    covered.push_back(m.id_of(m1));
+    covered.push_back(m.id_of(m2));
+    return m2->outputs[0];
+  }
+  if (const Node* half = m.producer(o, "Mul"); half && m.times_constant(*half, 0.5) == x) {
+    if (m.sole(o, "Mul") != m1) return kNoId;  // (x·½)·a
+    covered.push_back(m.id_of(half));
+    covered.push_back(m.id_of(m1));
+    return m1->outputs[0];
+  }
+  if (m.scalar(o, 0.5)) {  // x·(½·a)
+    const Node* m2 = m.sole(m1->outputs[0], "Mul");
+    if (!m2 || Matcher::other(*m2, m1->outputs[0]) != x) return kNoId;
+    covered.push_back(m.id_of(m1));
+    covered.push_back(m.id_of(m2));
+    return m2->outputs[0];
+  }
+  return kNoId;
+}
+
+Match gelu_match(const Matcher& m, const Node& anchor, ValueId x, ValueId y,
+                 std::vector<NodeId> covered, bool tanh_form) {
+  Match match;
+  match.covered = std::move(covered);
+  match.last = *std::max_element(match.covered.begin(), match.covered.end());
+  match.fused.name = m.graph().node(match.last).name + "/Gelu";
+  match.fused.op_type = "Gelu";
+  match.fused.domain = std::string(kTrainingDomain);
+  match.fused.inputs = {x};
+  match.fused.outputs = {y};
+  if (tanh_form) match.fused.attrs["approximate"] = std::string("tanh");
+  match.fused.layer = anchor.layer;
+  match.fused.phase = anchor.phase;
+  return match;
+}
+
+// Same dtype and dims (a graph input's dims carry symbols its descendants do not).
+bool same_type(const Graph& g, ValueId a, ValueId b) {
+  const Value& va = g.value(a);
+  const Value& vb = g.value(b);
+  return va.shape.known && vb.shape.known && va.shape.dims == vb.shape.dims &&
+         va.dtype == vb.dtype && is_floating(va.dtype);
+}
+
+// ½·x·(1 + erf(x/√2)), x/√2 written as Div(x, √2) or Mul(x, 1/√2).
+std::optional<Match> match_erf_gelu(const Matcher& m, const Node& erf) {
+  if (erf.inputs.size() != 1 || erf.outputs.size() != 1) return std::nullopt;
+  std::vector<NodeId> covered;
+  const ValueId s = erf.inputs[0];
+  ValueId x = kNoId;
+  if (const Node* div = m.producer(s, "Div")) {
+    if (div->inputs.size() == 2 && m.scalar(div->inputs[1], M_SQRT2)) x = div->inputs[0];
+    if (x != kNoId) covered.push_back(m.id_of(div));
+  } else if (const Node* mul = m.producer(s, "Mul")) {
+    x = m.times_constant(*mul, M_SQRT1_2);
+    if (x != kNoId) covered.push_back(m.id_of(mul));
+  }
+  if (x == kNoId || !m.sole(s, "Erf")) return std::nullopt;
+  covered.push_back(m.id_of(&erf));
+  const Node* add = m.sole(erf.outputs[0], "Add");
+  if (!add || m.times_constant(*add, 1.0) != erf.outputs[0]) return std::nullopt;
+  covered.push_back(m.id_of(add));
+  const ValueId y = gelu_output(m, x, add->outputs[0], covered);
+  if (y == kNoId || !same_type(m.graph(), x, y)) return std::nullopt;
+  return gelu_match(m, erf, x, y, std::move(covered), false);
+}
+
+// ½·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
+std::optional<Match> match_tanh_gelu(const Matcher& m, const Node& tanh) {
+  if (tanh.inputs.size() != 1 || tanh.outputs.size() != 1) return std::nullopt;
+  const Node* scale = m.producer(tanh.inputs[0], "Mul");
+  if (!scale || !m.sole(tanh.inputs[0], "Tanh")) return std::nullopt;
+  const ValueId inner = m.times_constant(*scale, std::sqrt(2.0 / M_PI));
+  const Node* sum = m.producer(inner, "Add");
+  if (!sum || sum->inputs.size() != 2 || !m.sole(inner, "Mul")) return std::nullopt;
+  for (int first = 0; first < 2; ++first) {
+    const ValueId x = sum->inputs[first];
+    const ValueId term = sum->inputs[1 - first];
+    const Node* cubic = m.producer(term, "Mul");
+    if (!cubic || !m.sole(term, "Add")) continue;
+    std::vector<NodeId> covered;
+    const ValueId cube = m.times_constant(*cubic, 0.044715);
+    if (cube == kNoId || !m.sole(cube, "Mul") || !is_cube(m, cube, x, covered)) continue;
+    covered.insert(covered.end(),
+                   {m.id_of(cubic), m.id_of(sum), m.id_of(scale), m.id_of(&tanh)});
+    const Node* add = m.sole(tanh.outputs[0], "Add");
+    if (!add || m.times_constant(*add, 1.0) != tanh.outputs[0]) return std::nullopt;
+    covered.push_back(m.id_of(add));
+    const ValueId y = gelu_output(m, x, add->outputs[0], covered);
+    if (y == kNoId || !same_type(m.graph(), x, y)) return std::nullopt;
+    return gelu_match(m, tanh, x, y, std::move(covered), true);
+  }
+  return std::nullopt;
+}
+
+// The trailing dims a ReduceMean averages over (keepdims 1), as the first of them; nullopt
+// when its axes are not the trailing ones.
+std::optional<int64_t> trailing_mean_axis(const Graph& g, const Node& mean) {
+  if (mean.attr_int("keepdims", 1) != 1 || mean.inputs.size() != 1) return std::nullopt;
+  const int64_t rank = g.value(mean.inputs[0]).shape.rank();
+  std::vector<int64_t> axes = mean.attr_ints("axes");
+  if (axes.empty() || rank == 0) return std::nullopt;
+  for (int64_t& a : axes) {
+    if (a < -rank || a >= rank) return std::nullopt;
+    if (a < 0) a += rank;
+  }
+  std::sort(axes.begin(), axes.end());
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (axes[i] != rank - static_cast<int64_t>(axes.size() - i)) return std::nullopt;
+  }
+  return axes.front();
+}
+
+// A value of exactly the normalised dims (LayerNormalization's Scale and B): a weight, or
+// one read through Identity (PyTorch's exporter writes equal initializers once and the
+// others as Identity of it).
+bool is_affine_weight(const Graph& g, ValueId v, const std::vector<int64_t>& dims, DType dtype) {
+  if (v == kNoId || !g.value(v).shape.known) return false;
+  return g.value(v).shape.dims == dims && g.value(v).dtype == dtype;
+}
+
+// (x − μ)/√(σ² + ε)·γ + β, μ and σ² ReduceMeans over trailing dims, as PyTorch writes
+// nn.LayerNorm below opset 17 (β optional).
+std::optional<Match> match_layer_norm(const Matcher& m, const Node& mean) {
+  const Graph& g = m.graph();
+  const auto axis = trailing_mean_axis(g, mean);
+  if (!axis || mean.outputs.size() != 1) return std::nullopt;
+  const ValueId x = mean.inputs[0];
+  const Node* sub = m.sole(mean.outputs[0], "Sub");
+  if (!sub || sub->inputs[0] != x || sub->inputs[1] != mean.outputs[0]) return std::nullopt;
+  const ValueId d = sub->outputs[0];
+  if (g.is_output(d) || g.value(d).consumers.size() != 2) return std::nullopt;
+  const Node* pow = nullptr;
+  const Node* div = nullptr;
+  for (NodeId c : g.value(d).consumers) {
+    const Node& n = g.node(c);
+    if (n.op_type == "Pow" && n.domain.empty() && n.inputs.size() == 2 && n.inputs[0] == d &&
+        m.scalar(n.inputs[1], 2.0, 1e-6))
+      pow = &n;
+    if (n.op_type == "Div" && n.domain.empty() && n.inputs.size() == 2 && n.inputs[0] == d)
+      div = &n;
+  }
+  if (!pow || !div) return std::nullopt;
+  const Node* var = m.sole(pow->outputs[0], "ReduceMean");
+  if (!var || trailing_mean_axis(g, *var) != axis) return std::nullopt;
+  const Node* add_eps = m.sole(var->outputs[0], "Add");
+  if (!add_eps) return std::nullopt;
+  const auto epsilon = m.scalar_value(Matcher::other(*add_eps, var->outputs[0]));
+  if (!epsilon || *epsilon < 0) return std::nullopt;
+  const Node* sqrt = m.sole(add_eps->outputs[0], "Sqrt");
+  if (!sqrt || m.sole(sqrt->outputs[0], "Div") != div || div->inputs[1] != sqrt->outputs[0])
+    return std::nullopt;
+  const Value& xv = g.value(x);
+  if (!is_floating(xv.dtype) || !xv.shape.is_static()) return std::nullopt;
+  const std::vector<int64_t> normalised(xv.shape.dims.begin() + *axis, xv.shape.dims.end());
+  const Node* scale = m.sole(div->outputs[0], "Mul");
+  if (!scale) return std::nullopt;
+  const ValueId gamma = Matcher::other(*scale, div->outputs[0]);
+  if (!is_affine_weight(g, gamma, normalised, xv.dtype)) return std::nullopt;
+  Match match;
+  match.covered = {m.id_of(&mean), m.id_of(sub),  m.id_of(pow),  m.id_of(var),
+                   m.id_of(add_eps), m.id_of(sqrt), m.id_of(div), m.id_of(scale)};
+  ValueId y = scale->outputs[0];
+  ValueId beta = kNoId;
+  if (const Node* shift = m.sole(y, "Add")) {
+    const ValueId b = Matcher::other(*shift, y);
+    if (is_affine_weight(g, b, normalised, xv.dtype)) {
+      beta = b;
+      match.covered.push_back(m.id_of(shift));
+      y = shift->outputs[0];
+    }
+  }
+  if (!same_type(g, x, y)) return std::nullopt;
+  match.last = *std::max_element(match.covered.begin(), match.covered.end());
+  const std::string& base = mean.name;
+  const size_t slash = base.rfind('/');
+  match.fused.name = slash == std::string::npos ? base + "/LayerNormalization"
+                                                : base.substr(0, slash + 1) + "LayerNormalization";
+  match.fused.op_type = "LayerNormalization";
+  match.fused.inputs = {x, gamma};
+  if (beta != kNoId) match.fused.inputs.push_back(beta);
+  match.fused.outputs = {y};
+  match.fused.attrs["axis"] = *axis;
+  match.fused.attrs["epsilon"] = static_cast<float>(*epsilon);
+  match.fused.layer = mean.layer;
+  match.fused.phase = mean.phase;
+  return match;
+}
+
+// Whether the graph can move to opset 17 for LayerNormalization: opsets 13 to 16 can (the
+// ops changed in 14 to 17 only widened their types or added attributes whose defaults keep
+// the old meaning), except that BatchNormalization's training outputs changed in 14.
+bool can_raise_to_layer_norm_opset(const Graph& g) {
+  const int64_t opset = g.opset();
+  if (opset >= kLayerNormOpset) return true;
+  if (opset < kLowestRaisedOpset) return false;
+  for (NodeId id = 0; id < g.num_nodes(); ++id) {
+    const Node& n = g.node(id);
+    if (n.op_type == "BatchNormalization" && n.domain.empty() && n.outputs.size() > 1 &&
+        opset < 14)
+      return false;
+  }
+  return true;
+}
+
+Graph apply(const Graph& g, std::vector<Match> matches) {
+  if (matches.empty()) return g;
+  std::map<NodeId, const Match*> at_last;
+  std::set<NodeId> covered;
+  for (const Match& match : matches) {
+    at_last[match.last] = &match;
+    covered.insert(match.covered.begin(), match.covered.end());
+  }
+  Graph out;
+  GraphCopy copy(g, out);
+  copy.inputs_and_initializers();
+  for (NodeId id = 0; id < g.num_nodes(); ++id) {
+    if (auto it = at_last.find(id); it != at_last.end()) {
+      Node fused = it->second->fused;
+      for (ValueId& v : fused.inputs) v = copy.value(v);
+      for (ValueId& v : fused.outputs) v = copy.value(v);
+      out.add_node(std::move(fused));
+      continue;
+    }
+    if (!covered.count(id)) copy.node(g.node(id));
+  }
+  copy.outputs();
+  out.remove_dead_nodes();  // the chains' constants
+  return out;
+}
+
+enum class Patterns { kGelu, kAll };
+
+Graph fuse(const Graph& g, Patterns patterns, FusionReport* report) {
+  FusionReport counts;
+  const Matcher m(g);
+  std::vector<Match> matches;
+  std::set<NodeId> taken;
+  auto take = [&](std::optional<Match> match) {
+    if (!match) return false;
+    for (NodeId id : match->covered) {
+      if (taken.count(id)) return false;
+    }
+    taken.insert(match->covered.begin(), match->covered.end());
+    matches.push_back(std::move(*match));
+    return true;
+  };
+  const bool layer_norms = patterns == Patterns::kAll && can_raise_to_layer_norm_opset(g);
+  for (NodeId id = 0; id < g.num_nodes(); ++id) {
+    const Node& n = g.node(id);
+    if (!n.domain.empty() || n.phase != Phase::kForward) continue;
+    if (n.op_type == "Erf") {
+      counts.gelus += take(match_erf_gelu(m, n));
+    } else if (n.op_type == "Tanh") {
+      counts.tanh_gelus += take(match_tanh_gelu(m, n));
+    } else if (n.op_type == "ReduceMean" && layer_norms) {
+      counts.layer_norms += take(match_layer_norm(m, n));
+    }
+  }
+  Graph out = apply(g, std::move(matches));
+  if (counts.gelus + counts.tanh_gelus > 0) out.opsets.try_emplace(std::string(kTrainingDomain), 1);
+  if (counts.layer_norms > 0 && out.opset() < kLayerNormOpset) {
+    counts.raised_from = out.opset();
+    out.opsets[""] = kLayerNormOpset;
+  }
+  if (report) *report = counts;
+  return out;
+}
+
+}  // namespace
+
+Graph fuse_exported_patterns(const Graph& graph, FusionReport* report) {
+  return fuse(graph, Patterns::kAll, report);
+}
+
+Graph fuse_gelus(const Graph& graph, FusionReport* report) {
+  return fuse(graph, Patterns::kGelu, report);
+}
+
+}  // namespace autopar
