@@ -1,6 +1,8 @@
 // The CUDA backend's host side, tested without a GPU: which ops it lowers, how MatMul maps onto
 // cuBLASLt's strided batches, what elementwise runs fuse into, and the arena planned from the
 // values' lifetimes against the CPU executor's peak.
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include "autopar/autodiff/autodiff.h"
@@ -405,6 +407,35 @@ TEST(CudaLowering, AFusedRunCountsItsNodesAndBytes) {
   }
   EXPECT_EQ(multi, summarize(*step).fused_nodes);
   EXPECT_LT(nodes, t.graph.num_nodes());
+}
+
+// ai.autopar.training's Gelu and GeluGrad lower to the map op of their form (the erf one by
+// default, the tanh one with approximate = "tanh").
+TEST(CudaLowering, GeluFormsLowerToTheirMapOps) {
+  for (const std::string form : {"none", "tanh"}) {
+    GraphBuilder b("gelu");
+    const ValueId x = b.input("x", DType::kFloat32, {4, 8});
+    const ValueId dy = b.input("dy", DType::kFloat32, {4, 8});
+    const ValueId y = b.op("Gelu", {x}, {{"approximate", form}}, 1, kTrainingDomain)[0];
+    const ValueId dx = b.op("GeluGrad", {dy, x}, {{"approximate", form}}, 1, kTrainingDomain)[0];
+    b.output(y);
+    b.output(dx);
+    const auto l = lowered(b.finish());
+    ASSERT_TRUE(l);
+    std::vector<cuda::MapOp> ops;
+    for (const cuda::Launch& launch : l->program.launches) {
+      for (const cuda::MapInstr& instr : launch.map.code) ops.push_back(instr.op);
+    }
+    const bool tanh = form == "tanh";
+    const cuda::MapOp forward = tanh ? cuda::MapOp::kGeluTanh : cuda::MapOp::kGelu;
+    const cuda::MapOp other = tanh ? cuda::MapOp::kGelu : cuda::MapOp::kGeluTanh;
+    EXPECT_NE(std::find(ops.begin(), ops.end(), forward), ops.end()) << form;
+    EXPECT_NE(std::find(ops.begin(), ops.end(),
+                        tanh ? cuda::MapOp::kGeluTanhGrad : cuda::MapOp::kGeluGrad),
+              ops.end())
+        << form;
+    EXPECT_EQ(std::find(ops.begin(), ops.end(), other), ops.end()) << form;
+  }
 }
 
 // cuDNN pads symmetrically: a Conv with pads [0, 0, 1, 1] convolves a zero-filled copy of its
