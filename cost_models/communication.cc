@@ -42,21 +42,17 @@ CollectiveCost flat(const Tier& tier, Collective c, double bytes, int64_t n, dou
   return {};
 }
 
-}  // namespace
-
-CollectiveCost collective_cost(const HardwareProfile& profile, Collective collective, double bytes,
-                               const std::vector<int64_t>& group, int64_t sharing) {
-  const int64_t n = static_cast<int64_t>(group.size());
+CollectiveCost cost_over(const HardwareProfile& profile, Collective collective, double bytes,
+                         const GroupSpan& span, int64_t sharing) {
+  const int64_t n = span.devices;
   if (n <= 1 && collective != Collective::kPointToPoint) return {0.0, "none"};
-  std::map<int64_t, int64_t> per_node;
-  for (int64_t d : group) ++per_node[d / profile.devices_per_node];
   const Tier& intra = profile.tiers.front();
-  if (per_node.size() == 1 || profile.tiers.size() == 1) {
+  if (span.nodes == 1 || profile.tiers.size() == 1) {
     return flat(intra, collective, bytes, std::max<int64_t>(n, 2), intra.bandwidth);
   }
   const Tier& inter = profile.tiers.back();
-  const int64_t nodes = static_cast<int64_t>(per_node.size());
-  const int64_t k = per_node.begin()->second;  // devices of the group on one node
+  const int64_t nodes = span.nodes;
+  const int64_t k = span.per_node;  // devices of the group on one node
   const double nic_share = static_cast<double>(inter.nics_per_node) * inter.bandwidth /
                            static_cast<double>(k * std::max<int64_t>(sharing, 1));
   if (collective == Collective::kPointToPoint) {
@@ -101,6 +97,28 @@ CollectiveCost collective_cost(const HardwareProfile& profile, Collective collec
       break;
   }
   return {seconds, "hierarchical"};
+}
+
+}  // namespace
+
+GroupSpan group_span(const HardwareProfile& profile, const std::vector<int64_t>& group) {
+  GroupSpan span;
+  span.devices = static_cast<int64_t>(group.size());
+  std::map<int64_t, int64_t> per_node;
+  for (int64_t d : group) ++per_node[d / profile.devices_per_node];
+  span.nodes = std::max<int64_t>(static_cast<int64_t>(per_node.size()), 1);
+  span.per_node = per_node.empty() ? 1 : per_node.begin()->second;
+  return span;
+}
+
+CollectiveCost collective_cost(const HardwareProfile& profile, Collective collective, double bytes,
+                               const std::vector<int64_t>& group, int64_t sharing) {
+  return cost_over(profile, collective, bytes, group_span(profile, group), sharing);
+}
+
+double collective_seconds(const HardwareProfile& profile, Collective collective, double bytes,
+                          const GroupSpan& span, int64_t sharing) {
+  return cost_over(profile, collective, bytes, span, sharing).seconds;
 }
 
 }  // namespace autopar

@@ -132,14 +132,15 @@ std::vector<double> fused_node_seconds(const HardwareProfile& profile, const Gra
   return seconds;
 }
 
-bool is_view(const Graph& g, const Node& n) {
-  if (!n.domain.empty()) return false;
-  const std::string& op = n.op_type;
-  static const std::unordered_set<std::string_view> kViews = {"Reshape", "Squeeze", "Unsqueeze",
-                                                              "Flatten", "Identity"};
-  if (kViews.count(op)) return true;
-  if (op != "Transpose" || n.outputs.size() != 1 || n.output(0) == kNoId) return false;
-  // A swap of the last two dims that only GEMMs read: their transpose flags absorb it.
+namespace {
+
+// A swap of the last two dims that only GEMMs read, directly or through more such swaps: their
+// transpose flags absorb it (a weight's transpose for the forward, transposed back for the
+// backward's GEMM).
+bool absorbed_transpose(const Graph& g, const Node& n, int depth) {
+  if (depth > 4 || !n.domain.empty() || n.op_type != "Transpose" || n.outputs.size() != 1 ||
+      n.output(0) == kNoId)
+    return false;
   const std::vector<int64_t> perm = n.attr_ints("perm");
   const auto rank = static_cast<int64_t>(perm.size());
   if (rank < 2) return false;
@@ -150,17 +151,27 @@ bool is_view(const Graph& g, const Node& n) {
   const std::vector<NodeId>& readers = g.value(n.outputs[0]).consumers;
   return !readers.empty() && std::all_of(readers.begin(), readers.end(), [&](NodeId r) {
     const Node& reader = g.node(r);
-    return reader.domain.empty() && (reader.op_type == "MatMul" || reader.op_type == "Gemm");
+    return (reader.domain.empty() && (reader.op_type == "MatMul" || reader.op_type == "Gemm")) ||
+           absorbed_transpose(g, reader, depth + 1);
   });
 }
 
-NodeCost node_cost(const HardwareProfile& profile, const Graph& g, const Node& n) {
-  const std::optional<OpClass> op_class = op_class_of(g, n);
-  if (!op_class) return {};
-  if (profile.device.free_views && is_view(g, n)) return {};
-  const double flops = node_flops(g, n);
-  const double bytes = node_bytes(g, n);
-  if (flops <= 0 && bytes <= 0) return {};
+}  // namespace
+
+bool is_view(const Graph& g, const Node& n) {
+  if (!n.domain.empty()) return false;
+  static const std::unordered_set<std::string_view> kViews = {"Reshape", "Squeeze", "Unsqueeze",
+                                                              "Flatten", "Identity"};
+  return kViews.count(n.op_type) > 0 || absorbed_transpose(g, n, 0);
+}
+
+NodeWork node_work(const HardwareProfile& profile, const Graph& g, const Node& n) {
+  NodeWork work;
+  work.op_class = op_class_of(g, n);
+  if (!work.op_class) return work;
+  work.view = is_view(g, n);
+  work.flops = node_flops(g, n);
+  work.bytes = node_bytes(g, n);
   DType dtype = DType::kFloat32;
   for (ValueId out : n.outputs) {
     if (out != kNoId && is_floating(g.value(out).dtype)) {
@@ -169,25 +180,36 @@ NodeCost node_cost(const HardwareProfile& profile, const Graph& g, const Node& n
     }
   }
   const DeviceSpec& device = profile.device;
+  work.peak = device.peak(peak_key(dtype));
+  if (device.gemm_unaligned_efficiency < 1 && unaligned_half_gemm(g, n))
+    work.aligned = device.gemm_unaligned_efficiency;
+  return work;
+}
+
+NodeCost NodeWork::cost(const DeviceSpec& device, double degree) const {
+  if (!op_class || (device.free_views && view)) return {};
+  const double part_flops = flops / degree, part_bytes = bytes / degree;
+  if (part_flops <= 0 && part_bytes <= 0) return {};
   const bool arithmetic = *op_class == OpClass::kGemm || *op_class == OpClass::kConv ||
                           *op_class == OpClass::kAttention;
   // Compute classes: the curve is the fraction of peak FLOP/s at the kernel's FLOPs; memory
   // classes: the fraction of memory bandwidth at the kernel's bytes.
   const EfficiencyCurve& curve = device.efficiency.at(*op_class);
-  const double aligned =
-      device.gemm_unaligned_efficiency < 1 && unaligned_half_gemm(g, n)
-          ? device.gemm_unaligned_efficiency
-          : 1.0;
   const double compute =
-      flops > 0
-          ? flops / (device.peak(peak_key(dtype)) * (arithmetic ? curve.at(flops) * aligned : 1.0))
-          : 0.0;
+      part_flops > 0 ? part_flops / (peak * (arithmetic ? curve.at(part_flops) * aligned : 1.0))
+                     : 0.0;
   const double memory =
-      bytes > 0 ? bytes / (device.memory_bandwidth * (arithmetic ? 1.0 : curve.at(bytes))) : 0.0;
+      part_bytes > 0
+          ? part_bytes / (device.memory_bandwidth * (arithmetic ? 1.0 : curve.at(part_bytes)))
+          : 0.0;
   NodeCost cost;
   cost.memory_bound = memory > compute;
   cost.seconds = std::max(compute, memory) + device.launch_overhead_s;
   return cost;
+}
+
+NodeCost node_cost(const HardwareProfile& profile, const Graph& g, const Node& n) {
+  return node_work(profile, g, n).cost(profile.device);
 }
 
 }  // namespace autopar

@@ -478,6 +478,8 @@ Estimator::Estimator(ModelAt model_at, LoweringOptions options, HardwareProfile 
   // Every structure lowers the same model: its nodes' strategies are worked out once.
   if (!options_.strategies) options_.strategies = std::make_shared<StrategyCache>();
   options_.shapes_only = true;
+  // The SPMD pass prices its choices on the hardware the estimate is for.
+  options_.profile = std::make_shared<const HardwareProfile>(profile_);
 }
 
 void Estimator::release_structure(const Scheme& scheme) {

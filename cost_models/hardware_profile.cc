@@ -258,6 +258,39 @@ StatusOr<HardwareProfile> parse_hardware_profile(std::string_view yaml, std::str
   return p;
 }
 
+std::shared_ptr<const HardwareProfile> neutral_profile() {
+  static const std::shared_ptr<const HardwareProfile> neutral = [] {
+    constexpr std::string_view kNeutral = R"(
+name: neutral
+device:
+  name: neutral accelerator
+  peak_flops: {fp32: 10e12, tf32: 10e12, bf16: 10e12, fp16: 10e12, fp64: 10e12}
+  memory_bytes: 1e12
+  reserved_bytes: 1e9
+  memory_bandwidth: 1e12
+  launch_overhead_s: 1e-6
+  free_views: true
+  efficiency:
+    gemm: [[1, 1]]
+    conv: [[1, 1]]
+    attention: [[1, 1]]
+    elementwise: [[1, 1]]
+    norm: [[1, 1]]
+topology:
+  devices_per_node: 1000000
+  tiers:
+    - name: link
+      devices_per_group: 1000000
+      alpha_s: 10e-6
+      bandwidth: 10e9
+      efficiency: {all_reduce: 1, all_gather: 1, reduce_scatter: 1, all_to_all: 1, p2p: 1}
+)";
+    StatusOr<HardwareProfile> parsed = parse_hardware_profile(kNeutral, "neutral profile");
+    return std::make_shared<const HardwareProfile>(std::move(parsed).value());
+  }();
+  return neutral;
+}
+
 StatusOr<HardwareProfile> read_hardware_profile(const std::string& path_or_name,
                                                 const std::string& config_dir) {
   std::string path = path_or_name;

@@ -26,6 +26,9 @@ StatusOr<Tuning> prepare_tuning(const std::string& model, const std::string& hw,
   ASSIGN_OR_RETURN(t.profile, read_hardware_profile(hw, std::string(AUTOPAR_CONFIG_DIR) + "/hw"));
   if (nodes < 1) return error("--nodes {}: must be at least 1", nodes);
   t.profile.nodes = nodes;
+  // The plan is lowered with its strategies priced on this profile, as the search priced them.
+  t.source.hw = hw;
+  t.source.nodes = nodes;
   ASSIGN_OR_RETURN(t.space, read_search_space(space_path));
 
   std::vector<std::pair<std::string, int64_t>> dims;

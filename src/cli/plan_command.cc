@@ -163,6 +163,19 @@ StatusOr<BuiltPlan> resolve_model(const std::string& model, Scheme scheme, const
     built.source.loss = "none";
     built.source.optimizer = "none";
   }
+  if (!given.hw.empty()) {
+    auto profile =
+        read_hardware_profile(given.hw, std::string(AUTOPAR_CONFIG_DIR) + "/hw");
+    if (!profile.is_ok()) return profile.status();
+    if (given.nodes < 1) return error("--nodes {}: must be at least 1", given.nodes);
+    profile.value().nodes = given.nodes;
+    if (scheme.mesh.num_devices() > profile.value().num_devices()) {
+      return error("--nodes {}: {} nodes of {} devices hold {}, the scheme needs {}", given.nodes,
+                   given.nodes, profile.value().devices_per_node, profile.value().num_devices(),
+                   scheme.mesh.num_devices());
+    }
+    built.options.profile = std::make_shared<const HardwareProfile>(std::move(profile).value());
+  }
   built.plan.scheme = scheme;
   return built;
 }
@@ -289,12 +302,17 @@ struct TransformFlags {
   std::string out = "plan";
   std::string loss;
   std::string optimizer = "adam";
+  std::string hw;
+  int64_t nodes = 1;
   DimFlags dims;
 };
 
 Status run_transform(const TransformFlags& f) {
   ASSIGN_OR_RETURN(Scheme scheme, read_scheme_file(f.scheme));
   ASSIGN_OR_RETURN(PlanSource given, plan_source(f.loss, f.optimizer, f.dims));
+  if (f.hw.empty() && f.nodes != 1) return error("--nodes {}: needs --hw", f.nodes);
+  given.hw = f.hw;
+  given.nodes = f.nodes;
   const auto start = std::chrono::steady_clock::now();
   ASSIGN_OR_RETURN(BuiltPlan built, build_plan(f.model, scheme, given, f.scheme, false));
   RETURN_IF_ERROR(write_plan(built.plan, f.out));
@@ -526,6 +544,10 @@ void add_transform_command(CLI::App& app, Command& command) {
                 "cross_entropy, mse or none (inference only); default: cross_entropy for class "
                 "scores, else mse");
   t->add_option("--optimizer", flags->optimizer, "sgd, adam or adamw (default adam)");
+  t->add_option("--hw", flags->hw,
+                "hardware profile the strategies are priced on: a YAML file or a name in "
+                "configs/hw/ (default: a neutral accelerator)");
+  t->add_option("--nodes", flags->nodes, "nodes of that profile (default 1)");
   flags->dims.add_to(*t);
   t->callback([flags, &command] { command = [flags] { return run_transform(*flags); }; });
 }

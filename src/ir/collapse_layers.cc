@@ -25,8 +25,8 @@ CollapsedGraph collapse_repeated_layers(const Graph& g) {
     int32_t b = a;
     while (b + 1 < layers && kind[b + 1] == kind[a] && kind[a] >= 0) ++b;
     for (int32_t l = a; l <= b; ++l) stands_for[l] = l;
-    if (b - a + 1 >= 4) {
-      for (int32_t l = a + 2; l < b; ++l) {
+    if (b - a + 1 >= 5) {
+      for (int32_t l = a + 2; l < b - 1; ++l) {
         kept[l] = false;
         stands_for[l] = a + 1;
       }

@@ -156,6 +156,7 @@ StatusOr<SpmdLowering> lower_to_spmd(const Graph& model, const Scheme& scheme,
     }
   }
   policy.spmd.strategies = options.strategies;
+  policy.spmd.profile = options.profile;
   auto contributions = policy.input_layouts;
   policy.spmd.input_layout = [contributions](const Value& v) {
     Layout layout = Layout::replicated(v.shape.rank());

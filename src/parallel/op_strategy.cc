@@ -98,6 +98,17 @@ std::vector<OpStrategy> enumerate_strategies(const Graph& g, const Node& n, cons
     }
     auto strategy = derive_strategy(g, n, *space, assignment, mesh);
     if (strategy.is_ok()) result.push_back(std::move(strategy).value());
+    // Two axes splitting one loop nest in either order (dp within tp's shard, as ZeRO shards
+    // a tensor-parallel parameter, or tp within dp's).
+    for (size_t i = 0; i < assignment.size(); ++i) {
+      for (size_t j = i + 1; j < assignment.size(); ++j) {
+        if (assignment[i].second != assignment[j].second) continue;
+        LoopAssignment swapped = assignment;
+        std::swap(swapped[i], swapped[j]);
+        auto nested = derive_strategy(g, n, *space, swapped, mesh);
+        if (nested.is_ok()) result.push_back(std::move(nested).value());
+      }
+    }
     size_t a = 0;
     for (; a < axes.size(); ++a) {
       if (++choice[a] < loops) break;

@@ -123,6 +123,9 @@ std::string manifest_yaml(const Plan& plan) {
   y += "}\n";
   if (plan.source.no_fusion) y += "  no_fusion: true\n";
   if (plan.source.keep_constants) y += "  keep_constants: true\n";
+  if (!plan.source.hw.empty()) {
+    y += fmt::format("  hw: {}\n  nodes: {}\n", yaml_quoted(plan.source.hw), plan.source.nodes);
+  }
   y += "scheme:\n" + indent(plan.scheme.to_yaml(), 2);
   y += fmt::format("devices: {}\nmicrobatches: {}\n", plan.device_role.size(), plan.microbatches);
   y += "stage_layers: [";
@@ -226,6 +229,9 @@ StatusOr<PlanManifest> read_plan_manifest(const std::string& dir) {
     }
     m.source.no_fusion = source["no_fusion"] && source["no_fusion"].as<bool>();
     m.source.keep_constants = source["keep_constants"] && source["keep_constants"].as<bool>();
+    m.source.hw = source["hw"] ? source["hw"].as<std::string>() : "";
+    m.source.nodes = source["nodes"] ? source["nodes"].as<int64_t>() : 1;
+    if (m.source.nodes < 1) return error("{}: source.nodes: {} must be at least 1", path, m.source.nodes);
     if (!root["scheme"]) return error("{}: scheme: missing", path);
     YAML::Emitter out;
     out << root["scheme"];

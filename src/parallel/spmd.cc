@@ -14,6 +14,7 @@
 #include "autopar/parallel/op_strategy.h"
 #include "autopar/parallel/primitives.h"
 #include "autopar/parallel/reshard.h"
+#include "strategy_pricing.h"
 
 namespace autopar {
 namespace {
@@ -22,12 +23,6 @@ constexpr double kInfinite = 1e300;
 // The interned ids of the axes the pass treats specially.
 const uint8_t kTpAxis = find_axis("tp");
 const uint8_t kDpAxis = find_axis("dp");
-// Arithmetic a byte of communication is worth: an accelerator does about a thousand
-// floating-point operations in the time its interconnect moves one byte.
-constexpr double kFlopsPerByte = 1000.0;
-// Arithmetic one collective's latency is worth (about 10 µs at 10 TFLOP/s): between plans
-// that move as many bytes, fewer collectives win.
-constexpr double kFlopsPerCollective = 1e8;
 
 // `layout` with its partial sums resolved: the layout a value read as a partial sum is held
 // in.
@@ -100,7 +95,9 @@ class Spmd {
         src_(*input.graph),
         mesh_(mesh),
         policy_(policy),
-        strategies_(policy.strategies ? policy.strategies : std::make_shared<StrategyCache>()) {
+        strategies_(policy.strategies ? policy.strategies : std::make_shared<StrategyCache>()),
+        profile_(policy.profile ? policy.profile : neutral_profile()),
+        pricing_(*profile_, mesh, *input.graph) {
     const int32_t n = src_.num_values();
     // Lowered graphs come out about 1.5 times the size of their source.
     result_.graph.reserve(2 * src_.num_nodes(), 2 * n);
@@ -115,7 +112,10 @@ class Spmd {
     }
     layout_.assign(n, std::nullopt);
     state_.assign(n, false);
-    for (const auto& [s, next] : in_.updates) state_[s] = true;
+    for (const auto& [s, next] : in_.updates) {
+      state_[s] = true;
+      state_of_.emplace(next, s);
+    }
     for (ValueId p : src_.parameters()) state_[p] = true;
     for (const auto& [p, g] : in_.gradients) {
       if (g == kNoId) continue;
@@ -207,10 +207,12 @@ class Spmd {
   double input_cost(ValueId v, const Layout& want, const Node& consumer) const;
   // What a parameter not placed yet (or its deferred cast) costs read in `want`.
   double free_cost(ValueId v, const Layout& want, const Node& consumer) const;
-  // What bringing `v` from `from` into `want` costs `consumer` (arithmetic-equivalent).
+  // What bringing `v` from `from` into `want` costs `consumer` (seconds).
   double reshard_cost(ValueId v, const Layout& from, const Layout& want,
                       const Node& consumer) const;
-  double strategy_cost(const Node& node, const OpStrategy& s) const;
+  double strategy_cost(NodeId id, const OpStrategy& s) const;
+  // An update's part in bringing the new state it computes into the state's storage layout.
+  double storage_cost(const Node& node, const OpStrategy& s) const;
   // The dst value holding `v` in layout `want`, emitting what it takes.
   StatusOr<ValueId> local_as(ValueId v, const Layout& want, const Node& consumer);
   // Makes state `v` a graph input with its storage layout `storage`.
@@ -320,11 +322,14 @@ class Spmd {
   const DeviceMesh& mesh_;
   const SpmdPolicy& policy_;
   std::shared_ptr<StrategyCache> strategies_;
+  std::shared_ptr<const HardwareProfile> profile_;
+  StrategyPricing pricing_;
   SpmdResult result_;
   std::vector<ValueId> local_;
   std::vector<std::optional<Layout>> layout_;
   std::vector<bool> state_;
   std::map<ValueId, ValueId> slot_param_;
+  std::unordered_map<ValueId, ValueId> state_of_;  // a new state value → its state
   std::map<ValueId, ValueId> gradient_of_;
   // Casts of a parameter not yet placed (mixed precision): they take the layout their first
   // reader wants, and the parameter with them. Cast output → the Cast node.
@@ -367,7 +372,7 @@ double Spmd::free_cost(ValueId v, const Layout& want, const Node& consumer) cons
   const double kept =
       static_cast<double>(value.num_bytes()) *
       (1.0 / static_cast<double>(want.split_degree(mesh_)) - 1.0 / static_cast<double>(tp));
-  return kept * kFlopsPerByte;
+  return pricing_.moved(kept, kTpAxis);
 }
 
 double Spmd::reshard_cost(ValueId v, const Layout& from, const Layout& want,
@@ -404,18 +409,13 @@ double Spmd::reshard_cost(ValueId v, const Layout& from, const Layout& want,
         return kInfinite;
       }
     }
-    if (step.kind != ReshardStep::Kind::kSlice && step.kind != ReshardStep::Kind::kShare)
-      cost += kFlopsPerCollective / kFlopsPerByte;
+    const auto n = static_cast<double>(mesh_.size_of(axis));
     switch (step.kind) {
-      // A ring all-reduce moves 2 (n - 1) / n of the tensor: as much as a reduce-scatter and
-      // the all-gather after it.
-      case ReshardStep::Kind::kAllReduce: {
-        const auto n = static_cast<double>(mesh_.size_of(axis));
-        cost += 2.0 * bytes * (n - 1) / n;
+      case ReshardStep::Kind::kAllReduce:
+        cost += pricing_.collective(Collective::kAllReduce, bytes, axis);
         break;
-      }
       case ReshardStep::Kind::kAllGather:
-        cost += bytes * static_cast<double>(mesh_.size_of(axis) - 1);
+        cost += pricing_.collective(Collective::kAllGather, bytes * n, axis);
         break;
       // A reduce-scatter leaves a split the consumers after this one usually gather again:
       // count that gather too, or it always undercuts the all-reduce it stands for.
@@ -423,32 +423,42 @@ double Spmd::reshard_cost(ValueId v, const Layout& from, const Layout& want,
       // and the residual between the projections run on shards, so it pays the real cost.)
       // So does ZeRO's sharded update reading accumulated gradients: it runs on the shards.
       case ReshardStep::Kind::kReduceScatter:
-        if ((over_tp && policy_.tp_activations == SpmdPolicy::TpActivations::kReduceScatter) ||
-            (over_dp && policy_.zero >= 1 && consumer.phase == Phase::kOptimizer)) {
-          cost += bytes;
-        } else {
-          cost += 2.0 * bytes + kFlopsPerCollective / kFlopsPerByte;
+        cost += pricing_.collective(Collective::kReduceScatter, bytes, axis);
+        if (!((over_tp && policy_.tp_activations == SpmdPolicy::TpActivations::kReduceScatter) ||
+              (over_dp && policy_.zero >= 1 && consumer.phase == Phase::kOptimizer))) {
+          // What is gathered is what the consumer makes of its shard, in the consumer's type
+          // (a cast to fp32 doubles a bf16 gradient).
+          double gathered = bytes;
+          if (consumer.outputs.size() == 1 && consumer.outputs[0] != kNoId) {
+            const Value& made = src_.value(consumer.outputs[0]);
+            if (made.shape == value.shape)
+              gathered = static_cast<double>(made.num_bytes()) /
+                         static_cast<double>(from.split_degree(mesh_));
+          }
+          cost += pricing_.collective(Collective::kAllGather, gathered, axis);
         }
         break;
       case ReshardStep::Kind::kAllToAll:
-        cost += bytes;
+        cost += pricing_.collective(Collective::kAllToAll, bytes, axis);
         break;
       // Slicing is free for constants, and in the update where another operand already has
       // the split (state in its storage layout: the update runs where its state lives); for
       // activations it stands for the gather that a later consumer will need to undo it.
       case ReshardStep::Kind::kSlice:
-        cost += constant || aligned_update(v, want, consumer) ? 0.0 : bytes;
+        if (!constant && !aligned_update(v, want, consumer))
+          cost += pricing_.collective(Collective::kAllGather, bytes, axis);
         break;
       // A local product with the member's entry of a one-hot vector.
       case ReshardStep::Kind::kShare:
-        cost += bytes;
+        cost += pricing_.local(bytes);
         break;
     }
   }
-  return cost * kFlopsPerByte;
+  return cost;
 }
 
-double Spmd::strategy_cost(const Node& node, const OpStrategy& s) const {
+double Spmd::strategy_cost(NodeId id, const OpStrategy& s) const {
+  const Node& node = src_.node(id);
   double cost = 0.0;
   for (size_t i = 0; i < s.inputs.size() && i < node.inputs.size(); ++i) {
     cost += input_cost(node.inputs[i], s.inputs[i], node);
@@ -456,7 +466,19 @@ double Spmd::strategy_cost(const Node& node, const OpStrategy& s) const {
   }
   int64_t degree = 1;
   for (const auto& [axis, loop] : s.assignment) degree *= mesh_.size(axis);
-  return cost + node_flops(src_, node) / static_cast<double>(degree);
+  return cost + pricing_.compute(id, static_cast<double>(degree)) + storage_cost(node, s);
+}
+
+double Spmd::storage_cost(const Node& node, const OpStrategy& s) const {
+  if (node.phase != Phase::kOptimizer) return 0.0;
+  double cost = 0.0;
+  for (size_t j = 0; j < s.outputs.size() && j < node.outputs.size(); ++j) {
+    auto it = state_of_.find(node.outputs[j]);
+    if (it == state_of_.end() || !layout_[it->second]) continue;
+    cost += reshard_cost(node.outputs[j], s.outputs[j], *layout_[it->second], node);
+    if (cost >= kInfinite) return kInfinite;
+  }
+  return cost;
 }
 
 void Spmd::place_state(ValueId v, const Layout& compute) {
@@ -686,6 +708,9 @@ std::string Spmd::layer_key(NodeId first, NodeId end) {
     raw(static_cast<uint32_t>(l.code().size()));
     key += l.code();
   };
+  // Plans are priced on the lowering's profile.
+  raw(profile_.get());
+  key += profile_->name;
   raw(in_.gradients.empty());
   raw(end - first);
   for (NodeId id = first; id < end; ++id) {
@@ -784,7 +809,6 @@ void Spmd::plan_layer(NodeId first, NodeId end, StrategyCache::LayerPlan& plan) 
   std::vector<std::vector<double>> degrees(count);
   std::deque<OpStrategy> derived;
   std::vector<std::vector<double>> totals(count);
-  std::vector<double> flops(count, 0.0);
   // The partial-sum axes `v` may arrive with.
   auto partials = [&](ValueId v) {
     std::vector<std::vector<std::string>> out;
@@ -823,7 +847,7 @@ void Spmd::plan_layer(NodeId first, NodeId end, StrategyCache::LayerPlan& plan) 
       if (v == kNoId || !(free.count(v) || is_free(v)) || st.inputs[i].uses("tp")) continue;
       const double bytes = static_cast<double>(src_.value(v).num_bytes()) /
                            static_cast<double>(st.inputs[i].split_degree(mesh_));
-      cost += (2.0 * bytes + kFlopsPerCollective / kFlopsPerByte) * kFlopsPerByte;
+      cost += pricing_.collective(Collective::kAllReduce, bytes, kTpAxis);
     }
     return cost;
   };
@@ -913,7 +937,6 @@ void Spmd::plan_layer(NodeId first, NodeId end, StrategyCache::LayerPlan& plan) 
       deg = std::move(kept_deg);
       break;
     }
-    flops[k] = node_flops(src_, node);
     std::vector<double>& total = totals[k];
     total.assign(cs.size(), kInfinite);
     // Per input, the cost of each layout asked for (strategies share a few).
@@ -921,7 +944,8 @@ void Spmd::plan_layer(NodeId first, NodeId end, StrategyCache::LayerPlan& plan) 
     double lowest = kInfinite;
     for (size_t c = 0; c < cs.size(); ++c) {
       const OpStrategy& st = *cs[c];
-      double t = work * flops[k] / deg[c] + gradient_sum(st, node);
+      double t = work * pricing_.compute(first + static_cast<NodeId>(k), deg[c]) +
+                 gradient_sum(st, node);
       for (size_t i = 0; i < st.inputs.size() && i < node.inputs.size() && t < kInfinite; ++i) {
         const Layout& want = st.inputs[i];
         double cost = -1;
@@ -1068,7 +1092,7 @@ void Spmd::plan_layer(NodeId first, NodeId end, StrategyCache::LayerPlan& plan) 
       const Node& node = src_.node(id);
       auto price = [&](size_t c) {
         const OpStrategy& st = *cands[k][c];
-        double t = work * flops[k] / degrees[k][c] + gradient_sum(st, node);
+        double t = work * pricing_.compute(id, degrees[k][c]) + gradient_sum(st, node);
         for (size_t i = 0; i < st.inputs.size() && i < node.inputs.size() && t < kInfinite; ++i)
           t += cost_in(node.inputs[i], st.inputs[i], node);
         return std::min(t, kInfinite);
@@ -1157,7 +1181,7 @@ Status Spmd::lower_node(NodeId id) {
   if (!planned_.empty() && planned_[id] && planned_[id]->own >= 0 &&
       without_sp.size() == axes.size() && policy_.overrides.empty()) {
     const OpStrategy& planned = bases.at(planned_[id]->own);
-    if (strategy_cost(node, planned) < kInfinite) return emit(node, planned, nullptr, own.get());
+    if (strategy_cost(id, planned) < kInfinite) return emit(node, planned, nullptr, own.get());
   }
   std::vector<Candidate> derived;  // strategies beyond the op's own
   // Linear data movement (and negation) commutes with the sum: a partial input may stay
@@ -1266,7 +1290,6 @@ Status Spmd::lower_node(NodeId id) {
   std::vector<std::vector<double>> input_costs(own->input_layouts.size());
   for (size_t i = 0; i < input_costs.size(); ++i)
     input_costs[i].assign(own->input_layouts[i].size(), kUnknown);
-  const double flops = node_flops(src_, node);
   auto own_cost = [&](int k) {
     const OpStrategy& s = bases[k];
     double cost = 0.0;
@@ -1277,12 +1300,13 @@ Status Spmd::lower_node(NodeId id) {
       cost += in;
       if (cost >= kInfinite) return kInfinite;
     }
-    return cost + flops / static_cast<double>(own->degree[k]);
+    return cost + pricing_.compute(id, static_cast<double>(own->degree[k])) +
+           storage_cost(node, s);
   };
   const Choice* best = nullptr;
   double best_cost = kInfinite;
   for (const Choice& c : candidates) {
-    const double cost = c.own >= 0 ? own_cost(c.own) : strategy_cost(node, *c.strategy);
+    const double cost = c.own >= 0 ? own_cost(c.own) : strategy_cost(id, *c.strategy);
     if (cost < best_cost) {
       best_cost = cost;
       best = &c;
@@ -1293,7 +1317,7 @@ Status Spmd::lower_node(NodeId id) {
   if (!planned_.empty() && planned_[id] && best && !best->window) {
     for (const Choice& c : candidates) {
       if (*c.strategy != planned_[id]->strategy) continue;
-      const double cost = c.own >= 0 ? own_cost(c.own) : strategy_cost(node, *c.strategy);
+      const double cost = c.own >= 0 ? own_cost(c.own) : strategy_cost(id, *c.strategy);
       if (cost < kInfinite) best = &c;
       break;
     }

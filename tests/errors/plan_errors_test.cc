@@ -38,6 +38,18 @@ class PlanErrors : public ::testing::Test {
   std::string dir_;
 };
 
+// The hardware a plan's strategies are priced on: --nodes only with --hw, and enough devices.
+TEST_F(PlanErrors, TransformHardware) {
+  const std::string s = scheme("mesh: {dp: 16}\nbatch: {global: 16}\n");
+  expect_error({"transform", "mlp", "--scheme", s, "--nodes", "2"},
+               "autopar: error: --nodes 2: needs --hw");
+  expect_error({"transform", "mlp", "--scheme", s, "--hw", "dgx-a100-80g"},
+               "autopar: error: --nodes 1: 1 nodes of 8 devices hold 8, the scheme needs 16");
+  expect_error({"transform", "mlp", "--scheme", s, "--hw", "no-such-profile"},
+               "autopar: error: --hw no-such-profile: no such file or profile (profiles: "
+               "dgx-a100-80g, dgx-h100, hgx-h200)");
+}
+
 TEST_F(PlanErrors, MeshProductIsNotTheDevices) {
   expect_transform_error("mlp", "mesh: {dp: 2, tp: 2}\ndevices: 8\n",
                          "autopar: error: s.yaml: mesh: {dp: 2, tp: 2} has 4 devices, but "

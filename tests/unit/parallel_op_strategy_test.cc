@@ -163,8 +163,9 @@ TEST(OpStrategy, EnumerationCoversEveryValidAssignment) {
   const auto strategies =
       enumerate_strategies(n.graph, n.graph.node(0), mesh({{"dp", 2}, {"tp", 2}}), {"dp", "tp"});
   // Each axis: none or one of 4 loops (b0, m, n, k) → 5 × 5 = 25 choices, minus the 4 that put
-  // both axes on the same loop... which are valid here (8, 16, 64, 32 are divisible by 4).
-  EXPECT_EQ(strategies.size(), 25u);
+  // both axes on the same loop... which are valid here (8, 16, 64, 32 are divisible by 4), and
+  // nest in either order: 4 more.
+  EXPECT_EQ(strategies.size(), 29u);
   const auto space = *iteration_space(n.graph, n.graph.node(0));
   EXPECT_EQ(strategies[0].to_string(space), "replicated | [_, _, _] [_, _] -> [_, _, _]");
   const OneNode none = one_node("HardSwish", {{4}});
@@ -184,11 +185,12 @@ TEST(StrategyCache, OneListPerSignature) {
   EXPECT_EQ(first->strategies,
             enumerate_strategies(a.graph, a.graph.node(0), dp2tp2, {"dp", "tp"}));
   EXPECT_EQ(cache.get(b.graph, b.graph.node(0), dp2tp2, {"dp", "tp"}), first);
-  // 25 strategies ask for 16 layouts of [b0, m, k] (each axis on b0, m, k, or elsewhere) and
-  // 9 of [k, n]; each strategy's degree is the product of its axes' sizes.
+  // 29 strategies ask for 19 layouts of [b0, m, k] (each axis on b0, m, k, or elsewhere, both
+  // on one dim in either order) and 11 of [k, n]; each strategy's degree is the product of its
+  // axes' sizes.
   ASSERT_EQ(first->input_layouts.size(), 2u);
-  EXPECT_EQ(first->input_layouts[0].size(), 16u);
-  EXPECT_EQ(first->input_layouts[1].size(), 9u);
+  EXPECT_EQ(first->input_layouts[0].size(), 19u);
+  EXPECT_EQ(first->input_layouts[1].size(), 11u);
   for (size_t s = 0; s < first->strategies.size(); ++s) {
     for (size_t i = 0; i < 2; ++i)
       EXPECT_EQ(first->input_layouts[i][first->input_choice[s][i]], first->strategies[s].inputs[i]);

@@ -27,6 +27,21 @@ struct NodeCost {
   bool memory_bound = false;
 };
 
+// A node's work as the compute model prices it: its class, FLOPs and bytes, the peak of its
+// arithmetic type and what its alignment keeps of it.
+struct NodeWork {
+  std::optional<OpClass> op_class;  // none: a communication op
+  double flops = 0;
+  double bytes = 0;
+  double peak = 0;     // FLOP/s of the node's arithmetic type
+  double aligned = 1;  // gemm_unaligned_efficiency for an unaligned half-precision GEMM
+  bool view = false;   // priced 0 where the device has free views
+  // One device's part when the work divides evenly over `degree` devices: the roofline at the
+  // part's FLOPs and bytes (the curves read at the part's work), plus one launch.
+  NodeCost cost(const DeviceSpec& device, double degree = 1) const;
+};
+NodeWork node_work(const HardwareProfile& profile, const Graph& graph, const Node& node);
+
 // One node on one device of the profile (0 for communication ops and nodes without work).
 NodeCost node_cost(const HardwareProfile& profile, const Graph& graph, const Node& node);
 // A node a framework runs as a view, without a kernel (priced 0 where device.free_views).

@@ -46,6 +46,9 @@ struct LoweringOptions {
   // The lowering is costed, never run: constants may come without their data (the estimate
   // drops large ones' data, which no decision reads).
   bool shapes_only = false;
+  // The hardware the plan is for: the SPMD pass prices its choices on it. Null:
+  // neutral_profile().
+  std::shared_ptr<const HardwareProfile> profile;
 };
 
 // What the paradigms decide, composed in the order of paradigms().

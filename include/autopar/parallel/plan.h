@@ -88,6 +88,10 @@ struct PlanSource {
   std::vector<std::pair<std::string, int64_t>> dims;  // --batch / --dim bindings
   bool no_fusion = false;       // --no-fusion: written-out LayerNorms and GELUs kept
   bool keep_constants = false;  // --keep-constants: Constant-node weights kept constant
+  // The hardware the strategies were priced on (--hw: a profile name or file; empty: the
+  // neutral profile) and its nodes (--nodes).
+  std::string hw;
+  int64_t nodes = 1;
 };
 
 struct Plan {

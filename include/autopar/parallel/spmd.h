@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "autopar/cost/hardware_profile.h"
 #include "autopar/ir/graph.h"
 #include "autopar/parallel/device_mesh.h"
 #include "autopar/parallel/layout.h"
@@ -51,6 +52,9 @@ struct SpmdPolicy {
   // Per node of the graph being lowered: the layer it goes with (nodes outside layers take a
   // neighbour's). Empty: the nodes' own layers.
   std::vector<int32_t> layer_of;
+  // The hardware the strategies are priced on (compute and communication in seconds, by the
+  // cost model); null: neutral_profile().
+  std::shared_ptr<const HardwareProfile> profile;
 };
 
 // The gradient pairs of the graph being lowered, and the state it updates.
