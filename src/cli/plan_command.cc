@@ -11,7 +11,9 @@
 #include <nlohmann/json.hpp>
 
 #include "autopar/ir/precision.h"
+#include "autopar/ir/text.h"
 #include "autopar/parallel/lowering.h"
+#include "autopar/parallel/verify.h"
 #include "autopar/runtime/cuda_executor.h"
 #include "autopar/runtime/cuda_plan.h"
 #include "autopar/runtime/plan_runner.h"
@@ -181,10 +183,14 @@ StatusOr<BuiltPlan> resolve_model(const std::string& model, Scheme scheme, const
 }
 
 StatusOr<BuiltPlan> build_plan(const std::string& model, Scheme scheme, const PlanSource& given,
-                               const std::string& scheme_source, bool weights) {
+                               const std::string& scheme_source, bool weights,
+                               const LowerHooks& hooks) {
   ASSIGN_OR_RETURN(BuiltPlan built,
                    resolve_model(model, std::move(scheme), given, scheme_source, weights));
-  auto plan = lower(built.model, built.plan.scheme, built.options);
+  LoweringOptions options = built.options;
+  options.after_pass = hooks.after_pass;
+  options.verify_passes = hooks.verify_passes;
+  auto plan = lower(built.model, built.plan.scheme, options);
   if (!plan.is_ok()) return error("{}: {}", scheme_source, plan.status().message());
   built.plan = std::move(plan).value();
   built.plan.source = built.source;
@@ -211,66 +217,7 @@ StatusOr<BuiltPlan> load_plan(const std::string& dir, bool weights) {
 }
 
 StatusOr<runtime::PlanFeeds> plan_feeds(const BuiltPlan& built, int steps, uint64_t seed) {
-  runtime::PlanFeeds feeds;
-  // Initial state: the model's parameters and the training graph's optimizer state.
-  Graph source = built.model;
-  if (!built.options.inference) {
-    ASSIGN_OR_RETURN(TrainingGraph t, build_training_graph(built.model, built.options.loss,
-                                                           built.options.optimizer));
-    source = std::move(t.graph);
-  }
-  for (const Value& v : source.values()) {
-    if (v.is_initializer() && v.data) feeds.state[v.name] = v.data;
-  }
-  // Parts of split parameters, and their optimizer state, are slices of the whole ones.
-  for (const StateSpec& s : built.plan.state) {
-    if (feeds.state.count(s.name) || s.init != StateSpec::Init::kModel) continue;
-    for (const ParameterPart& part : built.plan.parts) {
-      if (s.name.compare(0, part.name.size(), part.name) != 0) continue;
-      const std::string suffix = s.name.substr(part.name.size());
-      if (!suffix.empty() && suffix[0] != '.') continue;
-      auto whole = feeds.state.find(part.whole + suffix);
-      if (whole == feeds.state.end()) continue;
-      const int64_t parts = whole->second->dims()[part.dim] / part.length;
-      feeds.state[s.name] = std::make_shared<const Tensor>(
-          runtime::split_tensor(*whole->second, part.dim, parts)[part.offset / part.length]);
-      break;
-    }
-  }
-  // Labels: class ids over the output's last dim, or targets of its shape.
-  const Graph& model = built.model;
-  const Value& output = model.value(model.outputs().at(0));
-  std::vector<int64_t> label_dims = output.shape.dims;
-  const bool classes = built.options.loss.kind == LossKind::kCrossEntropy;
-  if (classes) label_dims.pop_back();
-  for (int s = 0; s < steps; ++s) {
-    std::vector<std::map<std::string, TensorPtr>> micros;
-    for (int64_t i = 0; i < built.plan.microbatches; ++i) {
-      const uint64_t key = seed * 1000003 + static_cast<uint64_t>(s) * 7919 + i;
-      std::vector<TensorPtr> inputs = runtime::synthetic_inputs(model, key);
-      std::map<std::string, TensorPtr> batch;
-      for (size_t k = 0; k < inputs.size(); ++k)
-        batch[model.value(model.inputs()[k]).name] = inputs[k];
-      if (!built.options.inference) {
-        std::mt19937_64 rng(key + 17);
-        Tensor labels(classes ? DType::kInt64 : output.dtype, label_dims);
-        std::uniform_int_distribution<int64_t> uniform(0, output.shape.dims.back() - 1);
-        std::normal_distribution<double> normal(0.0, 1.0);
-        for (int64_t e = 0; e < labels.num_elements(); ++e) {
-          if (classes)
-            labels.set_from_int(e, uniform(rng));
-          else
-            labels.set_from_double(e, normal(rng));
-        }
-        for (const DataSpec& d : built.plan.data) {
-          if (!batch.count(d.name)) batch[d.name] = std::make_shared<const Tensor>(labels);
-        }
-      }
-      micros.push_back(std::move(batch));
-    }
-    feeds.steps.push_back(std::move(micros));
-  }
-  return feeds;
+  return synthetic_plan_feeds(built.model, built.plan, built.options, steps, seed);
 }
 
 namespace {
@@ -304,17 +251,43 @@ struct TransformFlags {
   std::string optimizer = "adam";
   std::string hw;
   int64_t nodes = 1;
+  std::string dump_after;
+  bool verify_passes = false;
   DimFlags dims;
 };
 
 Status run_transform(const TransformFlags& f) {
+  if (!f.dump_after.empty()) {
+    std::vector<std::string_view> names;
+    for (const LoweringPass& p : lowering_passes()) names.push_back(p.name);
+    if (std::find(names.begin(), names.end(), f.dump_after) == names.end())
+      return error("--dump-after {}: no such pass (the passes: {})", f.dump_after,
+                   fmt::join(names, ", "));
+  }
   ASSIGN_OR_RETURN(Scheme scheme, read_scheme_file(f.scheme));
   ASSIGN_OR_RETURN(PlanSource given, plan_source(f.loss, f.optimizer, f.dims));
   if (f.hw.empty() && f.nodes != 1) return error("--nodes {}: needs --hw", f.nodes);
   given.hw = f.hw;
   given.nodes = f.nodes;
   const auto start = std::chrono::steady_clock::now();
-  ASSIGN_OR_RETURN(BuiltPlan built, build_plan(f.model, scheme, given, f.scheme, false));
+  LowerHooks hooks;
+  bool dumped = false;
+  hooks.verify_passes = f.verify_passes;
+  if (!f.dump_after.empty()) {
+    hooks.after_pass = [&](std::string_view pass, const Graph& graph) {
+      if (pass != f.dump_after) return;
+      fmt::print("# after {}\n{}", pass, print(graph));
+      dumped = true;
+    };
+  }
+  ASSIGN_OR_RETURN(BuiltPlan built, build_plan(f.model, scheme, given, f.scheme, false, hooks));
+  if (!f.dump_after.empty() && !dumped) {
+    for (const LoweringPass& p : lowering_passes()) {
+      if (p.name == f.dump_after)
+        return error("--dump-after {}: the pass does not run under {} (it runs for {})",
+                     f.dump_after, f.scheme, p.what);
+    }
+  }
   RETURN_IF_ERROR(write_plan(built.plan, f.out));
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -324,23 +297,6 @@ Status run_transform(const TransformFlags& f) {
              built.plan.device_role.size(), built.plan.roles.size(), nodes, built.plan.microbatches,
              seconds);
   return Status::ok();
-}
-
-struct Difference {
-  std::string name;
-  double error = 0;
-  double scale = 0;
-};
-
-// max |a − b| over max |b| (at least 1e-6).
-double relative_error(const Tensor& a, const Tensor& b, double& scale) {
-  double diff = 0, top = 0;
-  for (int64_t i = 0; i < b.num_elements(); ++i) {
-    diff = std::max(diff, std::fabs(a.float_at(i) - b.float_at(i)));
-    top = std::max(top, std::fabs(b.float_at(i)));
-  }
-  scale = top;
-  return diff / std::max(top, 1e-6);
 }
 
 struct VerifyFlags {
@@ -374,69 +330,29 @@ Status run_verify(const VerifyFlags& f, int* exit_code) {
   ASSIGN_OR_RETURN(runtime::PlanFeeds feeds, plan_feeds(built, 1, f.seed));
   ASSIGN_OR_RETURN(std::optional<runtime::PlanResult> ran, run_built(built, feeds, mpi.get()));
   if (!ran) return Status::ok();  // an MPI rank other than 0: rank 0 reports
-  runtime::PlanResult& result = *ran;
   ASSIGN_OR_RETURN(Plan reference, lower_reference(built.model, built.plan.scheme, built.options));
   ASSIGN_OR_RETURN(runtime::PlanResult expected, runtime::run_plan_inproc(reference, feeds));
-
-  // Parameters the plan split into parts are compared whole.
-  std::map<std::string, std::vector<const ParameterPart*>> parts_of;
-  for (const ParameterPart& part : built.plan.parts) parts_of[part.whole].push_back(&part);
-  for (const auto& [whole, parts] : parts_of) {
-    std::vector<Tensor> pieces;
-    for (const ParameterPart* part : parts) {
-      auto it = result.state.find(part->name);
-      if (it == result.state.end()) break;
-      pieces.push_back(it->second);
-    }
-    if (pieces.size() == parts.size())
-      result.state.emplace(whole, runtime::concat_tensors(pieces, parts.front()->dim));
-  }
-  std::vector<Difference> diffs;
-  if (!built.options.inference) {
-    if (result.losses.empty() || expected.losses.empty())
-      return error("{}: the plan computed no loss", f.plan);
-    const double a = result.losses[0], b = expected.losses[0];
-    diffs.push_back({"loss", std::fabs(a - b) / std::max(std::fabs(b), 1e-6), std::fabs(b)});
-    for (const StateSpec& s : reference.state) {
-      if (s.init != StateSpec::Init::kModel) continue;
-      if (!s.is_parameter && s.name.find("running_") == std::string::npos) continue;
-      auto want = expected.state.find(s.name);
-      auto got = result.state.find(s.name);
-      if (want == expected.state.end()) continue;
-      if (got == result.state.end()) return error("{}: the plan lost state '{}'", f.plan, s.name);
-      double scale = 0;
-      const double e = relative_error(got->second, want->second, scale);
-      diffs.push_back({s.name, e, scale});
-    }
-  } else {
-    if (result.outputs.empty()) return error("{}: the plan computed no outputs", f.plan);
-    for (size_t m = 0; m < expected.outputs[0].size(); ++m) {
-      for (size_t o = 0; o < expected.outputs[0][m].size(); ++o) {
-        double scale = 0;
-        const double e = relative_error(result.outputs[0][m][o], expected.outputs[0][m][o], scale);
-        diffs.push_back({fmt::format("{} (microbatch {})", built.plan.outputs[o], m), e, scale});
-      }
-    }
-  }
-  std::stable_sort(diffs.begin(), diffs.end(),
-                   [](const Difference& a, const Difference& b) { return a.error > b.error; });
-  const bool ok = diffs.empty() || diffs.front().error <= f.tolerance;
+  auto compared = compare_plan_step(built.plan, std::move(*ran), reference, expected);
+  if (!compared.is_ok()) return error("{}: {}", f.plan, compared.status().message());
+  const std::vector<TensorDifference>& diffs = compared->differences;
+  const bool ok = compared->within(f.tolerance);
   if (f.json) {
     fmt::print(
         "{{\"ok\": {}, \"worst_relative_error\": {:.3e}, \"worst\": \"{}\", \"compared\": {}}}\n",
-        ok ? "true" : "false", diffs.empty() ? 0.0 : diffs.front().error,
+        ok ? "true" : "false", compared->worst(),
         diffs.empty() ? "" : diffs.front().name, diffs.size());
   } else {
     fmt::print(
         "{}: {} devices against one ({}), {} tensors compared, worst relative error "
         "{:.3e} ({})\n",
         f.plan, built.plan.device_role.size(), f.fp32 ? "float32" : "float64", diffs.size(),
-        diffs.empty() ? 0.0 : diffs.front().error, diffs.empty() ? "" : diffs.front().name);
+        compared->worst(), diffs.empty() ? "" : diffs.front().name);
     if (!ok) {
       fmt::print("{:<48} {:>12} {:>12}\n", "tensor", "rel. error", "max |ref|");
       for (size_t i = 0; i < diffs.size() && i < 10; ++i) {
-        if (diffs[i].error <= f.tolerance) break;
-        fmt::print("{:<48} {:>12.3e} {:>12.3e}\n", diffs[i].name, diffs[i].error, diffs[i].scale);
+        if (diffs[i].relative_error <= f.tolerance) break;
+        fmt::print("{:<48} {:>12.3e} {:>12.3e}\n", diffs[i].name, diffs[i].relative_error,
+                   diffs[i].scale);
       }
     }
   }
@@ -548,6 +464,13 @@ void add_transform_command(CLI::App& app, Command& command) {
                 "hardware profile the strategies are priced on: a YAML file or a name in "
                 "configs/hw/ (default: a neutral accelerator)");
   t->add_option("--nodes", flags->nodes, "nodes of that profile (default 1)");
+  std::string passes;
+  for (const LoweringPass& p : lowering_passes())
+    passes += fmt::format("{}{} ({})", passes.empty() ? "" : "; ", p.name, p.what);
+  t->add_option("--dump-after", flags->dump_after,
+                "print the graph in text form after a pass of the lowering: " + passes);
+  t->add_flag("--verify-passes", flags->verify_passes,
+              "check the graph's invariants after every pass of the lowering");
   flags->dims.add_to(*t);
   t->callback([flags, &command] { command = [flags] { return run_transform(*flags); }; });
 }

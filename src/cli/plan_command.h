@@ -2,7 +2,9 @@
 // its directory, and the synthetic data it is run and verified on.
 #pragma once
 
+#include <functional>
 #include <string>
+#include <string_view>
 
 #include "autopar/parallel/lowering.h"
 #include "autopar/runtime/plan_runner.h"
@@ -20,8 +22,14 @@ struct BuiltPlan {
 // Resolves the scheme's batch against the model (global = the model's batch when the scheme
 // omits it), loads the model at one microbatch over dp (with weights, or shape-only for zoo
 // models when only lowering) and lowers it.
+// What transform watches of the lowering (--dump-after, --verify-passes).
+struct LowerHooks {
+  std::function<void(std::string_view pass, const Graph& graph)> after_pass;
+  bool verify_passes = false;
+};
 StatusOr<BuiltPlan> build_plan(const std::string& model, Scheme scheme, const PlanSource& given,
-                               const std::string& scheme_source, bool weights);
+                               const std::string& scheme_source, bool weights,
+                               const LowerHooks& hooks = {});
 // The scheme with its batch resolved (in `plan.scheme`), the model at one microbatch over dp
 // and the lowering options: everything build_plan does before lowering.
 StatusOr<BuiltPlan> resolve_model(const std::string& model, Scheme scheme, const PlanSource& given,

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 
+#include "autopar/ir/verify.h"
 #include "autopar/parallel/primitives.h"
 
 namespace autopar {
@@ -58,6 +59,39 @@ std::string ScheduleStep::to_string() const {
   return "";
 }
 
+const std::vector<LoweringPass>& lowering_passes() {
+  static const std::vector<LoweringPass> passes = {
+      {"split-projections", "fused projections (q/k/v) split into one per part (tensor parallelism)"},
+      {"mixed-precision", "the forward narrowed to bf16 or fp16 with fp32 master weights"},
+      {"training-graph", "loss, backward and optimizer added (training)"},
+      {"batch-norm-statistics", "training BatchNorm written as reductions (dp or sp)"},
+      {"gradient-casts", "tied gradients cast per contribution (mixed precision, microbatches)"},
+      {"spmd", "one program for a pipeline stage's devices: strategies, reshards, ZeRO"},
+      {"roles", "the SPMD graph cut into one graph per pipeline rank, with Send/Recv"},
+  };
+  return passes;
+}
+
+namespace {
+
+// After a pass: its graph checked (under options.verify_passes, and in debug builds) and shown
+// to options.after_pass.
+Status after_pass(const LoweringOptions& options, std::string_view pass, const Graph& graph) {
+#ifdef AUTOPAR_VERIFY_PASSES
+  constexpr bool kAlways = true;
+#else
+  constexpr bool kAlways = false;
+#endif
+  if (kAlways || options.verify_passes) {
+    Status valid = verify(graph);
+    if (!valid.is_ok()) return error("after pass {}: {}", pass, valid.message());
+  }
+  if (options.after_pass) options.after_pass(pass, graph);
+  return Status::ok();
+}
+
+}  // namespace
+
 StatusOr<SpmdLowering> lower_to_spmd(const Graph& model, const Scheme& scheme,
                                      const LoweringOptions& options) {
   SpmdLowering out;
@@ -86,11 +120,13 @@ StatusOr<SpmdLowering> lower_to_spmd(const Graph& model, const Scheme& scheme,
     if (policy.split_fused_projections) {
       ASSIGN_OR_RETURN(rewritten, split_fused_projections(model, prepared.parts));
       source = &rewritten;
+      RETURN_IF_ERROR(after_pass(options, "split-projections", rewritten));
     }
     Graph narrowed;
     if (policy.compute != DType::kFloat32) {
       ASSIGN_OR_RETURN(narrowed, to_mixed_precision(*source, policy.compute));
       source = &narrowed;
+      RETURN_IF_ERROR(after_pass(options, "mixed-precision", narrowed));
     }
     static std::atomic<uint64_t> next_id{1};
     prepared.id = next_id++;
@@ -109,13 +145,16 @@ StatusOr<SpmdLowering> lower_to_spmd(const Graph& model, const Scheme& scheme,
     // Plans run fused training ops (each parameter's Adam update, LayerNorm's gradient).
     ASSIGN_OR_RETURN(training, build_training_graph(*source, options.loss, options.optimizer,
                                                     TrainingOptions{.fused = true}));
+    RETURN_IF_ERROR(after_pass(options, "training-graph", training.graph));
     if (policy.batch_norm_as_reductions) {
       ASSIGN_OR_RETURN(Graph rewritten_training,
                        batch_norm_statistics_as_reductions(training.graph));
       training = with_rewritten_graph(training, std::move(rewritten_training));
+      RETURN_IF_ERROR(after_pass(options, "batch-norm-statistics", training.graph));
     }
     if (policy.compute != DType::kFloat32 && microbatches > 1) {
       ASSIGN_OR_RETURN(training, distribute_gradient_casts(std::move(training)));
+      RETURN_IF_ERROR(after_pass(options, "gradient-casts", training.graph));
     }
     prepared.layer_of = assign(training.graph, identity, static_cast<int32_t>(identity.size()));
     return prepared;
@@ -181,6 +220,7 @@ StatusOr<SpmdLowering> lower_to_spmd(const Graph& model, const Scheme& scheme,
   policy.spmd.layer_of = out.source_layer;
 
   ASSIGN_OR_RETURN(out.spmd, lower_spmd(input, scheme.mesh, policy.spmd));
+  RETURN_IF_ERROR(after_pass(options, "spmd", out.spmd.graph));
   const SpmdResult& spmd = out.spmd;
   // An axis that splits nothing would only replicate the work: say why instead.
   auto splits_any = [](const auto& specs, std::string_view axis) {
@@ -229,6 +269,7 @@ StatusOr<Plan> lower(const Graph& model, const Scheme& scheme, const LoweringOpt
   const int64_t microbatches = lowered.microbatches;
   const bool train = lowered.training;
   ASSIGN_OR_RETURN(std::vector<Role> roles, build_roles(spmd, stage, policy, train));
+  for (const Role& role : roles) RETURN_IF_ERROR(after_pass(options, "roles", role.graph));
   for (Role& role : roles) {
     role.schedule = make_schedule(policy.schedule, role.stage, policy.stages, policy.chunks,
                                   microbatches, train);

@@ -38,6 +38,18 @@ class PlanErrors : public ::testing::Test {
   std::string dir_;
 };
 
+// --dump-after names a pass of the lowering that runs under the scheme.
+TEST_F(PlanErrors, DumpAfter) {
+  const std::string s = scheme("mesh: {dp: 2}\nbatch: {global: 8}\n");
+  expect_error({"transform", "mlp", "--scheme", s, "--dump-after", "lowering"},
+               "autopar: error: --dump-after lowering: no such pass (the passes: "
+               "split-projections, mixed-precision, training-graph, batch-norm-statistics, "
+               "gradient-casts, spmd, roles)");
+  expect_error({"transform", "mlp", "--scheme", s, "--dump-after", "mixed-precision"},
+               "autopar: error: --dump-after mixed-precision: the pass does not run under s.yaml "
+               "(it runs for the forward narrowed to bf16 or fp16 with fp32 master weights)");
+}
+
 // The hardware a plan's strategies are priced on: --nodes only with --hw, and enough devices.
 TEST_F(PlanErrors, TransformHardware) {
   const std::string s = scheme("mesh: {dp: 16}\nbatch: {global: 16}\n");

@@ -49,7 +49,19 @@ struct LoweringOptions {
   // The hardware the plan is for: the SPMD pass prices its choices on it. Null:
   // neutral_profile().
   std::shared_ptr<const HardwareProfile> profile;
+  // Called after each pass of lowering_passes() that runs, with the graph it left (after
+  // "roles", once per role graph).
+  std::function<void(std::string_view pass, const Graph& graph)> after_pass;
+  // verify(graph) after every pass; an error names the pass. Always on in debug builds.
+  bool verify_passes = false;
 };
+
+// The passes of lower(), in order: what each does and when it runs.
+struct LoweringPass {
+  std::string_view name;
+  std::string_view what;
+};
+const std::vector<LoweringPass>& lowering_passes();
 
 // What the paradigms decide, composed in the order of paradigms().
 struct LoweringPolicy {

@@ -1,0 +1,102 @@
+// lower() as named passes, each checked by verify(graph); verify_plan as a library function.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "autopar/parallel/lowering.h"
+#include "autopar/parallel/verify.h"
+#include "autopar/zoo/zoo.h"
+
+namespace autopar {
+namespace {
+
+Scheme scheme_of(const std::string& yaml) {
+  auto scheme = parse_scheme(yaml, "scheme");
+  EXPECT_TRUE(scheme.is_ok()) << scheme.status().message();
+  return *scheme;
+}
+
+Graph gpt_tiny(int64_t batch, bool weights) {
+  ZooOptions zoo;
+  zoo.batch = batch;
+  zoo.with_weights = weights;
+  auto model = build_zoo_model("gpt-tiny", zoo);
+  EXPECT_TRUE(model.is_ok());
+  return std::move(model).value();
+}
+
+// Megatron's 3-D recipe in bf16 over two microbatches runs every pass (batch-norm-statistics
+// runs wherever dp or sp splits the batch, here on a model without BatchNorm); each leaves a
+// graph verify() accepts (one per role after "roles").
+TEST(LoweringPasses, RunInOrderAndEachLeavesAValidGraph) {
+  const Scheme scheme = scheme_of(
+      "mesh: {pp: 2, dp: 2, tp: 2}\nbatch: {global: 16, micro: 2}\ntensor: megatron-sp\n"
+      "zero: 1\nprecision: bf16\n");
+  LoweringOptions options;
+  options.verify_passes = true;
+  std::vector<std::string> seen;
+  options.after_pass = [&](std::string_view pass, const Graph&) { seen.emplace_back(pass); };
+  auto plan = lower(gpt_tiny(scheme.dp() * scheme.micro_batch, false), scheme, options);
+  ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+  EXPECT_EQ(seen, (std::vector<std::string>{"split-projections", "mixed-precision",
+                                            "training-graph", "batch-norm-statistics",
+                                            "gradient-casts", "spmd", "roles", "roles"}));
+  std::vector<std::string> listed;
+  for (const LoweringPass& p : lowering_passes()) listed.emplace_back(p.name);
+  EXPECT_EQ(listed, (std::vector<std::string>{"split-projections", "mixed-precision",
+                                              "training-graph", "batch-norm-statistics",
+                                              "gradient-casts", "spmd", "roles"}));
+}
+
+// Data parallelism in fp32 skips the passes it does not need.
+TEST(LoweringPasses, SkipWhatTheSchemeDoesNotNeed) {
+  const Scheme scheme = scheme_of("mesh: {dp: 2}\nbatch: {global: 8, micro: 4}\n");
+  LoweringOptions options;
+  std::vector<std::string> seen;
+  options.after_pass = [&](std::string_view pass, const Graph&) { seen.emplace_back(pass); };
+  ASSERT_TRUE(lower(gpt_tiny(8, false), scheme, options).is_ok());
+  EXPECT_EQ(seen, (std::vector<std::string>{"training-graph", "batch-norm-statistics", "spmd",
+                                            "roles"}));
+}
+
+// verify_plan runs the plan and its single-device reference on the same feeds: a correct
+// plan agrees to rounding; a tampered result is caught and named.
+TEST(VerifyPlan, AgreesWithTheReferenceAndCatchesADifference) {
+  const Scheme scheme = scheme_of("mesh: {dp: 2, tp: 2}\nbatch: {global: 8, micro: 2}\n");
+  const Graph model = gpt_tiny(scheme.dp() * scheme.micro_batch, true);
+  LoweringOptions options;
+  options.optimizer.kind = OptimizerKind::kSgd;
+  auto plan = lower(model, scheme, options);
+  ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+  auto feeds = synthetic_plan_feeds(model, *plan, options, 1, 3);
+  ASSERT_TRUE(feeds.is_ok()) << feeds.status().message();
+  EXPECT_EQ(feeds->steps.size(), 1u);
+  EXPECT_EQ(feeds->steps[0].size(), 2u);  // two microbatches
+  auto compared = verify_plan(model, *plan, options, *feeds);
+  ASSERT_TRUE(compared.is_ok()) << compared.status().message();
+  // The loss and gpt-tiny's 52 parameters (the split q/k/v parts compared whole).
+  EXPECT_EQ(compared->differences.size(), 53u);
+  EXPECT_TRUE(compared->within(1e-4)) << compared->differences.front().name << " "
+                                      << compared->worst();
+
+  auto ran = runtime::run_plan_inproc(*plan, *feeds);
+  auto reference = lower_reference(model, scheme, options);
+  ASSERT_TRUE(ran.is_ok() && reference.is_ok());
+  auto expected = runtime::run_plan_inproc(*reference, *feeds);
+  ASSERT_TRUE(expected.is_ok());
+  runtime::PlanResult tampered = *ran;
+  Tensor bias = tampered.state.at("ln_f.bias");
+  bias.set_from_double(0, bias.float_at(0) + 1.0);
+  tampered.state.insert_or_assign("ln_f.bias", bias);
+  auto caught = compare_plan_step(*plan, tampered, *reference, *expected);
+  ASSERT_TRUE(caught.is_ok());
+  EXPECT_EQ(caught->differences.front().name, "ln_f.bias");
+  EXPECT_FALSE(caught->within(1e-2));
+  tampered.state.erase("ln_f.bias");
+  EXPECT_EQ(compare_plan_step(*plan, tampered, *reference, *expected).status().message(),
+            "the plan lost state 'ln_f.bias'");
+}
+
+}  // namespace
+}  // namespace autopar
