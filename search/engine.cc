@@ -243,7 +243,7 @@ StatusOr<std::vector<DeviceMesh>> enumerate_meshes(const SearchSpace& space,
 }
 
 StatusOr<SearchResult> search(const SearchSpace& space, const SearchProblem& problem,
-                              Estimator& estimator, const SearchOptions& options) {
+                              CostModel& estimator, const SearchOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   SearchResult result;
   ASSIGN_OR_RETURN(std::vector<DeviceMesh> meshes, enumerate_meshes(space, problem));

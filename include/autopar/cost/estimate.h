@@ -108,7 +108,22 @@ struct Estimate {
 // The model bound at `batch` samples (one microbatch over every data-parallel replica).
 using ModelAt = std::function<StatusOr<Graph>(int64_t batch)>;
 
-class Estimator {
+// What the search asks of a cost model: a scheme's per-layer costs (once per SPMD
+// configuration) and the closed forms that price a whole scheme from them. The Estimator is
+// the analytic one; tests give the search others.
+class CostModel {
+ public:
+  virtual ~CostModel() = default;
+  // The hardware the schemes are priced on (its cluster bounds the meshes).
+  virtual const HardwareProfile& profile() const = 0;
+  // Thread-safe; called from several threads at once.
+  virtual StatusOr<const LayerCosts*> layer_costs(const Scheme& scheme) = 0;
+  virtual StatusOr<Estimate> combine(const LayerCosts& costs, const Scheme& scheme) const = 0;
+  // The search is done with every mesh of the scheme's structure: what only they need may go.
+  virtual void release_structure(const Scheme& scheme) { (void)scheme; }
+};
+
+class Estimator : public CostModel {
  public:
   Estimator(ModelAt model_at, LoweringOptions options, HardwareProfile profile);
 
@@ -118,17 +133,17 @@ class Estimator {
 
   // The layer costs of the scheme's SPMD configuration, computed on first use. Thread-safe;
   // configurations are computed concurrently when asked for from several threads.
-  StatusOr<const LayerCosts*> layer_costs(const Scheme& scheme);
+  StatusOr<const LayerCosts*> layer_costs(const Scheme& scheme) override;
   // The closed forms over layer costs (what a search calls per candidate). Errors: stage
   // ranges that do not fit the layers.
-  StatusOr<Estimate> combine(const LayerCosts& costs, const Scheme& scheme) const;
+  StatusOr<Estimate> combine(const LayerCosts& costs, const Scheme& scheme) const override;
 
   // Drops the SPMD lowering of the scheme's structure; the layer costs computed from it stay.
   // A search calls it once it has priced every mesh of a structure, so that lowerings do not
   // pile up (a later mesh of the structure lowers it again).
-  void release_structure(const Scheme& scheme);
+  void release_structure(const Scheme& scheme) override;
 
-  const HardwareProfile& profile() const { return profile_; }
+  const HardwareProfile& profile() const override { return profile_; }
   // SPMD lowerings done (one per structure: the scheme's tp, sp, micro batch, tensor strategy,
   // ZeRO stage, precision, and whether dp > 1 and microbatches accumulate).
   size_t structures() const { return lowerings_.load(); }

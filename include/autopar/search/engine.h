@@ -77,7 +77,7 @@ StatusOr<std::vector<DeviceMesh>> enumerate_meshes(const SearchSpace& space,
                                                    const SearchProblem& problem);
 
 StatusOr<SearchResult> search(const SearchSpace& space, const SearchProblem& problem,
-                              Estimator& estimator, const SearchOptions& options);
+                              CostModel& estimator, const SearchOptions& options);
 
 // What else a pipeline stage pays, for partition_stages: sending a microbatch's activations
 // over the cut after layer `last` (and receiving their gradients back) as stage `stage`, and
