@@ -267,10 +267,10 @@ LayerCosts layer_costs_of(const SpmdLowering& lowered, const Graph& model, const
     std::set<int32_t> at = readers[i];
     // A tied parameter's gradient accumulates on every rank that reads the parameter: each
     // accumulates its own contribution, and the update adds them.
-    if (shared.kind == SharedState::Kind::kGradient && s.name.rfind("grad_acc/", 0) == 0) {
-      const std::string parameter_name = s.name.substr(std::string_view("grad_acc/").size());
-      auto parameter = spec_named.find(parameter_name);
-      if (lowered.spmd.gradients_per_rank.count(parameter_name) && parameter != spec_named.end())
+    if (shared.kind == SharedState::Kind::kGradient && !s.gradient_of.empty() &&
+        s.gradient_part.empty()) {
+      auto parameter = spec_named.find(s.gradient_of);
+      if (lowered.spmd.gradients_per_rank.count(s.gradient_of) && parameter != spec_named.end())
         at.insert(readers[parameter->second].begin(), readers[parameter->second].end());
     }
     if (at.size() > 1) {

@@ -3,6 +3,8 @@
 #include "autopar/autodiff/autodiff.h"
 
 #include <cassert>
+#include <string_view>
+#include <unordered_map>
 
 #include "autopar/autodiff/gradient_builder.h"
 #include "autopar/ops/op_def.h"
@@ -38,7 +40,8 @@ ValueId accumulate(Graph& g, const std::vector<ValueId>& parts, int32_t fallback
 }  // namespace
 
 StatusOr<std::vector<ValueId>> add_gradients(Graph& g, ValueId loss,
-                                             const std::vector<ValueId>& wrt, bool fused) {
+                                             const std::vector<ValueId>& wrt, bool fused,
+                                             std::vector<std::pair<NodeId, NodeId>>* forward_of) {
   const OpRegistry& registry = op_registry();
   const NodeId forward_nodes = g.num_nodes();
   // Values that depend on a wrt value through differentiable inputs.
@@ -104,9 +107,13 @@ StatusOr<std::vector<ValueId>> add_gradients(Graph& g, ValueId loss,
     for (ValueId out : node.outputs) {
       output_grads.push_back(out == kNoId ? kNoId : accumulate(g, contributions[out], node.layer));
     }
+    const NodeId first = g.num_nodes();
     GradientBuilder builder(g, id, std::move(output_grads), needs, fused);
     RETURN_IF_ERROR(def->gradient(builder));
     RETURN_IF_ERROR(builder.status());
+    if (forward_of) {
+      for (NodeId n = first; n < g.num_nodes(); ++n) forward_of->emplace_back(n, id);
+    }
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       if (!needs[i]) continue;
       const ValueId grad = builder.input_grads()[i];
@@ -122,6 +129,18 @@ StatusOr<std::vector<ValueId>> add_gradients(Graph& g, ValueId loss,
   return result;
 }
 
+std::vector<NodeId> forward_nodes(const TrainingGraph& training) {
+  const Graph& g = training.graph;
+  std::unordered_map<std::string_view, NodeId> named;
+  for (NodeId n = 0; n < g.num_nodes(); ++n) named.emplace(g.node(n).name, n);
+  std::vector<NodeId> forward(static_cast<size_t>(g.num_nodes()), kNoId);
+  for (const auto& [backward, of] : training.forward_of) {
+    auto b = named.find(backward), f = named.find(of);
+    if (b != named.end() && f != named.end()) forward[b->second] = f->second;
+  }
+  return forward;
+}
+
 TrainingGraph with_rewritten_graph(const TrainingGraph& training, Graph rewritten) {
   const Graph& old = training.graph;
   auto same = [&](ValueId v) {
@@ -135,6 +154,8 @@ TrainingGraph with_rewritten_graph(const TrainingGraph& training, Graph rewritte
   out.labels = same(training.labels);
   for (const auto& [s, next] : training.updates) out.updates.emplace_back(same(s), same(next));
   for (const auto& [p, g] : training.gradients) out.gradients.emplace_back(same(p), same(g));
+  for (const auto& [s, p] : training.slots) out.slots.emplace_back(same(s), same(p));
+  out.forward_of = training.forward_of;
   out.graph = std::move(rewritten);
   return out;
 }

@@ -269,13 +269,18 @@ StatusOr<TrainingGraph> build_training_graph(const Graph& model, const LossSpec&
   for (ValueId id : g.parameters()) {
     if (is_floating(g.value(id).dtype)) params.push_back(id);
   }
-  ASSIGN_OR_RETURN(std::vector<ValueId> grads, add_gradients(g, loss.loss, params, options.fused));
+  std::vector<std::pair<NodeId, NodeId>> forward_ids;
+  ASSIGN_OR_RETURN(std::vector<ValueId> grads,
+                   add_gradients(g, loss.loss, params, options.fused, &forward_ids));
+  std::vector<std::pair<std::string, std::string>> forward_of;
+  for (const auto& [b, f] : forward_ids) forward_of.emplace_back(g.node(b).name, g.node(f).name);
 
   // The optimizer: one step counter shared by every parameter (Adam's bias correction).
   Emitter emit(g, "optimizer", Phase::kOptimizer, -1);
   const bool adam = opt.kind != OptimizerKind::kSgd;
   ValueId step_next = kNoId, adam_rate = kNoId, adam_epsilon = kNoId;
   std::vector<std::pair<std::string, std::string>> gradient_names;
+  std::vector<std::pair<std::string, std::string>> slot_names;  // slot, its parameter
   const DType dtype = params.empty() ? DType::kFloat32 : g.value(params[0]).dtype;
   if (adam) {
     Value step;
@@ -317,6 +322,7 @@ StatusOr<TrainingGraph> build_training_graph(const Graph& model, const LossSpec&
       ValueId step = grad;
       if (opt.momentum > 0) {
         const ValueId velocity = add_state(g, pv, pv.name + ".momentum");
+        slot_names.emplace_back(g.value(velocity).name, pv.name);
         step = emit.op("Add", {scaled(opt.momentum, velocity), grad});
         updates.emplace_back(g.value(velocity).name, g.value(step).name);
       }
@@ -325,6 +331,8 @@ StatusOr<TrainingGraph> build_training_graph(const Graph& model, const LossSpec&
       // One fused node per parameter: the moments and the step in one pass over memory.
       const ValueId m = add_state(g, pv, pv.name + ".adam_m");
       const ValueId v = add_state(g, pv, pv.name + ".adam_v");
+      slot_names.emplace_back(g.value(m).name, pv.name);
+      slot_names.emplace_back(g.value(v).name, pv.name);
       Tensor coefficients(t, {5});
       const double keep = opt.kind == OptimizerKind::kAdamW && decay > 0 ? 1 - lr * decay : 1.0;
       const double values[] = {opt.beta1, 1 - opt.beta1, opt.beta2, 1 - opt.beta2, keep};
@@ -338,6 +346,8 @@ StatusOr<TrainingGraph> build_training_graph(const Graph& model, const LossSpec&
     } else {
       const ValueId m = add_state(g, pv, pv.name + ".adam_m");
       const ValueId v = add_state(g, pv, pv.name + ".adam_v");
+      slot_names.emplace_back(g.value(m).name, pv.name);
+      slot_names.emplace_back(g.value(v).name, pv.name);
       const ValueId m_next = emit.op("Add", {scaled(opt.beta1, m), scaled(1 - opt.beta1, grad)});
       const ValueId v_next = emit.op(
           "Add", {scaled(opt.beta2, v), scaled(1 - opt.beta2, emit.op("Mul", {grad, grad}))});
@@ -377,10 +387,15 @@ StatusOr<TrainingGraph> build_training_graph(const Graph& model, const LossSpec&
   for (const auto& [state, next] : updates) {
     result.updates.emplace_back(*g.find_value(state), *g.find_value(next));
   }
+  for (const auto& [slot, param] : slot_names) {
+    auto slot_id = g.find_value(slot);
+    if (slot_id) result.slots.emplace_back(*slot_id, *g.find_value(param));
+  }
   for (const auto& [param, grad] : gradient_names) {
     auto grad_id = g.find_value(grad);
     if (grad_id) result.gradients.emplace_back(*g.find_value(param), *grad_id);
   }
+  result.forward_of = std::move(forward_of);
   result.graph = std::move(g);
   return result;
 }

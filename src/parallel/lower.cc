@@ -156,7 +156,9 @@ StatusOr<SpmdLowering> lower_to_spmd(const Graph& model, const Scheme& scheme,
       ASSIGN_OR_RETURN(training, distribute_gradient_casts(std::move(training)));
       RETURN_IF_ERROR(after_pass(options, "gradient-casts", training.graph));
     }
-    prepared.layer_of = assign(training.graph, identity, static_cast<int32_t>(identity.size()));
+    prepared.forward_of = forward_nodes(training);
+    prepared.layer_of = assign(training.graph, identity, static_cast<int32_t>(identity.size()),
+                               prepared.forward_of);
     return prepared;
   };
   std::shared_ptr<const PreparedGraph> prepared;
@@ -179,6 +181,7 @@ StatusOr<SpmdLowering> lower_to_spmd(const Graph& model, const Scheme& scheme,
     input.graph = &prepared->training.graph;
     input.gradients = prepared->training.gradients;
     input.updates = prepared->training.updates;
+    input.slots = prepared->training.slots;
     input.loss = prepared->training.loss;
   } else {
     input.graph = &prepared->inference;
@@ -211,7 +214,8 @@ StatusOr<SpmdLowering> lower_to_spmd(const Graph& model, const Scheme& scheme,
          ++l)
       layer_stage[l] = s;
   }
-  out.source_stage = assign(graph, layer_stage, static_cast<int32_t>(virtual_stages));
+  out.source_stage = assign(graph, layer_stage, static_cast<int32_t>(virtual_stages),
+                            train ? prepared->forward_of : std::vector<NodeId>{});
   if (policy.stages > 1) {
     for (int32_t s : out.source_stage)
       policy.spmd.stage_of.push_back(static_cast<int32_t>(s % policy.stages));

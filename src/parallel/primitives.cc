@@ -370,7 +370,7 @@ StatusOr<ValueId> augment_recv(Graph& dst, std::string_view name, DType dtype,
 }
 
 std::vector<int32_t> assign(const Graph& g, const std::vector<int32_t>& layer_stage,
-                            int32_t num_stages) {
+                            int32_t num_stages, const std::vector<NodeId>& forward_of) {
   const int32_t last = num_stages - 1;
   std::vector<int32_t> stage(g.num_nodes(), -1);
   if (num_stages == 1) {
@@ -382,23 +382,6 @@ std::vector<int32_t> assign(const Graph& g, const std::vector<int32_t>& layer_st
   auto layer_of = [&](int32_t layer) -> int32_t {
     if (layer < 0 || layer >= static_cast<int32_t>(layer_stage.size())) return -1;
     return layer_stage[layer];
-  };
-  // Forward nodes by name, for "grad/<forward node>/..." backward nodes.
-  std::map<std::string, NodeId, std::less<>> forward;
-  for (NodeId i = 0; i < g.num_nodes(); ++i) {
-    if (g.node(i).phase == Phase::kForward) forward.emplace(g.node(i).name, i);
-  }
-  auto forward_of = [&](const std::string& name) -> NodeId {
-    if (name.rfind("grad/", 0) != 0) return kNoId;
-    std::string rest = name.substr(5);
-    // Longest prefix of the rest that names a forward node, cut at '/'.
-    for (size_t cut = rest.size(); cut != std::string::npos && cut > 0;
-         cut = rest.rfind('/', cut - 1)) {
-      auto it = forward.find(std::string_view(rest).substr(0, cut));
-      if (it != forward.end()) return it->second;
-      if (cut == 0) break;
-    }
-    return kNoId;
   };
   for (NodeId i = 0; i < g.num_nodes(); ++i) {
     const Node& n = g.node(i);
@@ -413,8 +396,9 @@ std::vector<int32_t> assign(const Graph& g, const std::vector<int32_t>& layer_st
         }
       }
     } else {
-      const NodeId f = forward_of(n.name);
-      if (f != kNoId) s = stage[f];
+      const NodeId f =
+          i < static_cast<NodeId>(forward_of.size()) ? forward_of[i] : kNoId;
+      if (f != kNoId && f < i) s = stage[f];
       if (s < 0) s = layer_of(n.layer);
       if (s < 0) {
         for (ValueId in : n.inputs) {

@@ -122,23 +122,7 @@ class Spmd {
       gradient_of_.emplace(p, g);
       parameter_of_.emplace(g, p);
     }
-    // Optimizer slots are named after their parameter ("w.adam_m", "w.momentum").
-    std::unordered_map<std::string_view, ValueId> parameter_named;
-    const std::vector<ValueId> parameters = src_.parameters();
-    for (ValueId p : parameters) parameter_named.emplace(src_.value(p).name, p);
-    for (const auto& [s, next] : in_.updates) {
-      if (src_.value(s).kind == ValueKind::kParameter) continue;
-      const std::string_view name = src_.value(s).name;
-      // The longest parameter name the slot's name extends by ".<slot>".
-      for (size_t dot = name.rfind('.'); dot != std::string_view::npos && dot > 0;
-           dot = name.rfind('.', dot - 1)) {
-        auto it = parameter_named.find(name.substr(0, dot));
-        if (it != parameter_named.end()) {
-          slot_param_[s] = it->second;
-          break;
-        }
-      }
-    }
+    for (const auto& [s, p] : in_.slots) slot_param_[s] = p;
   }
 
   StatusOr<SpmdResult> run();
@@ -1443,6 +1427,8 @@ Status Spmd::accumulate(ValueId p, ValueId g, const std::string& part) {
       spec.shape = grad.shape.dims;
       spec.layout = acc;
       spec.init = StateSpec::Init::kZeros;
+      spec.gradient_of = src_.value(p).name;
+      spec.gradient_part = part;
       result_.state.push_back(std::move(spec));
     }
     result_.origin.resize(dst.num_nodes(), grad.producer);

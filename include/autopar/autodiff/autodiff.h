@@ -16,8 +16,11 @@ namespace autopar {
 // `wrt` value (kNoId where the loss does not depend on it). A node on such a path whose op
 // has no gradient rule is an error naming it.
 // `fused`: rules may emit ai.autopar.training ops (LayerNorm's gradient as one node).
-StatusOr<std::vector<ValueId>> add_gradients(Graph& graph, ValueId loss,
-                                             const std::vector<ValueId>& wrt, bool fused = false);
+// With `forward_of`, each node a gradient rule emits is recorded with the forward node whose
+// rule emitted it (backward node, forward node).
+StatusOr<std::vector<ValueId>> add_gradients(
+    Graph& graph, ValueId loss, const std::vector<ValueId>& wrt, bool fused = false,
+    std::vector<std::pair<NodeId, NodeId>>* forward_of = nullptr);
 
 enum class LossKind : uint8_t { kCrossEntropy, kMse };
 enum class OptimizerKind : uint8_t { kSgd, kAdam, kAdamW };
@@ -64,7 +67,16 @@ struct TrainingGraph {
   std::vector<std::pair<ValueId, ValueId>> updates;
   // Each parameter and its gradient (for tests and for the parallel compiler).
   std::vector<std::pair<ValueId, ValueId>> gradients;
+  // Each optimizer slot (a momentum, Adam's moments) and the parameter it belongs to.
+  std::vector<std::pair<ValueId, ValueId>> slots;
+  // Each node a gradient rule emitted and the forward node it differentiates, by node name
+  // (rewrites of the training graph keep node names; see forward_nodes()).
+  std::vector<std::pair<std::string, std::string>> forward_of;
 };
+
+// Per node of `training.graph`: the forward node it is the backward of (kNoId for forward,
+// loss, optimizer nodes and the sums of gradient contributions).
+std::vector<NodeId> forward_nodes(const TrainingGraph& training);
 
 // `training` with its graph replaced by `rewritten`, a rewrite of it that keeps the names of
 // the values it refers to (loss, labels, state and their updates, parameters and gradients).

@@ -28,6 +28,8 @@ struct PreparedGraph {
   // Per node of the graph the SPMD pass reads: the layer it goes with (assign() over one stage
   // per layer), the same for every scheme that lowers this graph.
   std::vector<int32_t> layer_of;
+  // Per node of the training graph: the forward node it is the backward of (forward_nodes()).
+  std::vector<NodeId> forward_of;
   uint64_t id = 0;  // unique in the process (SpmdInput::graph_id)
 };
 

@@ -25,6 +25,10 @@ struct StateSpec {
   enum class Init : uint8_t { kModel, kZeros } init = Init::kModel;
   // kZeros state is cleared at the start of every step (gradient accumulators).
   bool is_parameter = false;
+  // A gradient accumulator: the parameter whose gradient it sums, and which of several
+  // accumulators of it this is (empty: its only one; a pipeline rank's contribution otherwise).
+  std::string gradient_of;
+  std::string gradient_part;
 };
 
 // A parameter of the plan that is a slice of a model parameter (a fused projection split into

@@ -73,11 +73,12 @@ StatusOr<ValueId> augment_recv(Graph& dst, std::string_view name, DType dtype,
 // assign: the (virtual) pipeline stage of every node of a training or inference graph.
 // `layer_stage` maps layer ids to stages. Forward nodes in a layer take its stage, others the
 // latest stage they read from; backward nodes take the stage of the forward node they
-// differentiate (named "grad/<node>/..."), else their layer's, else the earliest stage they
-// read from (a gradient flows towards stage 0); nodes that read nothing staged (a transpose of
-// a parameter) take their first consumer's stage; optimizer nodes are left at -1 (they run on
-// every stage that holds their state).
+// differentiate (`forward_of`, per node: forward_nodes() of the training graph; empty for a
+// forward graph), else their layer's, else the earliest stage they read from (a gradient flows
+// towards stage 0); nodes that read nothing staged (a transpose of a parameter) take their
+// first consumer's stage; optimizer nodes are left at -1 (they run on every stage that holds
+// their state).
 std::vector<int32_t> assign(const Graph& graph, const std::vector<int32_t>& layer_stage,
-                            int32_t num_stages);
+                            int32_t num_stages, const std::vector<NodeId>& forward_of = {});
 
 }  // namespace autopar

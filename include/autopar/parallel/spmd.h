@@ -62,6 +62,7 @@ struct SpmdInput {
   const Graph* graph = nullptr;
   std::vector<std::pair<ValueId, ValueId>> gradients;  // parameter, gradient
   std::vector<std::pair<ValueId, ValueId>> updates;    // state, new value
+  std::vector<std::pair<ValueId, ValueId>> slots;      // optimizer slot, its parameter
   ValueId loss = kNoId;
   // The result is costed, never run: a constant without data is lowered by its shape.
   bool shapes_only = false;
