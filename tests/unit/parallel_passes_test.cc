@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "autopar/parallel/lowering.h"
+#include "autopar/parallel/primitives.h"
 #include "autopar/parallel/verify.h"
 #include "autopar/zoo/zoo.h"
 
@@ -96,6 +97,56 @@ TEST(VerifyPlan, AgreesWithTheReferenceAndCatchesADifference) {
   tampered.state.erase("ln_f.bias");
   EXPECT_EQ(compare_plan_step(*plan, tampered, *reference, *expected).status().message(),
             "the plan lost state 'ln_f.bias'");
+}
+
+}  // namespace
+}  // namespace autopar
+
+namespace autopar {
+namespace {
+
+// Pipeline staging reads the training graph's forward_of map, not node names: renaming every
+// backward node leaves each on the stage of the forward node it differentiates, and the
+// structure maps name every slot's parameter.
+TEST(TrainingStructure, StagesFollowTheMapNotTheNames) {
+  const Graph model = gpt_tiny(2, false);
+  LossSpec loss;
+  loss.kind = default_loss(model);
+  OptimizerSpec adam;
+  auto training = build_training_graph(model, loss, adam, TrainingOptions{.fused = true});
+  ASSERT_TRUE(training.is_ok()) << training.status().message();
+  const std::vector<int32_t> layer_stage = {0, 0, 1, 1};
+  const std::vector<NodeId> forward = forward_nodes(*training);
+  const std::vector<int32_t> before = assign(training->graph, layer_stage, 2, forward);
+
+  TrainingGraph renamed = *training;
+  int backward = 0;
+  for (NodeId n = 0; n < renamed.graph.num_nodes(); ++n) {
+    Node& node = renamed.graph.mutable_node(n);
+    if (node.phase != Phase::kBackward) continue;
+    const std::string old = node.name;
+    node.name = fmt::format("b{}", backward++);
+    for (auto& [b, f] : renamed.forward_of) {
+      if (b == old) b = node.name;
+    }
+  }
+  EXPECT_EQ(backward, 295);
+  EXPECT_EQ(forward_nodes(renamed), forward);
+  EXPECT_EQ(assign(renamed.graph, layer_stage, 2, forward_nodes(renamed)), before);
+  // Every backward node of a gradient rule sits on its forward node's stage, across the cut.
+  int mapped = 0;
+  for (NodeId n = 0; n < renamed.graph.num_nodes(); ++n) {
+    if (forward[n] == kNoId) continue;
+    ++mapped;
+    EXPECT_EQ(before[n], before[forward[n]]) << renamed.graph.node(n).name;
+  }
+  // 286 of the 295: the rest are the loss seed and sums of gradient contributions.
+  EXPECT_EQ(mapped, 286);
+
+  // Adam's two moments per parameter, each naming its parameter.
+  EXPECT_EQ(training->slots.size(), 2 * training->gradients.size());
+  for (const auto& [slot, parameter] : training->slots)
+    EXPECT_EQ(training->graph.value(parameter).kind, ValueKind::kParameter);
 }
 
 }  // namespace
