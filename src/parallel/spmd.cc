@@ -122,7 +122,11 @@ class Spmd {
       gradient_of_.emplace(p, g);
       parameter_of_.emplace(g, p);
     }
-    for (const auto& [s, p] : in_.slots) slot_param_[s] = p;
+    std::map<ValueId, int32_t> slots_of;
+    for (const auto& [s, p] : in_.slots) {
+      slot_param_[s] = p;
+      slot_index_[s] = slots_of[p]++;
+    }
   }
 
   StatusOr<SpmdResult> run();
@@ -313,6 +317,7 @@ class Spmd {
   std::vector<std::optional<Layout>> layout_;
   std::vector<bool> state_;
   std::map<ValueId, ValueId> slot_param_;
+  std::map<ValueId, int32_t> slot_index_;  // a slot's place among its parameter's slots
   std::unordered_map<ValueId, ValueId> state_of_;  // a new state value → its state
   std::map<ValueId, ValueId> gradient_of_;
   // Casts of a parameter not yet placed (mixed precision): they take the layout their first
@@ -488,6 +493,10 @@ void Spmd::place_state(ValueId v, const Layout& compute) {
   spec.shape = value.shape.dims;
   spec.layout = storage;
   spec.is_parameter = value.kind == ValueKind::kParameter;
+  if (auto slot = slot_param_.find(v); slot != slot_param_.end()) {
+    spec.slot_of = src_.value(slot->second).name;
+    spec.slot_index = slot_index_.at(v);
+  }
   result_.state.push_back(std::move(spec));
 }
 

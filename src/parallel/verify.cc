@@ -30,23 +30,36 @@ StatusOr<runtime::PlanFeeds> synthetic_plan_feeds(const Graph& model, const Plan
   runtime::PlanFeeds feeds;
   // Initial state: the model's parameters and the training graph's optimizer state.
   Graph source = model;
+  std::vector<std::pair<std::string, std::string>> source_slots;  // slot, parameter (names)
   if (!options.inference) {
     ASSIGN_OR_RETURN(TrainingGraph t,
                      build_training_graph(model, options.loss, options.optimizer));
+    for (const auto& [slot, parameter] : t.slots)
+      source_slots.emplace_back(t.graph.value(slot).name, t.graph.value(parameter).name);
     source = std::move(t.graph);
   }
   for (const Value& v : source.values()) {
     if (v.is_initializer() && v.data) feeds.state[v.name] = v.data;
   }
-  // Parts of split parameters, and their optimizer state, are slices of the whole ones.
+  // Parts of split parameters, and their optimizer slots, are slices of the whole ones (a
+  // part's slot of one place is a slice of the whole parameter's slot of the same place).
+  std::map<std::pair<std::string, int32_t>, std::string> slot_named;
+  std::map<std::string, int32_t> slots_of;
+  for (const auto& [slot, parameter] : source_slots)
+    slot_named[{parameter, slots_of[parameter]++}] = slot;
   for (const StateSpec& s : plan.state) {
     if (feeds.state.count(s.name) || s.init != StateSpec::Init::kModel) continue;
+    const std::string& parameter = s.is_parameter ? s.name : s.slot_of;
     for (const ParameterPart& part : plan.parts) {
-      if (s.name.compare(0, part.name.size(), part.name) != 0) continue;
-      const std::string suffix = s.name.substr(part.name.size());
-      if (!suffix.empty() && suffix[0] != '.') continue;
-      auto whole = feeds.state.find(part.whole + suffix);
-      if (whole == feeds.state.end()) continue;
+      if (parameter.empty() || part.name != parameter) continue;
+      std::string whole_name = part.whole;
+      if (!s.is_parameter) {
+        auto slot = slot_named.find({part.whole, s.slot_index});
+        if (slot == slot_named.end()) break;
+        whole_name = slot->second;
+      }
+      auto whole = feeds.state.find(whole_name);
+      if (whole == feeds.state.end()) break;
       const int64_t parts = whole->second->dims()[part.dim] / part.length;
       feeds.state[s.name] = std::make_shared<const Tensor>(
           runtime::split_tensor(*whole->second, part.dim, parts)[part.offset / part.length]);

@@ -29,6 +29,10 @@ struct StateSpec {
   // accumulators of it this is (empty: its only one; a pipeline rank's contribution otherwise).
   std::string gradient_of;
   std::string gradient_part;
+  // An optimizer slot: its parameter, and its place among that parameter's slots (Adam's
+  // first moment 0, its second 1).
+  std::string slot_of;
+  int32_t slot_index = 0;
 };
 
 // A parameter of the plan that is a slice of a model parameter (a fused projection split into
