@@ -156,6 +156,7 @@ TrainingGraph with_rewritten_graph(const TrainingGraph& training, Graph rewritte
   for (const auto& [p, g] : training.gradients) out.gradients.emplace_back(same(p), same(g));
   for (const auto& [s, p] : training.slots) out.slots.emplace_back(same(s), same(p));
   out.forward_of = training.forward_of;
+  for (ValueId s : training.statistics) out.statistics.push_back(same(s));
   out.graph = std::move(rewritten);
   return out;
 }

@@ -263,6 +263,8 @@ StatusOr<TrainingGraph> build_training_graph(const Graph& model, const LossSpec&
 
   std::vector<std::pair<std::string, std::string>> updates;  // state name → updated value name
   RETURN_IF_ERROR(batch_norm_to_training(g, options.unbiased_running_var, updates));
+  std::vector<std::string> statistic_names;  // BatchNorm's running statistics
+  for (const auto& [state, next] : updates) statistic_names.push_back(state);
   ASSIGN_OR_RETURN(LossResult loss, add_loss(g, loss_spec));
 
   std::vector<ValueId> params;
@@ -386,6 +388,9 @@ StatusOr<TrainingGraph> build_training_graph(const Graph& model, const LossSpec&
   result.labels = *g.find_value(labels_name);
   for (const auto& [state, next] : updates) {
     result.updates.emplace_back(*g.find_value(state), *g.find_value(next));
+  }
+  for (const std::string& statistic : statistic_names) {
+    if (auto id = g.find_value(statistic)) result.statistics.push_back(*id);
   }
   for (const auto& [slot, param] : slot_names) {
     auto slot_id = g.find_value(slot);

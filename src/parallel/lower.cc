@@ -182,6 +182,7 @@ StatusOr<SpmdLowering> lower_to_spmd(const Graph& model, const Scheme& scheme,
     input.gradients = prepared->training.gradients;
     input.updates = prepared->training.updates;
     input.slots = prepared->training.slots;
+    input.statistics = prepared->training.statistics;
     input.loss = prepared->training.loss;
   } else {
     input.graph = &prepared->inference;

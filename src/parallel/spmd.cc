@@ -493,6 +493,8 @@ void Spmd::place_state(ValueId v, const Layout& compute) {
   spec.shape = value.shape.dims;
   spec.layout = storage;
   spec.is_parameter = value.kind == ValueKind::kParameter;
+  spec.is_statistic =
+      std::find(in_.statistics.begin(), in_.statistics.end(), v) != in_.statistics.end();
   if (auto slot = slot_param_.find(v); slot != slot_param_.end()) {
     spec.slot_of = src_.value(slot->second).name;
     spec.slot_index = slot_index_.at(v);

@@ -125,7 +125,7 @@ StatusOr<PlanComparison> compare_plan_step(const Plan& plan, runtime::PlanResult
     diffs.push_back({"loss", std::fabs(a - b) / std::max(std::fabs(b), 1e-6), std::fabs(b)});
     for (const StateSpec& s : reference.state) {
       if (s.init != StateSpec::Init::kModel) continue;
-      if (!s.is_parameter && s.name.find("running_") == std::string::npos) continue;
+      if (!s.is_parameter && !s.is_statistic) continue;
       auto want = expected.state.find(s.name);
       auto got = ran.state.find(s.name);
       if (want == expected.state.end()) continue;

@@ -151,3 +151,33 @@ TEST(TrainingStructure, StagesFollowTheMapNotTheNames) {
 
 }  // namespace
 }  // namespace autopar
+
+namespace autopar {
+namespace {
+
+// A CNN's plan is compared on its BatchNorm running statistics too: the training graph marks
+// them (TrainingGraph::statistics, StateSpec::is_statistic), whatever their names.
+TEST(VerifyPlan, ComparesRunningStatistics) {
+  const Scheme scheme = scheme_of("mesh: {dp: 2}\nbatch: {global: 8, micro: 2}\n");
+  ZooOptions zoo;
+  zoo.batch = scheme.dp() * scheme.micro_batch;
+  auto model = build_zoo_model("resnet-tiny", zoo);
+  ASSERT_TRUE(model.is_ok());
+  LoweringOptions options;
+  options.loss.kind = default_loss(*model);
+  auto plan = lower(*model, scheme, options);
+  ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+  int statistics = 0;
+  for (const StateSpec& s : plan->state) statistics += s.is_statistic ? 1 : 0;
+  EXPECT_EQ(statistics, 24);  // 12 BatchNorms: running mean and variance
+  auto feeds = synthetic_plan_feeds(*model, *plan, options, 1, 0);
+  ASSERT_TRUE(feeds.is_ok()) << feeds.status().message();
+  auto compared = verify_plan(*model, *plan, options, *feeds);
+  ASSERT_TRUE(compared.is_ok()) << compared.status().message();
+  // The loss, 38 parameters and the 24 statistics.
+  EXPECT_EQ(compared->differences.size(), 63u);
+  EXPECT_TRUE(compared->within(1e-4)) << compared->worst();
+}
+
+}  // namespace
+}  // namespace autopar

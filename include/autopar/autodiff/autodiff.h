@@ -69,6 +69,8 @@ struct TrainingGraph {
   std::vector<std::pair<ValueId, ValueId>> gradients;
   // Each optimizer slot (a momentum, Adam's moments) and the parameter it belongs to.
   std::vector<std::pair<ValueId, ValueId>> slots;
+  // State the forward updates: BatchNorm's running statistics.
+  std::vector<ValueId> statistics;
   // Each node a gradient rule emitted and the forward node it differentiates, by node name
   // (rewrites of the training graph keep node names; see forward_nodes()).
   std::vector<std::pair<std::string, std::string>> forward_of;

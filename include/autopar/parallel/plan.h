@@ -33,6 +33,7 @@ struct StateSpec {
   // first moment 0, its second 1).
   std::string slot_of;
   int32_t slot_index = 0;
+  bool is_statistic = false;  // a running statistic the forward updates (BatchNorm's)
 };
 
 // A parameter of the plan that is a slice of a model parameter (a fused projection split into

@@ -63,6 +63,7 @@ struct SpmdInput {
   std::vector<std::pair<ValueId, ValueId>> gradients;  // parameter, gradient
   std::vector<std::pair<ValueId, ValueId>> updates;    // state, new value
   std::vector<std::pair<ValueId, ValueId>> slots;      // optimizer slot, its parameter
+  std::vector<ValueId> statistics;                     // BatchNorm's running statistics
   ValueId loss = kNoId;
   // The result is costed, never run: a constant without data is lowered by its shape.
   bool shapes_only = false;
