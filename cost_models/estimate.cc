@@ -470,6 +470,7 @@ std::string spmd_structure_key(const Scheme& scheme) {
                      scheme.tp() > 1 ? tensor_strategy_name(scheme.tensor) : "-",
                      scheme.dp() > 1 ? scheme.zero : 0, precision_name(scheme.precision));
   for (const OpOverride& o : scheme.overrides) key += fmt::format("|{}={}", o.pattern, o.strategy);
+  for (const auto& [field, value] : scheme.extensions) key += fmt::format("|{}: {}", field, value);
   return key;
 }
 

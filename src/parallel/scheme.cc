@@ -46,14 +46,17 @@ struct Reader {
   }
 
   Status known_keys(const YAML::Node& node, std::string_view field,
-                    std::initializer_list<const char*> keys) const {
+                    std::initializer_list<const char*> keys,
+                    const std::vector<std::string>& more = {}) const {
     for (const auto& entry : node) {
       const std::string key = entry.first.Scalar();
-      bool known = false;
+      bool known = std::find(more.begin(), more.end(), key) != more.end();
       for (const char* k : keys) known = known || key == k;
       if (!known) {
+        std::vector<std::string> all(keys.begin(), keys.end());
+        all.insert(all.end(), more.begin(), more.end());
         return fail(field.empty() ? key : fmt::format("{}.{}", field, key),
-                    "unknown field (known: {})", fmt::join(keys, ", "));
+                    "unknown field (known: {})", fmt::join(all, ", "));
       }
     }
     return Status::ok();
@@ -121,7 +124,15 @@ StatusOr<Scheme> parse_scheme(std::string_view yaml, std::string_view source) {
   if (!root.IsMap()) return error("{}: a scheme is a YAML mapping of fields", source);
   RETURN_IF_ERROR(r.known_keys(
       root, "",
-      {"mesh", "devices", "batch", "pipeline", "tensor", "zero", "recompute", "precision"}));
+      {"mesh", "devices", "batch", "pipeline", "tensor", "zero", "recompute", "precision"},
+      registered_scheme_fields()));
+  for (const std::string& field : registered_scheme_fields()) {
+    if (const YAML::Node value = root[field]) {
+      YAML::Emitter text;
+      text << YAML::Flow << value;
+      s.extensions[field] = text.c_str();
+    }
+  }
 
   std::vector<MeshAxis> axes;
   if (const YAML::Node mesh = root["mesh"]) {
@@ -311,7 +322,19 @@ std::string Scheme::to_yaml() const {
   }
   out += fmt::format("zero: {}\nrecompute: {}\nprecision: {}\n", zero, recompute_name(recompute),
                      precision_name(precision));
+  for (const auto& [field, value] : extensions) out += fmt::format("{}: {}\n", field, value);
   return out;
 }
+
+namespace {
+std::vector<std::string>& scheme_fields() {
+  static std::vector<std::string> fields;
+  return fields;
+}
+}  // namespace
+
+void register_scheme_field(std::string name) { scheme_fields().push_back(std::move(name)); }
+
+const std::vector<std::string>& registered_scheme_fields() { return scheme_fields(); }
 
 }  // namespace autopar

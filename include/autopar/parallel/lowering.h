@@ -90,8 +90,15 @@ struct Paradigm {
   // Reads the scheme and the graph being lowered (with its layer count) and adds its
   // decisions to the policy; an error names the scheme field.
   std::function<Status(const Scheme&, const Graph&, int32_t layers, LoweringPolicy&)> configure;
+  // Top-level scheme fields the paradigm owns beyond the built-in ones (Scheme::extensions).
+  std::vector<std::string> fields = {};
 };
+// The built-in paradigms, then the registered ones, in the order their decisions compose.
 const std::vector<Paradigm>& paradigms();
+// Adds a paradigm after the others, and its scheme fields to what parse_scheme accepts: a
+// paradigm outside src/parallel/paradigms/ is one file with one registration. Call it before
+// any lowering (at static initialisation, or first thing in main).
+void register_paradigm(Paradigm paradigm);
 
 // Contiguous ranges of `costs` (per layer) in `parts` groups that minimise the largest group's
 // sum: the linear partition, by dynamic programming over prefix sums.

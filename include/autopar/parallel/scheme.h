@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -46,6 +47,9 @@ struct Scheme {
   int zero = 0;  // 0..3
   Recompute recompute = Recompute::kNone;
   Precision precision = Precision::kFp32;
+  // Fields of paradigms registered beyond the built-in ones (register_paradigm): field name →
+  // its value's YAML text, read and checked by the paradigm that owns the field.
+  std::map<std::string, std::string> extensions;
 
   int64_t dp() const { return mesh.size("dp"); }
   int64_t pp() const { return mesh.size("pp"); }
@@ -58,6 +62,11 @@ struct Scheme {
   std::string to_yaml() const;
   bool operator==(const Scheme&) const = default;
 };
+
+// Top-level scheme fields that registered paradigms own (register_paradigm adds them); parse
+// accepts them and keeps their text in Scheme::extensions.
+void register_scheme_field(std::string name);
+const std::vector<std::string>& registered_scheme_fields();
 
 // Parses a scheme; errors are one line "<source>: <field>: <what>". Checks what the scheme
 // alone decides: axis names and sizes, devices against the mesh, micro dividing global/dp,

@@ -3,8 +3,10 @@
 
 namespace autopar {
 
-const std::vector<Paradigm>& paradigms() {
-  static const std::vector<Paradigm> list = {
+namespace {
+
+std::vector<Paradigm>& registry() {
+  static std::vector<Paradigm> list = {
       {"data", paradigm_files::configure_data},
       {"attribute", paradigm_files::configure_attribute},
       {"operator", paradigm_files::configure_operator},
@@ -14,6 +16,15 @@ const std::vector<Paradigm>& paradigms() {
       {"precision", paradigm_files::configure_precision},
   };
   return list;
+}
+
+}  // namespace
+
+const std::vector<Paradigm>& paradigms() { return registry(); }
+
+void register_paradigm(Paradigm paradigm) {
+  for (const std::string& field : paradigm.fields) register_scheme_field(field);
+  registry().push_back(std::move(paradigm));
 }
 
 }  // namespace autopar
