@@ -100,8 +100,7 @@ std::vector<double> fused_node_seconds(const HardwareProfile& profile, const Gra
   if (device.fused_op_element_s <= 0) return {};
   std::vector<double> seconds(static_cast<size_t>(g.num_nodes()), -1.0);
   const auto curve = device.efficiency.find(OpClass::kElementwise);
-  for (const runtime::FusedRun& run :
-       runtime::fused_runs(g, cut_before, device.fuses_half_types)) {
+  for (const runtime::FusedRun& run : runtime::fused_runs(g, cut_before, device.fuses_half_types)) {
     const double efficiency =
         curve != device.efficiency.end() ? curve->second.at(run.external_bytes) : 1.0;
     const double memory = run.external_bytes / (device.memory_bandwidth * efficiency);

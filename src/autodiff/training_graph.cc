@@ -47,9 +47,10 @@ Status batch_norm_to_training(Graph& g, bool unbiased,
         const int64_t channels = x.shape.rank() >= 2 ? x.shape.dims[1] : 0;
         const int64_t n = channels > 0 ? x.shape.num_elements() / channels : 0;
         if (n < 2) {
-          return error("node '{}' (BatchNormalization): the unbiased running variance needs "
-                       "more than one value per channel (it has {})",
-                       bn.name, n);
+          return error(
+              "node '{}' (BatchNormalization): the unbiased running variance needs "
+              "more than one value per channel (it has {})",
+              bn.name, n);
         }
         const DType dtype = g.value(stat).dtype;
         const double momentum = bn.attr_float("momentum", 0.9f);
@@ -58,8 +59,8 @@ Status batch_norm_to_training(Graph& g, bool unbiased,
         Emitter e(g, bn.name + "/unbiased_var", Phase::kForward, bn.layer);
         const ValueId kept = e.op("Mul", {stat, e.scalar(momentum, dtype)});
         const ValueId added = e.op("Sub", {out, kept});
-        const ValueId scaled =
-            e.op("Mul", {added, e.scalar(static_cast<double>(n) / static_cast<double>(n - 1), dtype)});
+        const ValueId scaled = e.op(
+            "Mul", {added, e.scalar(static_cast<double>(n) / static_cast<double>(n - 1), dtype)});
         out = e.op("Add", {kept, scaled});
         RETURN_IF_ERROR(e.status());
         g.rename_value(out, name);

@@ -116,10 +116,9 @@ StatusOr<BuiltPlan> resolve_model(const std::string& model, Scheme scheme, const
     if (user_batch) {
       scheme.global_batch = *user_batch;
     } else {
-      ASSIGN_OR_RETURN(
-          Graph probe,
-          load_at(model, is_zoo(model) ? std::optional<int64_t>(4) : std::nullopt, dims, false,
-                  given));
+      ASSIGN_OR_RETURN(Graph probe,
+                       load_at(model, is_zoo(model) ? std::optional<int64_t>(4) : std::nullopt,
+                               dims, false, given));
       scheme.global_batch = batch_of(probe);
     }
   }
@@ -166,8 +165,7 @@ StatusOr<BuiltPlan> resolve_model(const std::string& model, Scheme scheme, const
     built.source.optimizer = "none";
   }
   if (!given.hw.empty()) {
-    auto profile =
-        read_hardware_profile(given.hw, std::string(AUTOPAR_CONFIG_DIR) + "/hw");
+    auto profile = read_hardware_profile(given.hw, std::string(AUTOPAR_CONFIG_DIR) + "/hw");
     if (!profile.is_ok()) return profile.status();
     if (given.nodes < 1) return error("--nodes {}: must be at least 1", given.nodes);
     profile.value().nodes = given.nodes;
@@ -339,8 +337,8 @@ Status run_verify(const VerifyFlags& f, int* exit_code) {
   if (f.json) {
     fmt::print(
         "{{\"ok\": {}, \"worst_relative_error\": {:.3e}, \"worst\": \"{}\", \"compared\": {}}}\n",
-        ok ? "true" : "false", compared->worst(),
-        diffs.empty() ? "" : diffs.front().name, diffs.size());
+        ok ? "true" : "false", compared->worst(), diffs.empty() ? "" : diffs.front().name,
+        diffs.size());
   } else {
     fmt::print(
         "{}: {} devices against one ({}), {} tensors compared, worst relative error "

@@ -61,7 +61,8 @@ std::string ScheduleStep::to_string() const {
 
 const std::vector<LoweringPass>& lowering_passes() {
   static const std::vector<LoweringPass> passes = {
-      {"split-projections", "fused projections (q/k/v) split into one per part (tensor parallelism)"},
+      {"split-projections",
+       "fused projections (q/k/v) split into one per part (tensor parallelism)"},
       {"mixed-precision", "the forward narrowed to bf16 or fp16 with fp32 master weights"},
       {"training-graph", "loss, backward and optimizer added (training)"},
       {"batch-norm-statistics", "training BatchNorm written as reductions (dp or sp)"},

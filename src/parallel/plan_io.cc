@@ -231,7 +231,8 @@ StatusOr<PlanManifest> read_plan_manifest(const std::string& dir) {
     m.source.keep_constants = source["keep_constants"] && source["keep_constants"].as<bool>();
     m.source.hw = source["hw"] ? source["hw"].as<std::string>() : "";
     m.source.nodes = source["nodes"] ? source["nodes"].as<int64_t>() : 1;
-    if (m.source.nodes < 1) return error("{}: source.nodes: {} must be at least 1", path, m.source.nodes);
+    if (m.source.nodes < 1)
+      return error("{}: source.nodes: {} must be at least 1", path, m.source.nodes);
     if (!root["scheme"]) return error("{}: scheme: missing", path);
     YAML::Emitter out;
     out << root["scheme"];

@@ -267,9 +267,10 @@ StatusOr<ValueId> augment(Graph& dst, ValueId x, const ReshardStep& step, const 
     for (int64_t i = 0; i < members; ++i) one_hot.set_from_double(i, i == 0 ? 1.0 : 0.0);
     Emitter e(dst, fmt::format("{}/Share.{}", dst.value(x).name, step.axis), phase, layer);
     const ValueId table = e.constant(std::move(one_hot));
-    ASSIGN_OR_RETURN(const ValueId mine,
-                     augment(dst, table, {ReshardStep::Kind::kSlice, step.axis, 0, -1, step.axis_id},
-                             mesh, phase, layer));
+    ASSIGN_OR_RETURN(
+        const ValueId mine,
+        augment(dst, table, {ReshardStep::Kind::kSlice, step.axis, 0, -1, step.axis_id}, mesh,
+                phase, layer));
     const ValueId kept = e.op("Mul", {x, mine});
     RETURN_IF_ERROR(e.status());
     return kept;
@@ -396,8 +397,7 @@ std::vector<int32_t> assign(const Graph& g, const std::vector<int32_t>& layer_st
         }
       }
     } else {
-      const NodeId f =
-          i < static_cast<NodeId>(forward_of.size()) ? forward_of[i] : kNoId;
+      const NodeId f = i < static_cast<NodeId>(forward_of.size()) ? forward_of[i] : kNoId;
       if (f != kNoId && f < i) s = stage[f];
       if (s < 0) s = layer_of(n.layer);
       if (s < 0) {

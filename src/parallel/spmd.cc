@@ -317,7 +317,7 @@ class Spmd {
   std::vector<std::optional<Layout>> layout_;
   std::vector<bool> state_;
   std::map<ValueId, ValueId> slot_param_;
-  std::map<ValueId, int32_t> slot_index_;  // a slot's place among its parameter's slots
+  std::map<ValueId, int32_t> slot_index_;          // a slot's place among its parameter's slots
   std::unordered_map<ValueId, ValueId> state_of_;  // a new state value → its state
   std::map<ValueId, ValueId> gradient_of_;
   // Casts of a parameter not yet placed (mixed precision): they take the layout their first
@@ -939,8 +939,8 @@ void Spmd::plan_layer(NodeId first, NodeId end, StrategyCache::LayerPlan& plan) 
     double lowest = kInfinite;
     for (size_t c = 0; c < cs.size(); ++c) {
       const OpStrategy& st = *cs[c];
-      double t = work * pricing_.compute(first + static_cast<NodeId>(k), deg[c]) +
-                 gradient_sum(st, node);
+      double t =
+          work * pricing_.compute(first + static_cast<NodeId>(k), deg[c]) + gradient_sum(st, node);
       for (size_t i = 0; i < st.inputs.size() && i < node.inputs.size() && t < kInfinite; ++i) {
         const Layout& want = st.inputs[i];
         double cost = -1;
@@ -1295,8 +1295,7 @@ Status Spmd::lower_node(NodeId id) {
       cost += in;
       if (cost >= kInfinite) return kInfinite;
     }
-    return cost + pricing_.compute(id, static_cast<double>(own->degree[k])) +
-           storage_cost(node, s);
+    return cost + pricing_.compute(id, static_cast<double>(own->degree[k])) + storage_cost(node, s);
   };
   const Choice* best = nullptr;
   double best_cost = kInfinite;

@@ -32,8 +32,7 @@ StatusOr<runtime::PlanFeeds> synthetic_plan_feeds(const Graph& model, const Plan
   Graph source = model;
   std::vector<std::pair<std::string, std::string>> source_slots;  // slot, parameter (names)
   if (!options.inference) {
-    ASSIGN_OR_RETURN(TrainingGraph t,
-                     build_training_graph(model, options.loss, options.optimizer));
+    ASSIGN_OR_RETURN(TrainingGraph t, build_training_graph(model, options.loss, options.optimizer));
     for (const auto& [slot, parameter] : t.slots)
       source_slots.emplace_back(t.graph.value(slot).name, t.graph.value(parameter).name);
     source = std::move(t.graph);

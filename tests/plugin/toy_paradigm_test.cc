@@ -77,8 +77,8 @@ TEST(ToyParadigm, ReplicatesTheLastLayerAndStillVerifies) {
   ASSERT_TRUE(feeds.is_ok()) << feeds.status().message();
   auto compared = verify_plan(*model, toy, options, *feeds);
   ASSERT_TRUE(compared.is_ok()) << compared.status().message();
-  EXPECT_TRUE(compared->within(1e-4)) << compared->differences.front().name << " "
-                                      << compared->worst();
+  EXPECT_TRUE(compared->within(1e-4))
+      << compared->differences.front().name << " " << compared->worst();
 }
 
 TEST(ToyParadigm, OwnsItsFieldsErrors) {

@@ -45,9 +45,9 @@ TEST(LoweringPasses, RunInOrderAndEachLeavesAValidGraph) {
                                             "gradient-casts", "spmd", "roles", "roles"}));
   std::vector<std::string> listed;
   for (const LoweringPass& p : lowering_passes()) listed.emplace_back(p.name);
-  EXPECT_EQ(listed, (std::vector<std::string>{"split-projections", "mixed-precision",
-                                              "training-graph", "batch-norm-statistics",
-                                              "gradient-casts", "spmd", "roles"}));
+  EXPECT_EQ(listed,
+            (std::vector<std::string>{"split-projections", "mixed-precision", "training-graph",
+                                      "batch-norm-statistics", "gradient-casts", "spmd", "roles"}));
 }
 
 // Data parallelism in fp32 skips the passes it does not need.
@@ -57,8 +57,8 @@ TEST(LoweringPasses, SkipWhatTheSchemeDoesNotNeed) {
   std::vector<std::string> seen;
   options.after_pass = [&](std::string_view pass, const Graph&) { seen.emplace_back(pass); };
   ASSERT_TRUE(lower(gpt_tiny(8, false), scheme, options).is_ok());
-  EXPECT_EQ(seen, (std::vector<std::string>{"training-graph", "batch-norm-statistics", "spmd",
-                                            "roles"}));
+  EXPECT_EQ(seen,
+            (std::vector<std::string>{"training-graph", "batch-norm-statistics", "spmd", "roles"}));
 }
 
 // verify_plan runs the plan and its single-device reference on the same feeds: a correct
@@ -78,8 +78,8 @@ TEST(VerifyPlan, AgreesWithTheReferenceAndCatchesADifference) {
   ASSERT_TRUE(compared.is_ok()) << compared.status().message();
   // The loss and gpt-tiny's 52 parameters (the split q/k/v parts compared whole).
   EXPECT_EQ(compared->differences.size(), 53u);
-  EXPECT_TRUE(compared->within(1e-4)) << compared->differences.front().name << " "
-                                      << compared->worst();
+  EXPECT_TRUE(compared->within(1e-4))
+      << compared->differences.front().name << " " << compared->worst();
 
   auto ran = runtime::run_plan_inproc(*plan, *feeds);
   auto reference = lower_reference(model, scheme, options);

@@ -65,9 +65,8 @@ TEST(NeutralProfile, PricesAByteAsAThousandFlopsAndALatencyAsAHundredMillion) {
   EXPECT_DOUBLE_EQ((1.0 / link.bandwidth) / flop_s, 1000.0);
   EXPECT_DOUBLE_EQ(link.alpha_s / flop_s, 1e8);
   // One message of 1 MB between two devices: its latency and its bytes at 10 GB/s.
-  EXPECT_DOUBLE_EQ(
-      collective_seconds(*neutral, Collective::kPointToPoint, 1e6, GroupSpan{2, 1, 2}),
-      10e-6 + 1e-4);
+  EXPECT_DOUBLE_EQ(collective_seconds(*neutral, Collective::kPointToPoint, 1e6, GroupSpan{2, 1, 2}),
+                   10e-6 + 1e-4);
 }
 
 TEST(GroupSpan, CountsNodesAndDevicesPerNode) {
@@ -115,17 +114,15 @@ TEST(TensorAuto, ChoosesForTheLinksTpCrosses) {
   const HardwareProfile nvlink = dgx_a100(), across = two_per_node();
   const Plan for_nvlink = mlp_plan(scheme, nvlink);
   const Plan for_across = mlp_plan(scheme, across);
-  EXPECT_EQ(collectives(for_nvlink),
-            (std::map<std::string, int>{{"AllGather tp", 6},
-                                        {"AllReduce dp", 9},
-                                        {"AllReduce tp", 1},
-                                        {"ReduceScatter tp", 2},
-                                        {"Shard tp", 5}}));
-  EXPECT_EQ(collectives(for_across),
-            (std::map<std::string, int>{{"AllGather tp", 4},
-                                        {"AllReduce dp", 9},
-                                        {"ReduceScatter tp", 3},
-                                        {"Shard tp", 2}}));
+  EXPECT_EQ(collectives(for_nvlink), (std::map<std::string, int>{{"AllGather tp", 6},
+                                                                 {"AllReduce dp", 9},
+                                                                 {"AllReduce tp", 1},
+                                                                 {"ReduceScatter tp", 2},
+                                                                 {"Shard tp", 5}}));
+  EXPECT_EQ(
+      collectives(for_across),
+      (std::map<std::string, int>{
+          {"AllGather tp", 4}, {"AllReduce dp", 9}, {"ReduceScatter tp", 3}, {"Shard tp", 2}}));
   auto nvlink_plan_across = simulate(for_nvlink, across);
   auto across_plan_across = simulate(for_across, across);
   ASSERT_TRUE(nvlink_plan_across.is_ok() && across_plan_across.is_ok());

@@ -115,8 +115,9 @@ struct HardwareProfile {
 StatusOr<HardwareProfile> parse_hardware_profile(std::string_view yaml, std::string_view source);
 // The profile a lowering prices its choices on when none is named (`transform` without --hw):
 // a generic accelerator of 10 TFLOP/s in every type, every kernel at its peak, 1 TB/s of memory,
-// 1 µs per launch, views free, and one tier of 10 GB/s links with 10 µs latency between all devices. A byte over a link
-// then takes as long as 1000 FLOPs, and a message's latency as long as 1e8.
+// 1 µs per launch, views free, and one tier of 10 GB/s links with 10 µs latency between all
+// devices. A byte over a link then takes as long as 1000 FLOPs, and a message's latency as long as
+// 1e8.
 std::shared_ptr<const HardwareProfile> neutral_profile();
 
 // A profile by path, or by name from configs/hw/ (`dgx-a100-80g`).

@@ -22,8 +22,9 @@ struct CollapsedGraph {
 // parameter shapes) keep their first two and last two layers; the one before the last reads
 // what the second produced in place of what the dropped ones did. The representative sits
 // between repeats on both sides, as the layers it stands for do: the backward reaches it
-// through a middle layer, not from the last one (whose gradient can arrive in another layout). Layers are renumbered 0.. in order. A graph
-// without such runs comes back unchanged with the identity map.
+// through a middle layer, not from the last one (whose gradient can arrive in another layout).
+// Layers are renumbered 0.. in order. A graph without such runs comes back unchanged with the
+// identity map.
 CollapsedGraph collapse_repeated_layers(const Graph& graph);
 
 }  // namespace autopar
