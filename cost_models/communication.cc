@@ -53,8 +53,7 @@ CollectiveCost cost_over(const HardwareProfile& profile, Collective collective, 
   const Tier& inter = profile.tiers.back();
   const int64_t nodes = span.nodes;
   const int64_t k = span.per_node;  // devices of the group on one node
-  const double nic_share = static_cast<double>(inter.nics_per_node) * inter.bandwidth /
-                           static_cast<double>(k * std::max<int64_t>(sharing, 1));
+  const double nic_share = device_bandwidth(profile, span, sharing);
   if (collective == Collective::kPointToPoint) {
     return flat(inter, collective, bytes, 2, nic_share);
   }
@@ -109,6 +108,13 @@ GroupSpan group_span(const HardwareProfile& profile, const std::vector<int64_t>&
   span.nodes = std::max<int64_t>(static_cast<int64_t>(per_node.size()), 1);
   span.per_node = per_node.empty() ? 1 : per_node.begin()->second;
   return span;
+}
+
+double device_bandwidth(const HardwareProfile& profile, const GroupSpan& span, int64_t sharing) {
+  if (span.nodes == 1 || profile.tiers.size() == 1) return profile.tiers.front().bandwidth;
+  const Tier& inter = profile.tiers.back();
+  return static_cast<double>(inter.nics_per_node) * inter.bandwidth /
+         static_cast<double>(std::max<int64_t>(span.per_node, 1) * std::max<int64_t>(sharing, 1));
 }
 
 CollectiveCost collective_cost(const HardwareProfile& profile, Collective collective, double bytes,

@@ -475,12 +475,11 @@ std::string spmd_structure_key(const Scheme& scheme) {
 }
 
 Estimator::Estimator(ModelAt model_at, LoweringOptions options, HardwareProfile profile)
-    : model_at_(std::move(model_at)), options_(std::move(options)), profile_(std::move(profile)) {
+    : model_at_(std::move(model_at)), options_(std::move(options)) {
+  options_.profile = std::make_shared<const HardwareProfile>(std::move(profile));
   // Every structure lowers the same model: its nodes' strategies are worked out once.
   if (!options_.strategies) options_.strategies = std::make_shared<StrategyCache>();
   options_.shapes_only = true;
-  // The SPMD pass prices its choices on the hardware the estimate is for.
-  options_.profile = std::make_shared<const HardwareProfile>(profile_);
 }
 
 void Estimator::release_structure(const Scheme& scheme) {
@@ -596,9 +595,9 @@ StatusOr<const LayerCosts*> Estimator::layer_costs(const Scheme& scheme) {
     ASSIGN_OR_RETURN(std::shared_ptr<const Structure> structure_of, structure(scheme));
     const Model* s = structure_of->model.get();
     LayerCosts reduced =
-        layer_costs_of(structure_of->lowered, s->collapsed.graph, scheme, profile_, [&] {
+        layer_costs_of(structure_of->lowered, s->collapsed.graph, scheme, profile(), [&] {
           std::call_once(structure_of->compute_once, [&] {
-            structure_of->compute = compute_seconds_of(structure_of->lowered, profile_);
+            structure_of->compute = compute_seconds_of(structure_of->lowered, profile());
           });
           return &structure_of->compute;
         }());
@@ -662,7 +661,7 @@ StatusOr<Estimate> Estimator::combine(const LayerCosts& costs, const Scheme& sch
   ranges.back().second = num_layers - 1;
 
   auto p2p = [&](double bytes, int64_t from, int64_t to) {
-    return pipeline_message_seconds(profile_, mesh, bytes, from, to);
+    return pipeline_message_seconds(profile(), mesh, bytes, from, to);
   };
 
   struct Stage {
@@ -678,8 +677,8 @@ StatusOr<Estimate> Estimator::combine(const LayerCosts& costs, const Scheme& sch
   const bool full = scheme.recompute == Recompute::kFull;
   const bool selective = scheme.recompute == Recompute::kSelective;
   // The runtime's cost per program run, and whether collectives overlap compute at all.
-  const double dispatch = profile_.device.program_overhead_s;
-  const bool overlap = profile_.device.overlap_communication;
+  const double dispatch = profile().device.program_overhead_s;
+  const bool overlap = profile().device.overlap_communication;
   for (int64_t s = 0; s < stages; ++s) {
     Stage& st = stage[s];
     const auto [first, last] = ranges[s];
@@ -818,7 +817,7 @@ StatusOr<Estimate> Estimator::combine(const LayerCosts& costs, const Scheme& sch
   e.breakdown.exposed_comm_s =
       std::max(0.0, step - e.breakdown.compute_s - e.breakdown.bubble_s - e.breakdown.optimizer_s);
 
-  const double reserve = profile_.device.reserved_bytes;
+  const double reserve = profile().device.reserved_bytes;
   for (int64_t r = 0; r < p; ++r) {
     RoleMemory memory = rank[r].memory;
     if (costs.training) {
@@ -832,13 +831,13 @@ StatusOr<Estimate> Estimator::combine(const LayerCosts& costs, const Scheme& sch
     const double total = memory.total_bytes() + reserve;
     e.memory_bytes_per_device.push_back(total);
     if (total > e.peak_memory_bytes) e.peak_memory_bytes = total;
-    if (e.feasible && total > profile_.device.memory_bytes) {
+    if (e.feasible && total > profile().device.memory_bytes) {
       e.feasible = false;
       constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
       e.reason = fmt::format(
           "pipeline rank {} needs {:.2f} GiB of the device's {:.2f} GiB (parameters {:.2f}, "
           "gradients {:.2f}, optimizer {:.2f}, activations {:.2f}, reserved {:.2f})",
-          r, total / kGiB, profile_.device.memory_bytes / kGiB, memory.parameter_bytes / kGiB,
+          r, total / kGiB, profile().device.memory_bytes / kGiB, memory.parameter_bytes / kGiB,
           memory.gradient_bytes / kGiB, memory.optimizer_bytes / kGiB,
           memory.activation_bytes / kGiB, reserve / kGiB);
     }
@@ -846,7 +845,7 @@ StatusOr<Estimate> Estimator::combine(const LayerCosts& costs, const Scheme& sch
   }
   e.model_flops = (costs.training ? 3.0 : 1.0) * costs.model_flops * dm;
   const double peak =
-      profile_.device.peak(peak_key(scheme.precision)) * static_cast<double>(mesh.num_devices());
+      profile().device.peak(peak_key(scheme.precision)) * static_cast<double>(mesh.num_devices());
   e.mfu = step > 0 && peak > 0 ? e.model_flops / (peak * step) : 0.0;
   return e;
 }

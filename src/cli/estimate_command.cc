@@ -25,15 +25,8 @@ struct EstimateFlags {
 Status run_estimate(const EstimateFlags& f) {
   ASSIGN_OR_RETURN(Scheme scheme, read_scheme_file(f.scheme));
   ASSIGN_OR_RETURN(PlanSource given, plan_source(f.loss, f.optimizer, f.dims));
-  ASSIGN_OR_RETURN(HardwareProfile profile,
-                   read_hardware_profile(f.hw, std::string(AUTOPAR_CONFIG_DIR) + "/hw"));
   const int64_t devices = scheme.mesh.num_devices();
-  profile.nodes =
-      f.nodes > 0 ? f.nodes : (devices + profile.devices_per_node - 1) / profile.devices_per_node;
-  if (profile.num_devices() < devices) {
-    return error("--nodes {}: {} nodes of {} devices hold {}, the scheme needs {}", profile.nodes,
-                 profile.nodes, profile.devices_per_node, profile.num_devices(), devices);
-  }
+  ASSIGN_OR_RETURN(HardwareProfile profile, cluster_profile(f.hw, f.nodes, devices, "scheme"));
   ASSIGN_OR_RETURN(BuiltPlan resolved, resolve_model(f.model, scheme, given, f.scheme, false));
   const Scheme& s = resolved.plan.scheme;
   const int64_t resolved_batch = s.dp() * s.micro_batch;
@@ -48,7 +41,8 @@ Status run_estimate(const EstimateFlags& f) {
   const Estimate& e = *estimated;
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const double samples = e.step_time_s > 0 ? static_cast<double>(s.global_batch) / e.step_time_s : 0;
+  const double samples =
+      e.step_time_s > 0 ? static_cast<double>(s.global_batch) / e.step_time_s : 0;
 
   if (f.json) {
     nlohmann::json ranks = nlohmann::json::array();
@@ -97,8 +91,8 @@ Status run_estimate(const EstimateFlags& f) {
   fmt::print("  peak memory {} of {} per device{}\n", human_bytes(e.peak_memory_bytes),
              human_bytes(profile.device.memory_bytes),
              e.feasible ? "" : fmt::format(": infeasible, {}", e.reason));
-  fmt::print("{:>6} {:>12} {:>12} {:>12} {:>12} {:>10} {:>12}\n", "rank", "parameters",
-             "gradients", "optimizer", "activations", "in flight", "per device");
+  fmt::print("{:>6} {:>12} {:>12} {:>12} {:>12} {:>10} {:>12}\n", "rank", "parameters", "gradients",
+             "optimizer", "activations", "in flight", "per device");
   for (size_t r = 0; r < e.memory.size(); ++r) {
     const RoleMemory& m = e.memory[r];
     fmt::print("{:>6} {:>12} {:>12} {:>12} {:>12} {:>10} {:>12}\n", r,

@@ -100,6 +100,19 @@ StatusOr<Graph> load_model_at(const std::string& model, int64_t batch,
   return load_at(model, batch, dims, false, source);
 }
 
+StatusOr<HardwareProfile> cluster_profile(const std::string& hw, int64_t nodes, int64_t devices,
+                                          std::string_view what) {
+  ASSIGN_OR_RETURN(HardwareProfile profile,
+                   read_hardware_profile(hw, std::string(AUTOPAR_CONFIG_DIR) + "/hw"));
+  profile.nodes =
+      nodes > 0 ? nodes : (devices + profile.devices_per_node - 1) / profile.devices_per_node;
+  if (profile.num_devices() < devices) {
+    return error("--nodes {}: {} nodes of {} devices hold {}, the {} needs {}", profile.nodes,
+                 profile.nodes, profile.devices_per_node, profile.num_devices(), what, devices);
+  }
+  return profile;
+}
+
 StatusOr<BuiltPlan> resolve_model(const std::string& model, Scheme scheme, const PlanSource& given,
                                   const std::string& scheme_source, bool weights) {
   BuiltPlan built;
@@ -165,16 +178,10 @@ StatusOr<BuiltPlan> resolve_model(const std::string& model, Scheme scheme, const
     built.source.optimizer = "none";
   }
   if (!given.hw.empty()) {
-    auto profile = read_hardware_profile(given.hw, std::string(AUTOPAR_CONFIG_DIR) + "/hw");
-    if (!profile.is_ok()) return profile.status();
     if (given.nodes < 1) return error("--nodes {}: must be at least 1", given.nodes);
-    profile.value().nodes = given.nodes;
-    if (scheme.mesh.num_devices() > profile.value().num_devices()) {
-      return error("--nodes {}: {} nodes of {} devices hold {}, the scheme needs {}", given.nodes,
-                   given.nodes, profile.value().devices_per_node, profile.value().num_devices(),
-                   scheme.mesh.num_devices());
-    }
-    built.options.profile = std::make_shared<const HardwareProfile>(std::move(profile).value());
+    ASSIGN_OR_RETURN(HardwareProfile profile,
+                     cluster_profile(given.hw, given.nodes, scheme.mesh.num_devices(), "scheme"));
+    built.options.profile = std::make_shared<const HardwareProfile>(std::move(profile));
   }
   built.plan.scheme = scheme;
   return built;

@@ -22,6 +22,11 @@ struct BuiltPlan {
 // Resolves the scheme's batch against the model (global = the model's batch when the scheme
 // omits it), loads the model at one microbatch over dp (with weights, or shape-only for zoo
 // models when only lowering) and lowers it.
+// The profile `hw` (a YAML file or a name in configs/hw/) on `nodes` nodes (0: as many as
+// `devices` need); one error line when they hold fewer than the `what` (scheme, plan) needs.
+StatusOr<HardwareProfile> cluster_profile(const std::string& hw, int64_t nodes, int64_t devices,
+                                          std::string_view what);
+
 // What transform watches of the lowering (--dump-after, --verify-passes).
 struct LowerHooks {
   std::function<void(std::string_view pass, const Graph& graph)> after_pass;

@@ -23,15 +23,8 @@ struct SimulateFlags {
 
 Status run_simulate(const SimulateFlags& f) {
   ASSIGN_OR_RETURN(BuiltPlan built, load_plan(f.plan, false));
-  ASSIGN_OR_RETURN(HardwareProfile profile,
-                   read_hardware_profile(f.hw, std::string(AUTOPAR_CONFIG_DIR) + "/hw"));
   const int64_t devices = static_cast<int64_t>(built.plan.device_role.size());
-  profile.nodes =
-      f.nodes > 0 ? f.nodes : (devices + profile.devices_per_node - 1) / profile.devices_per_node;
-  if (profile.num_devices() < devices) {
-    return error("--nodes {}: {} nodes of {} devices hold {}, the plan needs {}", profile.nodes,
-                 profile.nodes, profile.devices_per_node, profile.num_devices(), devices);
-  }
+  ASSIGN_OR_RETURN(HardwareProfile profile, cluster_profile(f.hw, f.nodes, devices, "plan"));
   ASSIGN_OR_RETURN(Simulation sim, simulate(built.plan, profile, !f.trace.empty()));
   if (!f.trace.empty()) {
     std::ofstream out(f.trace);

@@ -122,6 +122,7 @@ class Spmd {
       gradient_of_.emplace(p, g);
       parameter_of_.emplace(g, p);
     }
+    statistics_.insert(in_.statistics.begin(), in_.statistics.end());
     std::map<ValueId, int32_t> slots_of;
     for (const auto& [s, p] : in_.slots) {
       slot_param_[s] = p;
@@ -318,6 +319,7 @@ class Spmd {
   std::vector<bool> state_;
   std::map<ValueId, ValueId> slot_param_;
   std::map<ValueId, int32_t> slot_index_;          // a slot's place among its parameter's slots
+  std::set<ValueId> statistics_;                   // running statistics (in_.statistics)
   std::unordered_map<ValueId, ValueId> state_of_;  // a new state value → its state
   std::map<ValueId, ValueId> gradient_of_;
   // Casts of a parameter not yet placed (mixed precision): they take the layout their first
@@ -493,8 +495,7 @@ void Spmd::place_state(ValueId v, const Layout& compute) {
   spec.shape = value.shape.dims;
   spec.layout = storage;
   spec.is_parameter = value.kind == ValueKind::kParameter;
-  spec.is_statistic =
-      std::find(in_.statistics.begin(), in_.statistics.end(), v) != in_.statistics.end();
+  spec.is_statistic = statistics_.count(v) > 0;
   if (auto slot = slot_param_.find(v); slot != slot_param_.end()) {
     spec.slot_of = src_.value(slot->second).name;
     spec.slot_index = slot_index_.at(v);

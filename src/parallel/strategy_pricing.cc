@@ -1,7 +1,5 @@
 #include "strategy_pricing.h"
 
-#include <algorithm>
-
 namespace autopar {
 
 StrategyPricing::StrategyPricing(const HardwareProfile& profile, const DeviceMesh& mesh,
@@ -12,14 +10,9 @@ StrategyPricing::StrategyPricing(const HardwareProfile& profile, const DeviceMes
   for (const MeshAxis& a : mesh.axes()) {
     const uint8_t id = find_axis(a.name);
     if (axes_.size() <= id) axes_.resize(id + 1u);
-    const std::vector<int64_t> group = mesh.group(0, {a.name});
     Axis& axis = axes_[id].emplace();
-    axis.span = group_span(profile, group);
-    const Tier& tier = profile.tier_for(group);
-    axis.bandwidth = axis.span.nodes > 1 && profile.tiers.size() > 1
-                         ? static_cast<double>(tier.nics_per_node) * tier.bandwidth /
-                               static_cast<double>(std::max<int64_t>(axis.span.per_node, 1))
-                         : tier.bandwidth;
+    axis.span = group_span(profile, mesh.group(0, {a.name}));
+    axis.bandwidth = device_bandwidth(profile, axis.span);
   }
 }
 

@@ -23,6 +23,9 @@ struct GroupSpan {
   int64_t per_node = 1;
 };
 GroupSpan group_span(const HardwareProfile& profile, const std::vector<int64_t>& group);
+// The bandwidth one device of such a group has over the links it crosses: the intra-node
+// tier's, or across nodes its share of the node's NICs (`sharing` groups crossing at once).
+double device_bandwidth(const HardwareProfile& profile, const GroupSpan& span, int64_t sharing = 1);
 
 // One collective over `group` (device ids on the profile's cluster). `bytes` is the whole
 // tensor: the all-reduce operand, the all-gather result, the reduce-scatter input, one

@@ -143,7 +143,8 @@ class Estimator : public CostModel {
   // pile up (a later mesh of the structure lowers it again).
   void release_structure(const Scheme& scheme) override;
 
-  const HardwareProfile& profile() const override { return profile_; }
+  // The hardware the estimate prices, and the lowerings price their strategies on.
+  const HardwareProfile& profile() const override { return *options_.profile; }
   // SPMD lowerings done (one per structure: the scheme's tp, sp, micro batch, tensor strategy,
   // ZeRO stage, precision, and whether dp > 1 and microbatches accumulate).
   size_t structures() const { return lowerings_.load(); }
@@ -160,7 +161,6 @@ class Estimator : public CostModel {
 
   ModelAt model_at_;
   LoweringOptions options_;
-  HardwareProfile profile_;
   mutable std::mutex mutex_;
   std::atomic<size_t> lowerings_{0};
   std::map<std::string, std::shared_future<StatusOr<std::shared_ptr<const Model>>>> models_;
