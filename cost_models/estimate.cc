@@ -47,14 +47,9 @@ double pipeline_message_seconds(const HardwareProfile& profile, const DeviceMesh
 
 int64_t in_flight(PipelineSchedule schedule, int64_t rank, int64_t ranks, int64_t chunks,
                   int64_t microbatches) {
-  if (chunks > 1) {
-    const int64_t total = microbatches * chunks;
-    const int64_t warmup =
-        microbatches == ranks ? total : (ranks - rank - 1) * 2 + (chunks - 1) * ranks;
-    return std::min(total, warmup + 1);
-  }
-  if (schedule == PipelineSchedule::kGpipe) return microbatches;
-  return std::min(microbatches, ranks - rank);
+  // The warm-up's forwards and the one that follows them, before the first backward frees any.
+  return std::min(microbatches * std::max<int64_t>(chunks, 1),
+                  warmup_forwards(schedule, rank, ranks, chunks, microbatches) + 1);
 }
 
 const std::vector<std::pair<int32_t, int32_t>>& LayerCosts::balanced(int64_t stages) const {
@@ -131,15 +126,7 @@ LayerCosts layer_costs_of(const SpmdLowering& lowered, const Graph& model, const
   // build_roles places them); state goes with its first non-update reader, an update with the
   // state and gradients it reads.
   const int32_t nodes = g.num_nodes();
-  std::vector<int32_t> layer(nodes, 0);
-  for (NodeId n = 0; n < nodes; ++n) {
-    const Node& node = g.node(n);
-    if (node.phase == Phase::kOptimizer) continue;
-    const NodeId origin = lowered.spmd.origin[n];
-    int32_t l = origin >= 0 ? lowered.source_layer[origin] : -1;
-    if (l < 0) l = node.phase == Phase::kForward ? num_layers - 1 : 0;
-    layer[n] = std::clamp(l, 0, num_layers - 1);
-  }
+  std::vector<int32_t> layer = place_by_origin(lowered.spmd, lowered.source_layer, num_layers - 1);
   constexpr int32_t kUnplaced = INT_MAX;
   std::vector<int32_t> state_layer(static_cast<size_t>(num_specs), kUnplaced);
   for (NodeId n = 0; n < nodes; ++n) {
@@ -366,36 +353,23 @@ LayerCosts layer_costs_of(const SpmdLowering& lowered, const Graph& model, const
   // Recompute: the forward nodes the backward's reads reach back through, the whole way
   // (full) or up to the outputs of kept ops (selective).
   if (lowered.training) {
-    while (!full_work.empty()) {
-      const ValueId v = full_work.back();
-      full_work.pop_back();
-      const NodeId p = g.value(v).producer;
-      if (p == kNoId || g.node(p).phase != Phase::kForward || recompute_full[p]) continue;
-      recompute_full[p] = true;
-      for (ValueId in : g.node(p).inputs) {
-        if (in != kNoId) full_work.push_back(in);
-      }
-    }
+    recompute_full = recompute_closure(g, std::move(full_work), [&](ValueId v) {
+      return g.node(g.value(v).producer).phase == Phase::kForward;
+    });
     std::vector<bool> kept(g.num_values(), false);
-    while (!selective_work.empty()) {
-      const ValueId v = selective_work.back();
-      selective_work.pop_back();
+    recompute_selective = recompute_closure(g, std::move(selective_work), [&](ValueId v) {
       const NodeId p = g.value(v).producer;
-      if (p == kNoId || g.node(p).phase != Phase::kForward) continue;
-      if (kept_by_selective_recompute(g, g.node(p),
-                                      [&](ValueId x) { return state_of(x) != nullptr; })) {
-        if (!kept[v] && written[v] < 0) {
-          kept[v] = true;
-          costs.layers[layer[p]].selective_stash_bytes += bytes_of(g.value(v));
-        }
-        continue;
+      if (g.node(p).phase != Phase::kForward) return false;
+      if (!kept_by_selective_recompute(g, g.node(p),
+                                       [&](ValueId x) { return state_of(x) != nullptr; }))
+        return true;
+      // The output of a kept op is stashed in place of its recompute.
+      if (!kept[v] && written[v] < 0) {
+        kept[v] = true;
+        costs.layers[layer[p]].selective_stash_bytes += bytes_of(g.value(v));
       }
-      if (recompute_selective[p]) continue;
-      recompute_selective[p] = true;
-      for (ValueId in : g.node(p).inputs) {
-        if (in != kNoId) selective_work.push_back(in);
-      }
-    }
+      return false;
+    });
     for (NodeId n = 0; n < nodes; ++n) {
       if (!recompute_full[n] && !recompute_selective[n]) continue;
       const Node& node = g.node(n);

@@ -91,106 +91,59 @@ Status after_pass(const LoweringOptions& options, std::string_view pass, const G
   return Status::ok();
 }
 
-}  // namespace
-
-StatusOr<SpmdLowering> lower_to_spmd(const Graph& model, const Scheme& scheme,
-                                     const LoweringOptions& options) {
-  SpmdLowering out;
-  int32_t layers = 0;
-  for (const Node& n : model.nodes()) layers = std::max(layers, n.layer + 1);
-
-  const int64_t microbatches = scheme.microbatches();
-  if (microbatches < 1) return error("batch: the scheme has no microbatches");
-  if (scheme.schedule == PipelineSchedule::kInterleaved && scheme.pp() > 1 &&
-      microbatches % scheme.pp() != 0) {
-    return error(
-        "pipeline.schedule: interleaved needs the microbatches ({}) to be a multiple of pp ({})",
-        microbatches, scheme.pp());
+// The graph the SPMD pass lowers: fused projections split, the forward narrowed, the training
+// graph built and rewritten as the policy asks, each node's layer assigned.
+StatusOr<PreparedGraph> prepare_graph(const Graph& model, const LoweringPolicy& policy,
+                                      const LoweringOptions& options, int32_t layers,
+                                      int64_t microbatches) {
+  PreparedGraph prepared;
+  Graph rewritten;
+  const Graph* source = &model;
+  if (policy.split_fused_projections) {
+    ASSIGN_OR_RETURN(rewritten, split_fused_projections(model, prepared.parts));
+    source = &rewritten;
+    RETURN_IF_ERROR(after_pass(options, "split-projections", rewritten));
   }
-  LoweringPolicy& policy = out.policy;
-  policy.spmd.microbatches = microbatches;
-  policy.spmd.parameter_split = [](const Graph&, const Node&, std::string_view) { return true; };
-  for (const Paradigm& paradigm : paradigms()) {
-    RETURN_IF_ERROR(paradigm.configure(scheme, model, layers, policy));
+  Graph narrowed;
+  if (policy.compute != DType::kFloat32) {
+    ASSIGN_OR_RETURN(narrowed, to_mixed_precision(*source, policy.compute));
+    source = &narrowed;
+    RETURN_IF_ERROR(after_pass(options, "mixed-precision", narrowed));
   }
-
-  auto prepare = [&]() -> StatusOr<PreparedGraph> {
-    PreparedGraph prepared;
-    Graph rewritten;
-    const Graph* source = &model;
-    if (policy.split_fused_projections) {
-      ASSIGN_OR_RETURN(rewritten, split_fused_projections(model, prepared.parts));
-      source = &rewritten;
-      RETURN_IF_ERROR(after_pass(options, "split-projections", rewritten));
-    }
-    Graph narrowed;
-    if (policy.compute != DType::kFloat32) {
-      ASSIGN_OR_RETURN(narrowed, to_mixed_precision(*source, policy.compute));
-      source = &narrowed;
-      RETURN_IF_ERROR(after_pass(options, "mixed-precision", narrowed));
-    }
-    static std::atomic<uint64_t> next_id{1};
-    prepared.id = next_id++;
-    prepared.training_graph = !options.inference;
-    // The layer each node goes with: assign over one stage per layer. Stages are contiguous
-    // layer ranges, so a node's stage is always the stage of its layer.
-    std::vector<int32_t> identity(std::max(layers, 1));
-    for (int32_t l = 0; l < static_cast<int32_t>(identity.size()); ++l) identity[l] = l;
-    if (!prepared.training_graph) {
-      prepared.inference = *source;
-      prepared.layer_of =
-          assign(prepared.inference, identity, static_cast<int32_t>(identity.size()));
-      return prepared;
-    }
-    TrainingGraph& training = prepared.training;
-    // Plans run fused training ops (each parameter's Adam update, LayerNorm's gradient).
-    ASSIGN_OR_RETURN(training, build_training_graph(*source, options.loss, options.optimizer,
-                                                    TrainingOptions{.fused = true}));
-    RETURN_IF_ERROR(after_pass(options, "training-graph", training.graph));
-    if (policy.batch_norm_as_reductions) {
-      ASSIGN_OR_RETURN(Graph rewritten_training,
-                       batch_norm_statistics_as_reductions(training.graph));
-      training = with_rewritten_graph(training, std::move(rewritten_training));
-      RETURN_IF_ERROR(after_pass(options, "batch-norm-statistics", training.graph));
-    }
-    if (policy.compute != DType::kFloat32 && microbatches > 1) {
-      ASSIGN_OR_RETURN(training, distribute_gradient_casts(std::move(training)));
-      RETURN_IF_ERROR(after_pass(options, "gradient-casts", training.graph));
-    }
-    prepared.forward_of = forward_nodes(training);
-    prepared.layer_of = assign(training.graph, identity, static_cast<int32_t>(identity.size()),
-                               prepared.forward_of);
+  static std::atomic<uint64_t> next_id{1};
+  prepared.id = next_id++;
+  prepared.training_graph = !options.inference;
+  // The layer each node goes with: assign over one stage per layer. Stages are contiguous
+  // layer ranges, so a node's stage is always the stage of its layer.
+  std::vector<int32_t> identity(std::max(layers, 1));
+  for (int32_t l = 0; l < static_cast<int32_t>(identity.size()); ++l) identity[l] = l;
+  if (!prepared.training_graph) {
+    prepared.inference = *source;
+    prepared.layer_of = assign(prepared.inference, identity, static_cast<int32_t>(identity.size()));
     return prepared;
-  };
-  std::shared_ptr<const PreparedGraph> prepared;
-  if (options.prepared) {
-    const std::string key =
-        fmt::format("split {}|compute {}|bn {}|acc {}", policy.split_fused_projections ? 1 : 0,
-                    dtype_name(policy.compute), policy.batch_norm_as_reductions ? 1 : 0,
-                    microbatches > 1 ? 1 : 0);
-    ASSIGN_OR_RETURN(prepared, options.prepared(key, prepare));
-  } else {
-    ASSIGN_OR_RETURN(PreparedGraph made, prepare());
-    prepared = std::make_shared<const PreparedGraph>(std::move(made));
   }
-  out.parts = prepared->parts;
-  const bool train = prepared->training_graph;
-  SpmdInput input;
-  input.shapes_only = options.shapes_only;
-  input.graph_id = prepared->id;
-  if (train) {
-    input.graph = &prepared->training.graph;
-    input.gradients = prepared->training.gradients;
-    input.updates = prepared->training.updates;
-    input.slots = prepared->training.slots;
-    input.statistics = prepared->training.statistics;
-    input.loss = prepared->training.loss;
-  } else {
-    input.graph = &prepared->inference;
+  TrainingGraph& training = prepared.training;
+  // Plans run fused training ops (each parameter's Adam update, LayerNorm's gradient).
+  ASSIGN_OR_RETURN(training, build_training_graph(*source, options.loss, options.optimizer,
+                                                  TrainingOptions{.fused = true}));
+  RETURN_IF_ERROR(after_pass(options, "training-graph", training.graph));
+  if (policy.batch_norm_as_reductions) {
+    ASSIGN_OR_RETURN(Graph rewritten_training, batch_norm_statistics_as_reductions(training.graph));
+    training = with_rewritten_graph(training, std::move(rewritten_training));
+    RETURN_IF_ERROR(after_pass(options, "batch-norm-statistics", training.graph));
   }
-  const Graph& graph = *input.graph;
+  if (policy.compute != DType::kFloat32 && microbatches > 1) {
+    ASSIGN_OR_RETURN(training, distribute_gradient_casts(std::move(training)));
+    RETURN_IF_ERROR(after_pass(options, "gradient-casts", training.graph));
+  }
+  prepared.forward_of = forward_nodes(training);
+  prepared.layer_of =
+      assign(training.graph, identity, static_cast<int32_t>(identity.size()), prepared.forward_of);
+  return prepared;
+}
 
-  // Every axis that splits the devices must be one a paradigm uses.
+// Every axis that splits the devices must be one a paradigm uses.
+Status check_mesh_axes(const Scheme& scheme, const LoweringPolicy& policy) {
   for (const MeshAxis& axis : scheme.mesh.axes()) {
     if (axis.size == 1 || axis.name == "pp") continue;
     if (std::find(policy.spmd.axes.begin(), policy.spmd.axes.end(), axis.name) ==
@@ -199,36 +152,11 @@ StatusOr<SpmdLowering> lower_to_spmd(const Graph& model, const Scheme& scheme,
                    axis.name, axis.name);
     }
   }
-  policy.spmd.strategies = options.strategies;
-  policy.spmd.profile = options.profile;
-  auto contributions = policy.input_layouts;
-  policy.spmd.input_layout = [contributions](const Value& v) {
-    Layout layout = Layout::replicated(v.shape.rank());
-    for (const auto& contribute : contributions) layout = contribute(v, layout);
-    return layout;
-  };
+  return Status::ok();
+}
 
-  const int64_t virtual_stages = policy.stages * policy.chunks;
-  std::vector<int32_t> layer_stage(std::max(layers, 1), 0);
-  for (int32_t s = 0; s < static_cast<int32_t>(policy.stage_layers.size()); ++s) {
-    const auto [first, last] = policy.stage_layers[s];
-    for (int32_t l = std::max(first, 0); l <= last && l < static_cast<int32_t>(layer_stage.size());
-         ++l)
-      layer_stage[l] = s;
-  }
-  out.source_stage = assign(graph, layer_stage, static_cast<int32_t>(virtual_stages),
-                            train ? prepared->forward_of : std::vector<NodeId>{});
-  if (policy.stages > 1) {
-    for (int32_t s : out.source_stage)
-      policy.spmd.stage_of.push_back(static_cast<int32_t>(s % policy.stages));
-  }
-  out.source_layer = prepared->layer_of;
-  policy.spmd.layer_of = out.source_layer;
-
-  ASSIGN_OR_RETURN(out.spmd, lower_spmd(input, scheme.mesh, policy.spmd));
-  RETURN_IF_ERROR(after_pass(options, "spmd", out.spmd.graph));
-  const SpmdResult& spmd = out.spmd;
-  // An axis that splits nothing would only replicate the work: say why instead.
+// An axis that splits nothing would only replicate the work: say why instead.
+Status check_axes_split(const Scheme& scheme, const SpmdResult& spmd, const Graph& graph) {
   auto splits_any = [](const auto& specs, std::string_view axis) {
     for (const auto& spec : specs) {
       if (spec.layout.dim_of(axis) >= 0) return true;
@@ -261,6 +189,99 @@ StatusOr<SpmdLowering> lower_to_spmd(const Graph& model, const Scheme& scheme,
                                        ", ")));
   }
 
+  return Status::ok();
+}
+
+// Each source node's virtual pipeline stage: its layer's, by the policy's stage ranges.
+std::vector<int32_t> source_stages(const Graph& graph, const LoweringPolicy& policy, int32_t layers,
+                                   const std::vector<NodeId>& forward_of) {
+  const int64_t virtual_stages = policy.stages * policy.chunks;
+  std::vector<int32_t> layer_stage(std::max(layers, 1), 0);
+  for (int32_t s = 0; s < static_cast<int32_t>(policy.stage_layers.size()); ++s) {
+    const auto [first, last] = policy.stage_layers[s];
+    for (int32_t l = std::max(first, 0); l <= last && l < static_cast<int32_t>(layer_stage.size());
+         ++l)
+      layer_stage[l] = s;
+  }
+  return assign(graph, layer_stage, static_cast<int32_t>(virtual_stages), forward_of);
+}
+
+}  // namespace
+
+StatusOr<SpmdLowering> lower_to_spmd(const Graph& model, const Scheme& scheme,
+                                     const LoweringOptions& options) {
+  SpmdLowering out;
+  int32_t layers = 0;
+  for (const Node& n : model.nodes()) layers = std::max(layers, n.layer + 1);
+
+  const int64_t microbatches = scheme.microbatches();
+  if (microbatches < 1) return error("batch: the scheme has no microbatches");
+  if (scheme.schedule == PipelineSchedule::kInterleaved && scheme.pp() > 1 &&
+      microbatches % scheme.pp() != 0) {
+    return error(
+        "pipeline.schedule: interleaved needs the microbatches ({}) to be a multiple of pp ({})",
+        microbatches, scheme.pp());
+  }
+  LoweringPolicy& policy = out.policy;
+  policy.spmd.microbatches = microbatches;
+  policy.spmd.parameter_split = [](const Graph&, const Node&, std::string_view) { return true; };
+  for (const Paradigm& paradigm : paradigms()) {
+    RETURN_IF_ERROR(paradigm.configure(scheme, model, layers, policy));
+  }
+
+  auto prepare = [&]() -> StatusOr<PreparedGraph> {
+    return prepare_graph(model, policy, options, layers, microbatches);
+  };
+  std::shared_ptr<const PreparedGraph> prepared;
+  if (options.prepared) {
+    const std::string key =
+        fmt::format("split {}|compute {}|bn {}|acc {}", policy.split_fused_projections ? 1 : 0,
+                    dtype_name(policy.compute), policy.batch_norm_as_reductions ? 1 : 0,
+                    microbatches > 1 ? 1 : 0);
+    ASSIGN_OR_RETURN(prepared, options.prepared(key, prepare));
+  } else {
+    ASSIGN_OR_RETURN(PreparedGraph made, prepare());
+    prepared = std::make_shared<const PreparedGraph>(std::move(made));
+  }
+  out.parts = prepared->parts;
+  const bool train = prepared->training_graph;
+  SpmdInput input;
+  input.shapes_only = options.shapes_only;
+  input.graph_id = prepared->id;
+  if (train) {
+    input.graph = &prepared->training.graph;
+    input.gradients = prepared->training.gradients;
+    input.updates = prepared->training.updates;
+    input.slots = prepared->training.slots;
+    input.statistics = prepared->training.statistics;
+    input.loss = prepared->training.loss;
+  } else {
+    input.graph = &prepared->inference;
+  }
+  const Graph& graph = *input.graph;
+
+  RETURN_IF_ERROR(check_mesh_axes(scheme, policy));
+  policy.spmd.strategies = options.strategies;
+  policy.spmd.profile = options.profile;
+  auto contributions = policy.input_layouts;
+  policy.spmd.input_layout = [contributions](const Value& v) {
+    Layout layout = Layout::replicated(v.shape.rank());
+    for (const auto& contribute : contributions) layout = contribute(v, layout);
+    return layout;
+  };
+
+  out.source_stage =
+      source_stages(graph, policy, layers, train ? prepared->forward_of : std::vector<NodeId>{});
+  if (policy.stages > 1) {
+    for (int32_t s : out.source_stage)
+      policy.spmd.stage_of.push_back(static_cast<int32_t>(s % policy.stages));
+  }
+  out.source_layer = prepared->layer_of;
+  policy.spmd.layer_of = out.source_layer;
+
+  ASSIGN_OR_RETURN(out.spmd, lower_spmd(input, scheme.mesh, policy.spmd));
+  RETURN_IF_ERROR(after_pass(options, "spmd", out.spmd.graph));
+  RETURN_IF_ERROR(check_axes_split(scheme, out.spmd, graph));
   out.microbatches = microbatches;
   out.layers = layers;
   out.training = train;

@@ -1,10 +1,23 @@
 // Pipeline schedules, and a check that a plan's schedules cannot deadlock.
+#include <algorithm>
 #include <map>
 #include <tuple>
 
 #include "autopar/parallel/lowering.h"
 
 namespace autopar {
+
+int64_t warmup_forwards(PipelineSchedule schedule, int64_t rank, int64_t ranks, int64_t chunks,
+                        int64_t microbatches) {
+  if (chunks > 1) {
+    // Interleaved: the deeper pipeline of ranks × chunks virtual stages.
+    const int64_t total = microbatches * chunks;
+    return std::min(total,
+                    microbatches == ranks ? total : (ranks - rank - 1) * 2 + (chunks - 1) * ranks);
+  }
+  if (schedule == PipelineSchedule::kGpipe) return microbatches;
+  return std::min(ranks - rank - 1, microbatches);
+}
 
 std::vector<ScheduleStep> make_schedule(PipelineSchedule schedule, int64_t rank, int64_t ranks,
                                         int64_t chunks, int64_t microbatches, bool training) {
@@ -31,8 +44,7 @@ std::vector<ScheduleStep> make_schedule(PipelineSchedule schedule, int64_t rank,
       const auto micro = static_cast<int32_t>((k / (ranks * chunks)) * ranks + k % ranks);
       return ScheduleStep{K::kBackward, chunk, micro};
     };
-    int64_t warmup = microbatches == ranks ? total : (ranks - rank - 1) * 2 + (chunks - 1) * ranks;
-    warmup = std::min(warmup, total);
+    const int64_t warmup = warmup_forwards(schedule, rank, ranks, chunks, microbatches);
     for (int64_t k = 0; k < warmup; ++k) steps.push_back(forward_at(k));
     for (int64_t k = 0; k < total - warmup; ++k) {
       steps.push_back(forward_at(warmup + k));
@@ -45,7 +57,8 @@ std::vector<ScheduleStep> make_schedule(PipelineSchedule schedule, int64_t rank,
   } else {
     // 1F1B: ranks − rank − 1 warm-up forwards, then one forward and one backward, then the
     // remaining backwards.
-    const auto warmup = static_cast<int32_t>(std::min<int64_t>(ranks - rank - 1, microbatches));
+    const auto warmup =
+        static_cast<int32_t>(warmup_forwards(schedule, rank, ranks, chunks, microbatches));
     for (int32_t i = 0; i < warmup; ++i) steps.push_back({K::kForward, 0, i});
     for (int32_t i = 0; i < m - warmup; ++i) {
       steps.push_back({K::kForward, 0, warmup + i});

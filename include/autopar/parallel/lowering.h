@@ -158,11 +158,31 @@ StatusOr<Graph> batch_norm_statistics_as_reductions(const Graph& training);
 bool kept_by_selective_recompute(const Graph& g, const Node& node,
                                  const std::function<bool(ValueId)>& is_state);
 
+// Where an SPMD graph's nodes run and what the backward recomputes, defined once: the
+// lowering (build_roles) places nodes on pipeline stages with them, the estimate
+// (layer_costs_of) on layers.
+//
+// The place of each forward and backward node of `spmd.graph`: the place of the source node
+// it came from (`source_place[origin]`, a virtual pipeline stage or a layer), clamped to
+// [0, last]; a node without one goes to `last` (forward) or 0 (backward). Update nodes get
+// -1: they run where the state they write is held.
+std::vector<int32_t> place_by_origin(const SpmdResult& spmd,
+                                     const std::vector<int32_t>& source_place, int32_t last);
+// The forward nodes the backward re-runs, by node id: from `roots` (values the backward
+// reads) back through every value `recomputes(v)` accepts, whose producer is re-run and whose
+// inputs are reached in turn.
+std::vector<bool> recompute_closure(const Graph& g, std::vector<ValueId> roots,
+                                    const std::function<bool(ValueId)>& recomputes);
+
 // Programs and their placement: role graphs from the SPMD graph, one role per pipeline rank.
 StatusOr<std::vector<Role>> build_roles(const SpmdResult& spmd,
                                         const std::vector<int32_t>& source_stage,
                                         const LoweringPolicy& policy, bool training);
 
+// The forwards pipeline rank `rank` of `ranks` runs before its first backward under
+// `schedule` (its warm-up; GPipe: all of them), counting each chunk's microbatches.
+int64_t warmup_forwards(PipelineSchedule schedule, int64_t rank, int64_t ranks, int64_t chunks,
+                        int64_t microbatches);
 // The per-rank order of program runs (GPipe, 1F1B, interleaved 1F1B).
 std::vector<ScheduleStep> make_schedule(PipelineSchedule schedule, int64_t rank, int64_t ranks,
                                         int64_t chunks, int64_t microbatches, bool training);

@@ -1,0 +1,182 @@
+// What the SPMD pass's choices cost: reshards as the collectives they become, a strategy's
+// share of its node's work, all priced by the cost models on the policy's profile
+// (StrategyPricing).
+#include <algorithm>
+
+#include "spmd_pass.h"
+
+namespace autopar::spmd_detail {
+
+// Whether `v` is a parameter, or a parameter moved without arithmetic (transposed, reshaped,
+// cast): a weight, whatever the graph did to lay it out for its reader.
+bool Spmd::is_weight(ValueId v) const {
+  static const char* const kMoves[] = {"Transpose", "Reshape", "Cast",
+                                       "Identity",  "Squeeze", "Unsqueeze"};
+  for (int depth = 0; depth < 8 && v != kNoId; ++depth) {
+    const Value& value = src_.value(v);
+    if (value.kind == ValueKind::kParameter) return true;
+    if (value.producer == kNoId) return false;
+    const Node& p = src_.node(value.producer);
+    if (!p.domain.empty() || p.inputs.empty() ||
+        std::none_of(std::begin(kMoves), std::end(kMoves),
+                     [&](const char* op) { return p.op_type == op; }))
+      return false;
+    v = p.inputs[0];
+  }
+  return false;
+}
+
+// Whether `consumer` is an update node another of whose operands is already in `want`.
+bool Spmd::aligned_update(ValueId v, const Layout& want, const Node& consumer) const {
+  if (consumer.phase != Phase::kOptimizer) return false;
+  for (ValueId other : consumer.inputs) {
+    if (other != kNoId && other != v && layout_[other] && *layout_[other] == want) return true;
+  }
+  return false;
+}
+
+bool Spmd::allowed_free(const Layout& want, const Node& consumer) const {
+  const Layout held = without_partial_sums(want);
+  if (!held.splits_only_over("tp")) return false;
+  return !held.uses("tp") || policy_.parameter_split(src_, consumer, "tp");
+}
+
+double Spmd::input_cost(ValueId v, const Layout& want, const Node& consumer) const {
+  if (v == kNoId) return 0.0;
+  if (is_free(v)) return free_cost(v, want, consumer);
+  const Value& value = src_.value(v);
+  std::optional<Layout> unplaced;  // a value not placed yet: replicated, or a slot's storage
+  if (!layout_[v])
+    unplaced = maps_.slot_param.count(v) ? slot_storage(v) : Layout::replicated(value.shape.rank());
+  const Layout& from = layout_[v] ? *layout_[v] : *unplaced;
+  if (from == want) return 0.0;
+  if (resharded(v, want)) return 0.0;
+  return reshard_cost(v, from, want, consumer);
+}
+
+double Spmd::free_cost(ValueId v, const Layout& want, const Node& consumer) const {
+  if (!allowed_free(want, consumer)) return kInfinite;
+  // A parameter held whole where it could be split costs every device its memory and its
+  // share of the update: count the bytes it keeps beyond its shard like bytes moved.
+  const Value& value = src_.value(v);
+  const int64_t tp = has_axis("tp") ? mesh_.size("tp") : 1;
+  const double kept =
+      static_cast<double>(value.num_bytes()) *
+      (1.0 / static_cast<double>(want.split_degree(mesh_)) - 1.0 / static_cast<double>(tp));
+  return pricing_.moved(kept, kTpAxis);
+}
+
+double Spmd::reshard_cost(ValueId v, const Layout& from, const Layout& want,
+                          const Node& consumer) const {
+  if (from == want) return 0.0;
+  const Value& value = src_.value(v);
+  // Strategies ask for the same reshards again and again: plan each (from, to, shape) once.
+  const auto& steps = planned_reshard(from, want, value.shape.dims);
+  if (!steps.is_ok()) return kInfinite;
+  // (A fill, ConstantOfShape's zeros, slices as freely as a constant: each device can fill its
+  // own block.)
+  const bool constant =
+      (value.kind == ValueKind::kConstant && !maps_.is_state[v]) || is_zero_fill(src_, v);
+  double cost = 0.0;
+  for (const ReshardStep& step : steps.value()) {
+    cost = step_cost(step, v, from, want, consumer, constant, cost);
+    if (cost >= kInfinite) return kInfinite;
+  }
+  return cost;
+}
+
+double Spmd::step_cost(const ReshardStep& step, ValueId v, const Layout& from, const Layout& want,
+                       const Node& consumer, bool constant, double cost) const {
+  const Value& value = src_.value(v);
+  const double bytes =
+      static_cast<double>(value.num_bytes()) / static_cast<double>(from.split_degree(mesh_));
+  const uint8_t axis = step.axis_id;
+  const bool over_tp = axis == kTpAxis, over_dp = axis == kDpAxis;
+  // (The update slices whole values onto its state's shards: that is no activation.)
+  const bool update_slice =
+      step.kind == ReshardStep::Kind::kSlice && consumer.phase == Phase::kOptimizer;
+  if (over_tp && !constant && !update_slice &&
+      policy_.tp_activations != SpmdPolicy::TpActivations::kAny && !is_weight(v)) {
+    // Megatron-SP enters a sequence-parallel region only by reduce-scattering a row
+    // projection's sum onto the sequence ([batch, seq, hidden]) or the image rows; slicing a
+    // whole activation there would let the matmuls run sequence-split instead of on their
+    // parameter shards.
+    const bool onto_sequence =
+        step.kind == ReshardStep::Kind::kReduceScatter && step.dim == attribute_dim(value);
+    if (step.kind != ReshardStep::Kind::kAllGather && step.kind != ReshardStep::Kind::kAllReduce &&
+        (policy_.tp_activations == SpmdPolicy::TpActivations::kFromParameters || !onto_sequence)) {
+      return kInfinite;
+    }
+  }
+  const auto n = static_cast<double>(mesh_.size_of(axis));
+  switch (step.kind) {
+    case ReshardStep::Kind::kAllReduce:
+      cost += pricing_.collective(Collective::kAllReduce, bytes, axis);
+      break;
+    case ReshardStep::Kind::kAllGather:
+      cost += pricing_.collective(Collective::kAllGather, bytes * n, axis);
+      break;
+    // A reduce-scatter leaves a split the consumers after this one usually gather again:
+    // count that gather too, or it always undercuts the all-reduce it stands for.
+    // (Megatron-SP scatters the row projection's sum onto the sequence by design: the norms
+    // and the residual between the projections run on shards, so it pays the real cost.)
+    // So does ZeRO's sharded update reading accumulated gradients: it runs on the shards.
+    case ReshardStep::Kind::kReduceScatter:
+      cost += pricing_.collective(Collective::kReduceScatter, bytes, axis);
+      if (!((over_tp && policy_.tp_activations == SpmdPolicy::TpActivations::kReduceScatter) ||
+            (over_dp && policy_.zero >= 1 && consumer.phase == Phase::kOptimizer))) {
+        // What is gathered is what the consumer makes of its shard, in the consumer's type
+        // (a cast to fp32 doubles a bf16 gradient).
+        double gathered = bytes;
+        if (consumer.outputs.size() == 1 && consumer.outputs[0] != kNoId) {
+          const Value& made = src_.value(consumer.outputs[0]);
+          if (made.shape == value.shape)
+            gathered = static_cast<double>(made.num_bytes()) /
+                       static_cast<double>(from.split_degree(mesh_));
+        }
+        cost += pricing_.collective(Collective::kAllGather, gathered, axis);
+      }
+      break;
+    case ReshardStep::Kind::kAllToAll:
+      cost += pricing_.collective(Collective::kAllToAll, bytes, axis);
+      break;
+    // Slicing is free for constants, and in the update where another operand already has
+    // the split (state in its storage layout: the update runs where its state lives); for
+    // activations it stands for the gather that a later consumer will need to undo it.
+    case ReshardStep::Kind::kSlice:
+      if (!constant && !aligned_update(v, want, consumer))
+        cost += pricing_.collective(Collective::kAllGather, bytes, axis);
+      break;
+    // A local product with the member's entry of a one-hot vector.
+    case ReshardStep::Kind::kShare:
+      cost += pricing_.local(bytes);
+      break;
+  }
+  return cost;
+}
+
+double Spmd::strategy_cost(NodeId id, const OpStrategy& s) const {
+  const Node& node = src_.node(id);
+  double cost = 0.0;
+  for (size_t i = 0; i < s.inputs.size() && i < node.inputs.size(); ++i) {
+    cost += input_cost(node.inputs[i], s.inputs[i], node);
+    if (cost >= kInfinite) return kInfinite;
+  }
+  int64_t degree = 1;
+  for (const auto& [axis, loop] : s.assignment) degree *= mesh_.size(axis);
+  return cost + pricing_.compute(id, static_cast<double>(degree)) + storage_cost(node, s);
+}
+
+double Spmd::storage_cost(const Node& node, const OpStrategy& s) const {
+  if (node.phase != Phase::kOptimizer) return 0.0;
+  double cost = 0.0;
+  for (size_t j = 0; j < s.outputs.size() && j < node.outputs.size(); ++j) {
+    auto it = maps_.state_of.find(node.outputs[j]);
+    if (it == maps_.state_of.end() || !layout_[it->second]) continue;
+    cost += reshard_cost(node.outputs[j], s.outputs[j], *layout_[it->second], node);
+    if (cost >= kInfinite) return kInfinite;
+  }
+  return cost;
+}
+
+}  // namespace autopar::spmd_detail
