@@ -484,72 +484,123 @@ CommSample measure_comm(Collective c, double bytes, int repeats, double seconds)
 }
 
 // One sweep over every benchmark; each time recorded in `sweeps` counts at its median so far.
-StatusOr<Calibration> calibrate_sweep(const CalibrationOptions& options, Sweeps& sweeps) {
-  Calibration cal;
-  HardwareProfile& p = cal.profile;
-  const int repeats = std::max(options.repeats, 1);
-  p.name = "cpu-local";
-  p.device.name = "cpu-core";
-  p.devices_per_node = std::max<int64_t>(1, std::thread::hardware_concurrency());
-  const double budget = options.quick ? 0.1 * options.seconds : options.seconds;
-  // Every device busy while one is timed, as in a plan (the inproc benchmarks below keep two
-  // threads at work).
-  const int load = options.loaded ? static_cast<int>(p.devices_per_node) - 1 : 0;
+class CpuSweep {
+ public:
+  CpuSweep(const CalibrationOptions& options, Sweeps& sweeps)
+      : options_(options),
+        sweeps_(sweeps),
+        repeats_(std::max(options.repeats, 1)),
+        budget_(options.quick ? 0.1 * options.seconds : options.seconds) {
+    p_.name = "cpu-local";
+    p_.device.name = "cpu-core";
+    p_.devices_per_node = std::max<int64_t>(1, std::thread::hardware_concurrency());
+    // Every device busy while one is timed, as in a plan (the inproc benchmarks below keep two
+    // threads at work).
+    load_ = options.loaded ? static_cast<int>(p_.devices_per_node) - 1 : 0;
+  }
 
+  StatusOr<Calibration> run() {
+    RETURN_IF_ERROR(launch());
+    ASSIGN_OR_RETURN(const double gemm_error, gemm());
+    RETURN_IF_ERROR(attention_and_conv());
+    ASSIGN_OR_RETURN(const double elementwise_error, memory_bound());
+    ASSIGN_OR_RETURN(const double fused_worst, fused());
+    p_.device.memory_bytes = total_memory_bytes() / static_cast<double>(p_.devices_per_node);
+    p_.device.reserved_bytes = std::min(64e6, 0.05 * p_.device.memory_bytes);
+    ASSIGN_OR_RETURN(const double comm_error, inproc_tier());
+    {
+      std::string report;
+      RETURN_IF_ERROR(plan_overheads(p_, repeats_, budget_, sweeps_, report));
+      cal_.report.push_back(std::move(report));
+    }
+    cal_.worst_held_out_error = std::max({gemm_error, elementwise_error, fused_worst, comm_error});
+    return std::move(cal_);
+  }
+
+ private:
+  // Launch overhead and the per-run intercept.
+  Status launch();
+  StatusOr<Sample> measure(const Bench& b, bool flops);
+  StatusOr<Sample> measure_forms(const std::vector<Bench>& forms, bool flops);
+  // Each returns its held-out error.
+  StatusOr<double> gemm();
+  Status attention_and_conv();
+  StatusOr<double> memory_bound();
+  StatusOr<double> fused();
+  StatusOr<double> inproc_tier();
+
+  const CalibrationOptions& options_;
+  Sweeps& sweeps_;
+  Calibration cal_;
+  HardwareProfile& p_ = cal_.profile;
+  const int repeats_;
+  const double budget_;
+  int load_ = 0;
+  double per_run_ = 0;   // seconds per graph run beyond its nodes
+  double overhead_ = 0;  // seconds per node beyond its work
+  double peak_ = 0;      // FLOP/s
+  const double cold_bytes_ = 4 * private_cache_bytes();
+};
+
+Status CpuSweep::launch() {
   // Launch overhead: chains of one-element adds, t(K) = per run + K · per node, fitted by
   // least squares on relative error. The per-node slope is what each node of a plan costs
   // beyond its work (dispatch, its output's allocation, freeing its dead inputs).
   const std::vector<int> chain =
-      options.quick ? std::vector<int>{1, 16, 64} : std::vector<int>{1, 8, 32, 128, 256};
+      options_.quick ? std::vector<int>{1, 16, 64} : std::vector<int>{1, 8, 32, 128, 256};
   Eigen::MatrixXd chain_rows(static_cast<Eigen::Index>(chain.size()), 2);
   Eigen::VectorXd chain_ones(static_cast<Eigen::Index>(chain.size()));
   for (size_t i = 0; i < chain.size(); ++i) {
-    ASSIGN_OR_RETURN(double t, time_graph(add_chain(chain[i]), repeats, budget, load));
-    t = sweeps.record(t);
+    ASSIGN_OR_RETURN(double t, time_graph(add_chain(chain[i]), repeats_, budget_, load_));
+    t = sweeps_.record(t);
     const auto row = static_cast<Eigen::Index>(i);
     chain_rows(row, 0) = 1.0 / t;
     chain_rows(row, 1) = chain[i] / t;
     chain_ones(row) = 1.0;
   }
   const Eigen::VectorXd per_run_node = chain_rows.colPivHouseholderQr().solve(chain_ones);
-  const double per_run = std::max(per_run_node(0), 0.0);
-  p.device.launch_overhead_s = std::max(per_run_node(1), 1e-8);
+  per_run_ = std::max(per_run_node(0), 0.0);
+  p_.device.launch_overhead_s = std::max(per_run_node(1), 1e-8);
   // Every program a plan runs pays the per-run intercept; the CPU runtime runs collectives in
   // line on the device's thread, so communication does not overlap its compute.
-  p.device.program_overhead_s = per_run;
-  p.device.overlap_communication = false;
-  const double overhead = p.device.launch_overhead_s;
-  // Seconds per node of an op, its launch overhead included. The graph timed holds copies of
-  // the op over inputs of their own spanning four times the private cache, so each node reads
-  // data last touched a run ago, as the nodes of a training step read parameters, optimizer
-  // state and stashed activations (rerunning one node would find its inputs in the core's
-  // cache); the run's own overhead is shared out over the copies.
-  const double cold_bytes = 4 * private_cache_bytes();
-  auto measure = [&](const Bench& b, bool flops) -> StatusOr<Sample> {
-    double input_bytes = 0;
-    for (const std::vector<int64_t>& dims : b.inputs)
-      input_bytes += 4.0 * static_cast<double>(element_count(dims));
-    const int copies =
-        static_cast<int>(std::clamp(std::ceil(cold_bytes / input_bytes), 1.0, 256.0));
-    NodeId node = kNoId;
-    const Graph g = bench_graph(b, copies, node);
-    ASSIGN_OR_RETURN(double t, time_graph(g, repeats, budget, load));
-    t = sweeps.record(t);
-    const Node& n = g.node(node);
-    return Sample{flops ? node_flops(g, n) : node_bytes(g, n), std::max(t - per_run, 0.0) / copies};
-  };
-  auto measure_forms = [&](const std::vector<Bench>& forms, bool flops) -> StatusOr<Sample> {
-    std::vector<Sample> samples;
-    for (const Bench& b : forms) {
-      ASSIGN_OR_RETURN(Sample s, measure(b, flops));
-      samples.push_back(s);
-    }
-    return combined(samples, overhead);
-  };
+  p_.device.program_overhead_s = per_run_;
+  p_.device.overlap_communication = false;
+  overhead_ = p_.device.launch_overhead_s;
+  return Status::ok();
+}
+
+// Seconds per node of an op, its launch overhead included. The graph timed holds copies of
+// the op over inputs of their own spanning four times the private cache, so each node reads
+// data last touched a run ago, as the nodes of a training step read parameters, optimizer
+// state and stashed activations (rerunning one node would find its inputs in the core's
+// cache); the run's own overhead is shared out over the copies.
+StatusOr<Sample> CpuSweep::measure(const Bench& b, bool flops) {
+  double input_bytes = 0;
+  for (const std::vector<int64_t>& dims : b.inputs)
+    input_bytes += 4.0 * static_cast<double>(element_count(dims));
+  const int copies = static_cast<int>(std::clamp(std::ceil(cold_bytes_ / input_bytes), 1.0, 256.0));
+  NodeId node = kNoId;
+  const Graph g = bench_graph(b, copies, node);
+  ASSIGN_OR_RETURN(double t, time_graph(g, repeats_, budget_, load_));
+  t = sweeps_.record(t);
+  const Node& n = g.node(node);
+  return Sample{flops ? node_flops(g, n) : node_bytes(g, n), std::max(t - per_run_, 0.0) / copies};
+}
+
+StatusOr<Sample> CpuSweep::measure_forms(const std::vector<Bench>& forms, bool flops) {
+  std::vector<Sample> samples;
+  for (const Bench& b : forms) {
+    ASSIGN_OR_RETURN(Sample s, measure(b, flops));
+    samples.push_back(s);
+  }
+  return combined(samples, overhead_);
+}
+
+StatusOr<double> CpuSweep::gemm() {
   // GEMM: square sizes, with held-out sizes between them.
   std::vector<int64_t> fit = {8, 16, 32, 64, 128, 256, 384};
   std::vector<int64_t> held = {24, 96, 192};
-  if (options.quick) {
+  if (options_.quick) {
     fit = {8, 32, 128};
     held = {64};
   }
@@ -562,21 +613,25 @@ StatusOr<Calibration> calibrate_sweep(const CalibrationOptions& options, Sweeps&
     ASSIGN_OR_RETURN(Sample s, measure(one_op("MatMul", {{n, n}, {n, n}}), true));
     gemm_held.push_back(s);
   }
-  const double peak = best_rate(gemm, overhead);
-  p.device.peak_flops["fp32"] = peak;
-  ASSIGN_OR_RETURN(p.device.efficiency[OpClass::kGemm],
-                   EfficiencyCurve::create(curve_points(gemm, peak, overhead)));
+  peak_ = best_rate(gemm, overhead_);
+  p_.device.peak_flops["fp32"] = peak_;
+  ASSIGN_OR_RETURN(p_.device.efficiency[OpClass::kGemm],
+                   EfficiencyCurve::create(curve_points(gemm, peak_, overhead_)));
   const double gemm_error =
-      held_out_error(gemm_held, p.device.efficiency[OpClass::kGemm], peak, overhead);
-  cal.report.push_back(
+      held_out_error(gemm_held, p_.device.efficiency[OpClass::kGemm], peak_, overhead_);
+  cal_.report.push_back(
       fmt::format("gemm: peak {:.2f} GFLOP/s on one core, {} sizes fitted, held-out error {:.1f}%",
-                  peak * 1e-9, gemm.size(), gemm_error * 100));
+                  peak_ * 1e-9, gemm.size(), gemm_error * 100));
+  return gemm_error;
+}
+
+Status CpuSweep::attention_and_conv() {
   // Attention (batched products of activations: scores and their weighted sum) and
   // convolutions (forward, data gradient, weight gradient over 3×3 filters) share the peak,
   // with their own curves.
   std::vector<Sample> attention, conv;
   for (int64_t n :
-       options.quick ? std::vector<int64_t>{16, 64} : std::vector<int64_t>{16, 32, 64, 128}) {
+       options_.quick ? std::vector<int64_t>{16, 64} : std::vector<int64_t>{16, 32, 64, 128}) {
     ASSIGN_OR_RETURN(Sample s, measure_forms({one_op("MatMul", {{4, n, 32}, {4, 32, n}}),
                                               one_op("MatMul", {{4, n, n}, {4, n, 32}})},
                                              true));
@@ -584,7 +639,7 @@ StatusOr<Calibration> calibrate_sweep(const CalibrationOptions& options, Sweeps&
   }
   const Attributes same = {{"pads", std::vector<int64_t>{1, 1, 1, 1}}};
   for (int64_t c :
-       options.quick ? std::vector<int64_t>{4, 16} : std::vector<int64_t>{4, 8, 16, 32}) {
+       options_.quick ? std::vector<int64_t>{4, 16} : std::vector<int64_t>{4, 8, 16, 32}) {
     const int64_t batch = 2, side = 16;
     ASSIGN_OR_RETURN(
         Sample s,
@@ -594,10 +649,14 @@ StatusOr<Calibration> calibrate_sweep(const CalibrationOptions& options, Sweeps&
                       true));
     conv.push_back(s);
   }
-  ASSIGN_OR_RETURN(p.device.efficiency[OpClass::kAttention],
-                   EfficiencyCurve::create(curve_points(attention, peak, overhead)));
-  ASSIGN_OR_RETURN(p.device.efficiency[OpClass::kConv],
-                   EfficiencyCurve::create(curve_points(conv, peak, overhead)));
+  ASSIGN_OR_RETURN(p_.device.efficiency[OpClass::kAttention],
+                   EfficiencyCurve::create(curve_points(attention, peak_, overhead_)));
+  ASSIGN_OR_RETURN(p_.device.efficiency[OpClass::kConv],
+                   EfficiencyCurve::create(curve_points(conv, peak_, overhead_)));
+  return Status::ok();
+}
+
+StatusOr<double> CpuSweep::memory_bound() {
   // Memory-bound classes, by bytes. The bandwidth is the adds' best rate; the elementwise
   // curve is over its forms in training graphs: adds, products with a broadcast row (bias,
   // scale), divisions and square roots (optimizers, normalisations decomposed), transposes.
@@ -611,27 +670,27 @@ StatusOr<Calibration> calibrate_sweep(const CalibrationOptions& options, Sweeps&
         one_op("Transpose", {{rows, 64}}, {{"perm", std::vector<int64_t>{1, 0}}})};
   };
   std::vector<Sample> add, elementwise, elementwise_held, norm;
-  for (int64_t n : options.quick ? std::vector<int64_t>{1 << 10, 1 << 16}
-                                 : std::vector<int64_t>{1 << 8, 1 << 12, 1 << 16, 1 << 20}) {
+  for (int64_t n : options_.quick ? std::vector<int64_t>{1 << 10, 1 << 16}
+                                  : std::vector<int64_t>{1 << 8, 1 << 12, 1 << 16, 1 << 20}) {
     ASSIGN_OR_RETURN(Sample s, measure(one_op("Add", {{n}, {n}}), false));
     add.push_back(s);
   }
-  const double bandwidth = best_rate(add, overhead);
-  p.device.memory_bandwidth = bandwidth;
-  for (int64_t n : options.quick ? std::vector<int64_t>{1 << 10, 1 << 16}
-                                 : std::vector<int64_t>{1 << 8, 1 << 12, 1 << 16, 1 << 20}) {
+  const double bandwidth = best_rate(add, overhead_);
+  p_.device.memory_bandwidth = bandwidth;
+  for (int64_t n : options_.quick ? std::vector<int64_t>{1 << 10, 1 << 16}
+                                  : std::vector<int64_t>{1 << 8, 1 << 12, 1 << 16, 1 << 20}) {
     ASSIGN_OR_RETURN(Sample s, measure_forms(elementwise_forms(n), false));
     elementwise.push_back(s);
   }
   for (int64_t n :
-       options.quick ? std::vector<int64_t>{1 << 13} : std::vector<int64_t>{1 << 10, 1 << 18}) {
+       options_.quick ? std::vector<int64_t>{1 << 13} : std::vector<int64_t>{1 << 10, 1 << 18}) {
     ASSIGN_OR_RETURN(Sample s, measure_forms(elementwise_forms(n), false));
     elementwise_held.push_back(s);
   }
-  ASSIGN_OR_RETURN(p.device.efficiency[OpClass::kElementwise],
-                   EfficiencyCurve::create(curve_points(elementwise, bandwidth, overhead)));
+  ASSIGN_OR_RETURN(p_.device.efficiency[OpClass::kElementwise],
+                   EfficiencyCurve::create(curve_points(elementwise, bandwidth, overhead_)));
   for (int64_t rows :
-       options.quick ? std::vector<int64_t>{4, 256} : std::vector<int64_t>{4, 64, 1024}) {
+       options_.quick ? std::vector<int64_t>{4, 256} : std::vector<int64_t>{4, 64, 1024}) {
     const int64_t width = 256;
     ASSIGN_OR_RETURN(Sample s,
                      measure_forms({one_op("Softmax", {{rows, width}}, {{"axis", int64_t{-1}}}),
@@ -643,41 +702,45 @@ StatusOr<Calibration> calibrate_sweep(const CalibrationOptions& options, Sweeps&
                                    false));
     norm.push_back(s);
   }
-  ASSIGN_OR_RETURN(p.device.efficiency[OpClass::kNorm],
-                   EfficiencyCurve::create(curve_points(norm, bandwidth, overhead)));
+  ASSIGN_OR_RETURN(p_.device.efficiency[OpClass::kNorm],
+                   EfficiencyCurve::create(curve_points(norm, bandwidth, overhead_)));
   const double elementwise_error = held_out_error(
-      elementwise_held, p.device.efficiency[OpClass::kElementwise], bandwidth, overhead);
-  cal.report.push_back(fmt::format(
+      elementwise_held, p_.device.efficiency[OpClass::kElementwise], bandwidth, overhead_);
+  cal_.report.push_back(fmt::format(
       "elementwise: {:.2f} GB/s on one core, {} sizes fitted, held-out error {:.1f}%; launch "
       "overhead {:.2f} µs per node, {:.2f} µs per graph run",
       bandwidth * 1e-9, elementwise.size(), elementwise_error * 100,
-      p.device.launch_overhead_s * 1e6, per_run * 1e6));
+      p_.device.launch_overhead_s * 1e6, per_run_ * 1e6));
+  return elementwise_error;
+}
+
+StatusOr<double> CpuSweep::fused() {
   double fused_worst = 0;
   // Fused elementwise kernels (the runtime runs a run of elementwise nodes tile by tile):
   // seconds per element and operation, the slope between a short and a long chain over data
   // that stays in cache, so neither the launch nor memory traffic enters it.
   {
-    const int64_t elements = options.quick ? 4096 : 8192;
+    const int64_t elements = options_.quick ? 4096 : 8192;
     const std::vector<int> lengths = {8, 64};
     const int held_length = 24;
     std::vector<double> fused_t;
     for (int k : {lengths[0], lengths[1], held_length}) {
       ASSIGN_OR_RETURN(double t,
-                       time_graph(elementwise_chain(k, elements), repeats, budget, load, true));
-      fused_t.push_back(sweeps.record(t));
+                       time_graph(elementwise_chain(k, elements), repeats_, budget_, load_, true));
+      fused_t.push_back(sweeps_.record(t));
     }
-    p.device.fused_op_element_s =
+    p_.device.fused_op_element_s =
         std::max((fused_t[1] - fused_t[0]) /
                      (static_cast<double>(lengths[1] - lengths[0]) * static_cast<double>(elements)),
                  1e-12);
     // Held out: the middle chain under the model the simulator prices fused runs with.
-    double predicted = per_run;
-    for (double s : fused_node_seconds(p, elementwise_chain(held_length, elements)))
+    double predicted = per_run_;
+    for (double s : fused_node_seconds(p_, elementwise_chain(held_length, elements)))
       predicted += std::max(s, 0.0);
     const double fused_error = std::fabs(predicted - fused_t[2]) / fused_t[2];
-    cal.report.push_back(
+    cal_.report.push_back(
         fmt::format("fused elementwise: {:.3f} ns per element and op, held-out error {:.1f}%",
-                    p.device.fused_op_element_s * 1e9, fused_error * 100));
+                    p_.device.fused_op_element_s * 1e9, fused_error * 100));
     fused_worst = fused_error;
   }
   // The fused optimizer update: seconds per parameter element, the slope between two sizes
@@ -687,37 +750,40 @@ StatusOr<Calibration> calibrate_sweep(const CalibrationOptions& options, Sweeps&
     const std::vector<int64_t> sizes = {4096, 32768, 16384};
     std::vector<double> adam_t;
     for (int64_t n : sizes) {
-      ASSIGN_OR_RETURN(double t, time_graph(adam_updates(n, copies), repeats, budget, load, true));
-      adam_t.push_back(sweeps.record(t));
+      ASSIGN_OR_RETURN(double t,
+                       time_graph(adam_updates(n, copies), repeats_, budget_, load_, true));
+      adam_t.push_back(sweeps_.record(t));
     }
-    p.device.optimizer_element_s = std::max(
+    p_.device.optimizer_element_s = std::max(
         (adam_t[1] - adam_t[0]) / static_cast<double>((sizes[1] - sizes[0]) * copies), 1e-12);
-    double predicted = per_run;
-    for (double s : fused_node_seconds(p, adam_updates(sizes[2], copies)))
+    double predicted = per_run_;
+    for (double s : fused_node_seconds(p_, adam_updates(sizes[2], copies)))
       predicted += std::max(s, 0.0);
     const double adam_error = std::fabs(predicted - adam_t[2]) / adam_t[2];
-    cal.report.push_back(
+    cal_.report.push_back(
         fmt::format("fused optimizer: {:.3f} ns per parameter element, held-out error {:.1f}%",
-                    p.device.optimizer_element_s * 1e9, adam_error * 100));
+                    p_.device.optimizer_element_s * 1e9, adam_error * 100));
     fused_worst = std::max(fused_worst, adam_error);
   }
-  p.device.memory_bytes = total_memory_bytes() / static_cast<double>(p.devices_per_node);
-  p.device.reserved_bytes = std::min(64e6, 0.05 * p.device.memory_bytes);
+  return fused_worst;
+}
 
+StatusOr<double> CpuSweep::inproc_tier() {
   // The inproc tier: α, β and each collective's efficiency together, by least squares on
   // relative error over point-to-point messages and two-device collectives of many sizes,
   // each under the communication model's own formula (so α is what the model charges a
   // message step, small collectives included).
-  const std::vector<double> sizes = options.quick ? std::vector<double>{8, 1e4, 1e6}
-                                                  : std::vector<double>{8, 1e3, 1e4, 1e5, 1e6, 4e6};
+  const std::vector<double> sizes = options_.quick
+                                        ? std::vector<double>{8, 1e4, 1e6}
+                                        : std::vector<double>{8, 1e3, 1e4, 1e5, 1e6, 4e6};
   const std::vector<Collective> collectives = {Collective::kPointToPoint, Collective::kAllReduce,
                                                Collective::kAllGather, Collective::kReduceScatter,
                                                Collective::kAllToAll};
   std::vector<CommSample> comm;
   for (Collective c : collectives) {
     for (double bytes : sizes) {
-      CommSample s = measure_comm(c, bytes, repeats, budget);
-      s.seconds = sweeps.record(s.seconds);
+      CommSample s = measure_comm(c, bytes, repeats_, budget_);
+      s.seconds = sweeps_.record(s.seconds);
       comm.push_back(s);
     }
   }
@@ -736,7 +802,7 @@ StatusOr<Calibration> calibrate_sweep(const CalibrationOptions& options, Sweeps&
   const Eigen::VectorXd solved = rows.colPivHouseholderQr().solve(ones);
   Tier tier;
   tier.name = "inproc";
-  tier.devices_per_group = p.devices_per_node;
+  tier.devices_per_group = p_.devices_per_node;
   tier.alpha_s = std::max(solved(0), 1e-7);
   tier.bandwidth = solved(1) > 0 ? 1.0 / solved(1) : 1e10;
   for (size_t k = 0; k < collectives.size(); ++k) {
@@ -751,23 +817,21 @@ StatusOr<Calibration> calibrate_sweep(const CalibrationOptions& options, Sweeps&
   };
   double comm_error = 0;
   for (Collective c : {Collective::kPointToPoint, Collective::kAllReduce}) {
-    CommSample s = measure_comm(c, options.quick ? 3e5 : 2e6, repeats, budget);
-    s.seconds = sweeps.record(s.seconds);
+    CommSample s = measure_comm(c, options_.quick ? 3e5 : 2e6, repeats_, budget_);
+    s.seconds = sweeps_.record(s.seconds);
     comm_error = std::max(comm_error, std::fabs(model_seconds(s) - s.seconds) / s.seconds);
   }
-  p.tiers = {tier};
-  cal.report.push_back(fmt::format(
+  p_.tiers = {tier};
+  cal_.report.push_back(fmt::format(
       "inproc: alpha {:.2f} µs, beta {:.2f} GB/s, all-reduce at {:.0f}% of beta, {} messages and "
       "collectives fitted, held-out error {:.1f}%",
       tier.alpha_s * 1e6, tier.bandwidth * 1e-9, tier.efficiency[Collective::kAllReduce] * 100,
       comm.size(), comm_error * 100));
-  {
-    std::string report;
-    RETURN_IF_ERROR(plan_overheads(p, repeats, budget, sweeps, report));
-    cal.report.push_back(std::move(report));
-  }
-  cal.worst_held_out_error = std::max({gemm_error, elementwise_error, fused_worst, comm_error});
-  return cal;
+  return comm_error;
+}
+
+StatusOr<Calibration> calibrate_sweep(const CalibrationOptions& options, Sweeps& sweeps) {
+  return CpuSweep(options, sweeps).run();
 }
 
 // ---- CUDA: GPU 0 through the CUDA backend -------------------------------------------------
@@ -879,152 +943,214 @@ std::vector<Bench> gpu_elementwise_forms(int64_t n) {
 // normalisation's statistics; the channels grow with n).
 std::vector<Bench> gpu_norm_forms(int64_t n) {
   const int64_t rows = n / 1024, width = 1024;
-  return {
-      one_op("Softmax", {{rows, width}}, {{"axis", int64_t{-1}}}),
-      one_op("LayerNormalization", {{rows, width}, {width}, {width}}, {{"axis", int64_t{-1}}}),
-      reduce_sum({rows, width}, {-1}), reduce_sum({rows, width}, {0}),
-      one_op("ReduceMean", {{8, n / 2048, 16, 16}}, {{"axes", std::vector<int64_t>{0, 2, 3}}})};
+  return {one_op("Softmax", {{rows, width}}, {{"axis", int64_t{-1}}}),
+          one_op("LayerNormalization", {{rows, width}, {width}, {width}}, {{"axis", int64_t{-1}}}),
+          reduce_sum({rows, width}, {-1}), reduce_sum({rows, width}, {0}),
+          one_op("ReduceMean", {{8, n / 2048, 16, 16}}, {{"axes", std::vector<int64_t>{0, 2, 3}}})};
 }
 
 // One sweep over every CUDA benchmark; each time recorded in `sweeps` counts at its median so
 // far.
-StatusOr<Calibration> calibrate_cuda_sweep(const CalibrationOptions& options,
-                                           const HardwareProfile& base, Sweeps& sweeps,
-                                           RandomOperands& operands) {
-  Calibration cal;
-  HardwareProfile& p = cal.profile;
-  p = base;
-  p.name = base.name + "-calibrated";
-  const int repeats = std::max(options.repeats, 1);
-  const double budget = options.seconds;
-  const DType bf16 = DType::kBFloat16;
+class CudaSweep {
+ public:
+  CudaSweep(const CalibrationOptions& options, const HardwareProfile& base, Sweeps& sweeps,
+            RandomOperands& operands)
+      : options_(options),
+        base_(base),
+        sweeps_(sweeps),
+        operands_(operands),
+        repeats_(std::max(options.repeats, 1)),
+        budget_(options.seconds),
+        peak_(base.device.peak("bf16")) {
+    p_ = base;
+    p_.name = base.name + "-calibrated";
+  }
 
+  StatusOr<Calibration> run() {
+    RETURN_IF_ERROR(launch());
+    ASSIGN_OR_RETURN(const double gemm_error, gemm());
+    ASSIGN_OR_RETURN(const double attention_error, attention());
+    ASSIGN_OR_RETURN(const double conv_error, convolution());
+    ASSIGN_OR_RETURN(const double memory_error, memory_bound());
+    ASSIGN_OR_RETURN(const double fused_error, fused());
+    ASSIGN_OR_RETURN(const double adam_error, optimizer());
+    RETURN_IF_ERROR(unaligned_gemm());
+    cal_.worst_held_out_error =
+        std::max({gemm_error, attention_error, conv_error, memory_error, fused_error, adam_error});
+    return std::move(cal_);
+  }
+
+ private:
+  using Forms = std::vector<Bench>;
+  static constexpr DType kBf16 = DType::kBFloat16;
+
+  Status launch();
+  StatusOr<Sample> measure(const Bench& b, DType dtype, bool flops, int max_copies);
+  StatusOr<Sample> measure_forms(const std::vector<Bench>& forms, DType dtype, bool flops,
+                                 int max_copies);
+  StatusOr<std::pair<std::vector<Sample>, double>> fit_class(OpClass op_class,
+                                                             const std::vector<Forms>& fit_forms,
+                                                             const std::vector<Forms>& held_forms,
+                                                             bool flops, int max_copies,
+                                                             double rate);
+  template <typename Sizes, typename FormsOf>
+  static std::vector<Forms> forms_at(const Sizes& sizes, const FormsOf& forms_of) {
+    std::vector<Forms> out;
+    for (const auto& size : sizes) out.push_back(forms_of(size));
+    return out;
+  }
+  static double tflops(const Sample& s) { return s.work / s.seconds * 1e-12; }
+  // Each returns its held-out error (memory_bound: the worse of elementwise and norm).
+  StatusOr<double> gemm();
+  StatusOr<double> attention();
+  StatusOr<double> convolution();
+  StatusOr<double> memory_bound();
+  StatusOr<double> fused();
+  StatusOr<double> optimizer();
+  Status unaligned_gemm();
+
+  const CalibrationOptions& options_;
+  const HardwareProfile& base_;
+  Sweeps& sweeps_;
+  RandomOperands& operands_;
+  const int repeats_;
+  const double budget_;
+  const double peak_;  // the datasheet's bf16 FLOP/s
+  Calibration cal_;
+  HardwareProfile& p_ = cal_.profile;
+  double per_program_ = 0;  // seconds per replayed graph beyond its kernels
+  double overhead_ = 0;     // seconds per kernel beyond its work
+};
+
+Status CudaSweep::launch() {
   // Launch overhead: chains of one-element adds replayed as one CUDA graph, t(K) = per program
   // + K · per kernel, fitted by least squares on relative error. The per-kernel slope is what
   // each kernel of a program costs beyond its work (the GPU's gap between dependent kernels of
   // a graph and the shortest kernel); the intercept is the graph's own launch and end, paid
   // once per program a plan runs.
   const std::vector<int> chain =
-      options.quick ? std::vector<int>{1, 16, 64} : std::vector<int>{1, 8, 32, 128, 512};
+      options_.quick ? std::vector<int>{1, 16, 64} : std::vector<int>{1, 8, 32, 128, 512};
   Eigen::MatrixXd chain_rows(static_cast<Eigen::Index>(chain.size()), 2);
   Eigen::VectorXd chain_ones(static_cast<Eigen::Index>(chain.size()));
   for (size_t i = 0; i < chain.size(); ++i) {
-    auto timed = time_cuda_graph(add_chain(chain[i], bf16), repeats, budget, operands);
+    auto timed = time_cuda_graph(add_chain(chain[i], kBf16), repeats_, budget_, operands_);
     if (!timed.is_ok()) return error("a chain of {} adds: {}", chain[i], timed.status().message());
-    const double t = sweeps.record(timed.value());
+    const double t = sweeps_.record(timed.value());
     const auto row = static_cast<Eigen::Index>(i);
     chain_rows(row, 0) = 1.0 / t;
     chain_rows(row, 1) = chain[i] / t;
     chain_ones(row) = 1.0;
   }
   const Eigen::VectorXd per_program_kernel = chain_rows.colPivHouseholderQr().solve(chain_ones);
-  const double per_program = std::max(per_program_kernel(0), 0.0);
-  p.device.launch_overhead_s = std::max(per_program_kernel(1), 1e-8);
-  p.device.program_overhead_s = per_program;
-  const double overhead = p.device.launch_overhead_s;
-  cal.report.push_back(fmt::format(
+  per_program_ = std::max(per_program_kernel(0), 0.0);
+  p_.device.launch_overhead_s = std::max(per_program_kernel(1), 1e-8);
+  p_.device.program_overhead_s = per_program_;
+  overhead_ = p_.device.launch_overhead_s;
+  cal_.report.push_back(fmt::format(
       "launch: {:.2f} µs per kernel of a replayed CUDA graph and {:.2f} µs per program (the "
       "graph's launch), fitted over chains of {} to {} one-element adds",
-      overhead * 1e6, per_program * 1e6, chain.front(), chain.back()));
+      overhead_ * 1e6, per_program_ * 1e6, chain.front(), chain.back()));
 
-  // Seconds per node of one op, its launch overhead included. The graph timed holds copies of
-  // the op over inputs of their own, enough to move four L2 caches per replay (at most
-  // `max_copies`); the replay's own overhead is shared out over them.
-  auto measure = [&](const Bench& b, DType dtype, bool flops, int max_copies) -> StatusOr<Sample> {
-    NodeId node = kNoId;
-    Graph g = bench_graph(b, 1, node, dtype);
-    const double bytes = node_bytes(g, g.node(node));
-    const int copies = static_cast<int>(std::clamp(
-        std::ceil(4 * kGpuL2Bytes / std::max(bytes, 1.0)), 1.0, static_cast<double>(max_copies)));
-    if (copies > 1) g = bench_graph(b, copies, node, dtype);
-    auto timed = time_cuda_graph(g, repeats, budget, operands);
-    if (!timed.is_ok()) return error("{}: {}", bench_text(b, dtype), timed.status().message());
-    const double t = sweeps.record(timed.value());
-    const Node& n = g.node(node);
-    return Sample{flops ? node_flops(g, n) : node_bytes(g, n),
-                  std::max(t - per_program, 0.0) / copies};
-  };
-  auto measure_forms = [&](const std::vector<Bench>& forms, DType dtype, bool flops,
-                           int max_copies) -> StatusOr<Sample> {
-    std::vector<Sample> samples;
-    for (const Bench& b : forms) {
-      ASSIGN_OR_RETURN(Sample s, measure(b, dtype, flops, max_copies));
-      samples.push_back(s);
-    }
-    return combined(samples, overhead);
-  };
-  auto tflops = [](const Sample& s) { return s.work / s.seconds * 1e-12; };
-  // One class's curve: its forms measured at the fitted sizes and at the held-out ones, the
-  // curve fitted as a fraction of `rate`; returns the fitted samples and the held-out error.
-  using Forms = std::vector<Bench>;
-  auto fit_class = [&](OpClass op_class, const std::vector<Forms>& fit_forms,
-                       const std::vector<Forms>& held_forms, bool flops, int max_copies,
-                       double rate) -> StatusOr<std::pair<std::vector<Sample>, double>> {
-    std::vector<Sample> fitted, held_samples;
-    for (const Forms& forms : fit_forms) {
-      ASSIGN_OR_RETURN(Sample s, measure_forms(forms, bf16, flops, max_copies));
-      fitted.push_back(s);
-    }
-    for (const Forms& forms : held_forms) {
-      ASSIGN_OR_RETURN(Sample s, measure_forms(forms, bf16, flops, max_copies));
-      held_samples.push_back(s);
-    }
-    ASSIGN_OR_RETURN(p.device.efficiency[op_class],
-                     EfficiencyCurve::create(curve_points(fitted, rate, overhead)));
-    const double held_error =
-        held_out_error(held_samples, p.device.efficiency[op_class], rate, overhead);
-    return std::make_pair(std::move(fitted), held_error);
-  };
-  auto forms_at = [](const auto& sizes, const auto& forms_of) {
-    std::vector<Forms> out;
-    for (const auto& size : sizes) out.push_back(forms_of(size));
-    return out;
-  };
+  return Status::ok();
+}
 
+// Seconds per node of one op, its launch overhead included. The graph timed holds copies of
+// the op over inputs of their own, enough to move four L2 caches per replay (at most
+// `max_copies`); the replay's own overhead is shared out over them.
+StatusOr<Sample> CudaSweep::measure(const Bench& b, DType dtype, bool flops, int max_copies) {
+  NodeId node = kNoId;
+  Graph g = bench_graph(b, 1, node, dtype);
+  const double bytes = node_bytes(g, g.node(node));
+  const int copies = static_cast<int>(std::clamp(std::ceil(4 * kGpuL2Bytes / std::max(bytes, 1.0)),
+                                                 1.0, static_cast<double>(max_copies)));
+  if (copies > 1) g = bench_graph(b, copies, node, dtype);
+  auto timed = time_cuda_graph(g, repeats_, budget_, operands_);
+  if (!timed.is_ok()) return error("{}: {}", bench_text(b, dtype), timed.status().message());
+  const double t = sweeps_.record(timed.value());
+  const Node& n = g.node(node);
+  return Sample{flops ? node_flops(g, n) : node_bytes(g, n),
+                std::max(t - per_program_, 0.0) / copies};
+}
+
+StatusOr<Sample> CudaSweep::measure_forms(const std::vector<Bench>& forms, DType dtype, bool flops,
+                                          int max_copies) {
+  std::vector<Sample> samples;
+  for (const Bench& b : forms) {
+    ASSIGN_OR_RETURN(Sample s, measure(b, dtype, flops, max_copies));
+    samples.push_back(s);
+  }
+  return combined(samples, overhead_);
+}
+
+// One class's curve: its forms measured at the fitted sizes and at the held-out ones, the
+// curve fitted as a fraction of `rate`; returns the fitted samples and the held-out error.
+StatusOr<std::pair<std::vector<Sample>, double>> CudaSweep::fit_class(
+    OpClass op_class, const std::vector<Forms>& fit_forms, const std::vector<Forms>& held_forms,
+    bool flops, int max_copies, double rate) {
+  std::vector<Sample> fitted, held_samples;
+  for (const Forms& forms : fit_forms) {
+    ASSIGN_OR_RETURN(Sample s, measure_forms(forms, kBf16, flops, max_copies));
+    fitted.push_back(s);
+  }
+  for (const Forms& forms : held_forms) {
+    ASSIGN_OR_RETURN(Sample s, measure_forms(forms, kBf16, flops, max_copies));
+    held_samples.push_back(s);
+  }
+  ASSIGN_OR_RETURN(p_.device.efficiency[op_class],
+                   EfficiencyCurve::create(curve_points(fitted, rate, overhead_)));
+  const double held_error =
+      held_out_error(held_samples, p_.device.efficiency[op_class], rate, overhead_);
+  return std::make_pair(std::move(fitted), held_error);
+}
+
+StatusOr<double> CudaSweep::gemm() {
   // GEMM: square bf16 products against the datasheet's bf16 peak, held out at sizes between.
   // The curve is flat beyond its ends, which below them prices a kernel's work at the smallest
   // size's efficiency; the smallest products take about as long as their launch, so the sizes
   // start at 64 for the small models and tensor-parallel shards that run them.
-  const double peak = base.device.peak("bf16");
   auto square = [](int64_t n) { return one_op("MatMul", {{n, n}, {n, n}}); };
   std::vector<int64_t> fit = {64, 128, 256, 512, 1024, 2048, 4096, 8192};
   std::vector<int64_t> held = {384, 1536, 6144};
-  if (options.quick) {
+  if (options_.quick) {
     fit = {64, 256, 1024, 4096, 8192};
     held = {2048};
   }
   std::vector<Sample> gemm, gemm_held;
   std::map<int64_t, Sample> gemm_at;
   for (int64_t n : fit) {
-    ASSIGN_OR_RETURN(Sample s, measure(square(n), bf16, true, kMatMulCopies));
+    ASSIGN_OR_RETURN(Sample s, measure(square(n), kBf16, true, kMatMulCopies));
     gemm.push_back(s);
     gemm_at[n] = s;
   }
   for (int64_t n : held) {
-    ASSIGN_OR_RETURN(Sample s, measure(square(n), bf16, true, kMatMulCopies));
+    ASSIGN_OR_RETURN(Sample s, measure(square(n), kBf16, true, kMatMulCopies));
     gemm_held.push_back(s);
   }
-  ASSIGN_OR_RETURN(p.device.efficiency[OpClass::kGemm],
-                   EfficiencyCurve::create(curve_points(gemm, peak, overhead)));
-  const EfficiencyCurve& gemm_curve = p.device.efficiency[OpClass::kGemm];
-  const double gemm_error = held_out_error(gemm_held, gemm_curve, peak, overhead);
-  cal.report.push_back(fmt::format(
+  ASSIGN_OR_RETURN(p_.device.efficiency[OpClass::kGemm],
+                   EfficiencyCurve::create(curve_points(gemm, peak_, overhead_)));
+  const EfficiencyCurve& gemm_curve = p_.device.efficiency[OpClass::kGemm];
+  const double gemm_error = held_out_error(gemm_held, gemm_curve, peak_, overhead_);
+  cal_.report.push_back(fmt::format(
       "gemm: bf16 4096³ {:.1f} TFLOP/s, 8192³ {:.1f} TFLOP/s (of the datasheet's {:.0f}), {} "
       "sizes fitted ({} to {}), held-out error {:.1f}%",
-      tflops(gemm_at.at(4096)), tflops(gemm_at.at(8192)), peak * 1e-12, gemm.size(), fit.front(),
+      tflops(gemm_at.at(4096)), tflops(gemm_at.at(8192)), peak_ * 1e-12, gemm.size(), fit.front(),
       fit.back(), gemm_error * 100));
   // fp32 GEMMs (exact on this runtime: no TF32) priced by the same curve: the fp32 peak is the
   // measured rate at 4096³ over the curve's efficiency at its FLOPs, not the datasheet's.
   {
     ASSIGN_OR_RETURN(Sample s, measure(square(4096), DType::kFloat32, true, kMatMulCopies));
-    const double rate = s.work / std::max(s.seconds - overhead, 0.05 * s.seconds);
-    p.device.peak_flops["fp32"] = rate / gemm_curve.at(s.work);
-    cal.report.push_back(fmt::format(
+    const double rate = s.work / std::max(s.seconds - overhead_, 0.05 * s.seconds);
+    p_.device.peak_flops["fp32"] = rate / gemm_curve.at(s.work);
+    cal_.report.push_back(fmt::format(
         "gemm fp32: 4096³ {:.1f} TFLOP/s; peak_flops fp32 set to {:.1f} TFLOP/s so that fp32 "
         "GEMMs are predicted by the bf16 gemm curve (its efficiency at 4096³ is {:.3f})",
-        tflops(s), p.device.peak_flops["fp32"] * 1e-12, gemm_curve.at(s.work)));
+        tflops(s), p_.device.peak_flops["fp32"] * 1e-12, gemm_curve.at(s.work)));
   }
 
+  return gemm_error;
+}
+
+StatusOr<double> CudaSweep::attention() {
   // Attention: the scores and their weighted sum, batched over batch × heads, head dim 64.
   const int64_t heads = 64, head_dim = 64;
   auto attention_forms = [&](int64_t s) {
@@ -1032,20 +1158,25 @@ StatusOr<Calibration> calibrate_cuda_sweep(const CalibrationOptions& options,
                               one_op("MatMul", {{heads, s, s}, {heads, s, head_dim}})};
   };
   const std::vector<int64_t> sequences =
-      options.quick ? std::vector<int64_t>{32, 256, 1024, 4096}
-                    : std::vector<int64_t>{32, 64, 128, 256, 512, 1024, 2048, 4096};
+      options_.quick ? std::vector<int64_t>{32, 256, 1024, 4096}
+                     : std::vector<int64_t>{32, 64, 128, 256, 512, 1024, 2048, 4096};
   const std::vector<int64_t> sequences_held =
-      options.quick ? std::vector<int64_t>{512} : std::vector<int64_t>{384, 1536};
-  ASSIGN_OR_RETURN(auto attention_result,
-                   fit_class(OpClass::kAttention, forms_at(sequences, attention_forms),
-                             forms_at(sequences_held, attention_forms), true, kMatMulCopies, peak));
+      options_.quick ? std::vector<int64_t>{512} : std::vector<int64_t>{384, 1536};
+  ASSIGN_OR_RETURN(
+      auto attention_result,
+      fit_class(OpClass::kAttention, forms_at(sequences, attention_forms),
+                forms_at(sequences_held, attention_forms), true, kMatMulCopies, peak_));
   const auto& [attention, attention_error] = attention_result;
-  cal.report.push_back(fmt::format(
+  cal_.report.push_back(fmt::format(
       "attention: bf16 [{}, s, {}] products at s = {} to {}, {:.1f} TFLOP/s at the largest, {} "
       "sizes fitted, held-out error {:.1f}%",
       heads, head_dim, sequences.front(), sequences.back(), tflops(attention.back()),
       attention.size(), attention_error * 100));
 
+  return attention_error;
+}
+
+StatusOr<double> CudaSweep::convolution() {
   // Convolutions: 3×3 filters over a batch of 32, 64 to 512 channels at sides 56 to 7, each as
   // its forward, data-gradient (transposed) and weight-gradient form. Their FLOPs grow with
   // channels × side, which ResNet's stages hold constant (64 at 56² to 512 at 7²), so the sizes
@@ -1060,150 +1191,160 @@ StatusOr<Calibration> calibrate_cuda_sweep(const CalibrationOptions& options,
   };
   using Layer = std::pair<int64_t, int64_t>;  // channels, side
   const std::vector<Layer> conv_fit =
-      options.quick
+      options_.quick
           ? std::vector<Layer>{{64, 7}, {64, 56}, {512, 28}}
           : std::vector<Layer>{{64, 7}, {128, 7}, {128, 14}, {64, 56}, {256, 28}, {512, 28}};
   const std::vector<Layer> conv_held =
-      options.quick ? std::vector<Layer>{{128, 14}} : std::vector<Layer>{{192, 14}, {384, 28}};
+      options_.quick ? std::vector<Layer>{{128, 14}} : std::vector<Layer>{{192, 14}, {384, 28}};
   auto conv_at = [&](const Layer& layer) { return conv_forms(layer.first, layer.second); };
   ASSIGN_OR_RETURN(auto conv_result,
                    fit_class(OpClass::kConv, forms_at(conv_fit, conv_at),
-                             forms_at(conv_held, conv_at), true, kConvCopies, peak));
+                             forms_at(conv_held, conv_at), true, kConvCopies, peak_));
   const auto& [conv, conv_error] = conv_result;
-  cal.report.push_back(fmt::format(
+  cal_.report.push_back(fmt::format(
       "conv: bf16 3×3 forward, transposed and weight-gradient forms, batch 32, {}×{}² to {}×{}², "
       "{:.1f} TFLOP/s at the largest, {} sizes fitted, held-out error {:.1f}%",
       conv_fit.front().first, conv_fit.front().second, conv_fit.back().first,
       conv_fit.back().second, tflops(conv.back()), conv.size(), conv_error * 100));
 
+  return conv_error;
+}
+
+StatusOr<double> CudaSweep::memory_bound() {
   // Memory-bound classes, by bytes read and written. The bandwidth is the best rate of large
   // adds; the elementwise and norm curves are fractions of it.
   std::vector<Sample> add;
-  for (int64_t n :
-       options.quick ? std::vector<int64_t>{int64_t{1} << 26}
-                     : std::vector<int64_t>{int64_t{1} << 25, int64_t{1} << 27, int64_t{1} << 28}) {
-    ASSIGN_OR_RETURN(Sample s, measure(one_op("Add", {{n}, {n}}), bf16, false, kMemoryCopies));
+  for (int64_t n : options_.quick ? std::vector<int64_t>{int64_t{1} << 26}
+                                  : std::vector<int64_t>{int64_t{1} << 25, int64_t{1} << 27,
+                                                         int64_t{1} << 28}) {
+    ASSIGN_OR_RETURN(Sample s, measure(one_op("Add", {{n}, {n}}), kBf16, false, kMemoryCopies));
     add.push_back(s);
   }
-  const double bandwidth = best_rate(add, overhead);
-  p.device.memory_bandwidth = bandwidth;
+  const double bandwidth = best_rate(add, overhead_);
+  p_.device.memory_bandwidth = bandwidth;
   // Elements from 2^14 to 2^27 (an add moves 6 bytes per element: 1e5 to 8e8 bytes), held out
   // at sizes between.
   const std::vector<int64_t> memory_fit =
-      options.quick ? std::vector<int64_t>{int64_t{1} << 14, int64_t{1} << 18, int64_t{1} << 22,
-                                           int64_t{1} << 26}
-                    : std::vector<int64_t>{int64_t{1} << 14, int64_t{1} << 16, int64_t{1} << 18,
-                                           int64_t{1} << 20, int64_t{1} << 22, int64_t{1} << 24,
-                                           int64_t{1} << 26, int64_t{1} << 27};
+      options_.quick ? std::vector<int64_t>{int64_t{1} << 14, int64_t{1} << 18, int64_t{1} << 22,
+                                            int64_t{1} << 26}
+                     : std::vector<int64_t>{int64_t{1} << 14, int64_t{1} << 16, int64_t{1} << 18,
+                                            int64_t{1} << 20, int64_t{1} << 22, int64_t{1} << 24,
+                                            int64_t{1} << 26, int64_t{1} << 27};
   const std::vector<int64_t> memory_held =
-      options.quick ? std::vector<int64_t>{int64_t{3} << 19}
-                    : std::vector<int64_t>{int64_t{3} << 15, int64_t{3} << 21};
+      options_.quick ? std::vector<int64_t>{int64_t{3} << 19}
+                     : std::vector<int64_t>{int64_t{3} << 15, int64_t{3} << 21};
   auto elementwise_at = [](int64_t n) { return gpu_elementwise_forms(n); };
   ASSIGN_OR_RETURN(
       auto elementwise_result,
       fit_class(OpClass::kElementwise, forms_at(memory_fit, elementwise_at),
                 forms_at(memory_held, elementwise_at), false, kMemoryCopies, bandwidth));
   const auto& [elementwise, elementwise_error] = elementwise_result;
-  cal.report.push_back(fmt::format(
+  cal_.report.push_back(fmt::format(
       "elementwise: {:.0f} GB/s (best large bf16 add; the datasheet's {:.0f}), add, broadcast "
       "product, division, square root and head transpose in bf16, {} sizes fitted, held-out "
       "error {:.1f}%",
-      bandwidth * 1e-9, base.device.memory_bandwidth * 1e-9, elementwise.size(),
+      bandwidth * 1e-9, base_.device.memory_bandwidth * 1e-9, elementwise.size(),
       elementwise_error * 100));
   auto norm_at = [](int64_t n) { return gpu_norm_forms(n); };
   ASSIGN_OR_RETURN(auto norm_result,
                    fit_class(OpClass::kNorm, forms_at(memory_fit, norm_at),
                              forms_at(memory_held, norm_at), false, kMemoryCopies, bandwidth));
   const auto& [norm, norm_error] = norm_result;
-  cal.report.push_back(fmt::format(
+  cal_.report.push_back(fmt::format(
       "norm: softmax, layer norm, row and column sums and per-channel means in bf16, {} sizes "
       "fitted, "
       "held-out error {:.1f}%",
       norm.size(), norm_error * 100));
 
-  // Fused elementwise runs (the backend runs consecutive elementwise nodes of one shape as one
-  // interpreted kernel, bf16 ones too): seconds per element and node, the slope between a
-  // short and a long bf16 chain over 2^24 elements, where the interpreter, not memory, bounds
-  // the kernel; held out at a chain between them under the model the simulator prices with.
-  double fused_error = 0;
-  {
-    p.device.fuses_half_types = true;
-    const int64_t elements = int64_t{1} << 24;
-    const int lengths[] = {2, 8, 5};
-    double t[3];
-    for (int i = 0; i < 3; ++i) {
-      auto timed = time_cuda_graph(elementwise_chain(lengths[i], elements, bf16), repeats, budget,
-                                   operands, /*fuse=*/true);
-      if (!timed.is_ok())
-        return error("a fused chain of {} bf16 ops: {}", lengths[i], timed.status().message());
-      t[i] = sweeps.record(timed.value());
-    }
-    p.device.fused_op_element_s = std::max(
-        (t[1] - t[0]) / (static_cast<double>(lengths[1] - lengths[0]) * elements), 1e-15);
-    double predicted = p.device.program_overhead_s;
-    for (double s : fused_node_seconds(p, elementwise_chain(lengths[2], elements, bf16)))
-      predicted += std::max(s, 0.0);
-    fused_error = std::fabs(predicted - t[2]) / t[2];
-    cal.report.push_back(fmt::format(
-        "fused elementwise: {:.2f} ps per element and node (bf16 chains of {} and {} nodes over "
-        "2^24 elements), held-out error {:.1f}% (a chain of {})",
-        p.device.fused_op_element_s * 1e12, lengths[0], lengths[1], fused_error * 100,
-        lengths[2]));
-  }
+  return std::max(elementwise_error, norm_error);
+}
 
-  // The fused optimizer update (one kernel per parameter): seconds per parameter element, the
-  // slope between a step's worth of updates of two sizes; held out at a size between them.
-  double adam_error = 0;
-  {
-    const int copies = 16;
-    const int64_t sizes[] = {int64_t{1} << 18, int64_t{1} << 21, int64_t{1} << 20};
-    double t[3];
-    for (int i = 0; i < 3; ++i) {
-      auto timed = time_cuda_graph(adam_updates(sizes[i], copies), repeats, budget, operands);
-      if (!timed.is_ok()) return error("Adam updates: {}", timed.status().message());
-      t[i] = sweeps.record(timed.value());
-    }
-    p.device.optimizer_element_s = std::max(
-        (t[1] - t[0]) / static_cast<double>((sizes[1] - sizes[0]) * copies), 1e-15);
-    double predicted = p.device.program_overhead_s;
-    for (double s : fused_node_seconds(p, adam_updates(sizes[2], copies)))
-      predicted += std::max(s, 0.0);
-    adam_error = std::fabs(predicted - t[2]) / t[2];
-    cal.report.push_back(fmt::format(
-        "fused optimizer: {:.2f} ps per parameter element (Adam over 16 parameters of 2^18 and "
-        "2^21 elements), held-out error {:.1f}% (2^20)",
-        p.device.optimizer_element_s * 1e12, adam_error * 100));
+// Fused elementwise runs (the backend runs consecutive elementwise nodes of one shape as one
+// interpreted kernel, bf16 ones too): seconds per element and node, the slope between a
+// short and a long bf16 chain over 2^24 elements, where the interpreter, not memory, bounds
+// the kernel; held out at a chain between them under the model the simulator prices with.
+StatusOr<double> CudaSweep::fused() {
+  p_.device.fuses_half_types = true;
+  const int64_t elements = int64_t{1} << 24;
+  const int lengths[] = {2, 8, 5};
+  double t[3];
+  for (int i = 0; i < 3; ++i) {
+    auto timed = time_cuda_graph(elementwise_chain(lengths[i], elements, kBf16), repeats_, budget_,
+                                 operands_, /*fuse=*/true);
+    if (!timed.is_ok())
+      return error("a fused chain of {} bf16 ops: {}", lengths[i], timed.status().message());
+    t[i] = sweeps_.record(timed.value());
   }
+  p_.device.fused_op_element_s =
+      std::max((t[1] - t[0]) / (static_cast<double>(lengths[1] - lengths[0]) * elements), 1e-15);
+  double predicted = p_.device.program_overhead_s;
+  for (double s : fused_node_seconds(p_, elementwise_chain(lengths[2], elements, kBf16)))
+    predicted += std::max(s, 0.0);
+  const double fused_error = std::fabs(predicted - t[2]) / t[2];
+  cal_.report.push_back(fmt::format(
+      "fused elementwise: {:.2f} ps per element and node (bf16 chains of {} and {} nodes over "
+      "2^24 elements), held-out error {:.1f}% (a chain of {})",
+      p_.device.fused_op_element_s * 1e12, lengths[0], lengths[1], fused_error * 100, lengths[2]));
+  return fused_error;
+}
 
-  // GEMMs whose rows are not whole 16-byte units (a vocabulary projection over an odd
-  // vocabulary): its forward Y = X·Wᵀ and gradients dX = dY·W, dW = dYᵀ·X, timed together
-  // against what the aligned curve predicts for them.
-  {
-    const int64_t tokens = 8192, hidden = 1024, vocab = 32001;
-    GraphBuilder b("unaligned_gemms");
-    const ValueId x = b.input("x", bf16, {tokens, hidden});
-    const ValueId w = b.input("w", bf16, {vocab, hidden});
-    const ValueId dy = b.input("dy", bf16, {tokens, vocab});
-    const Attributes swap = {{"perm", std::vector<int64_t>{1, 0}}};
-    b.output(b.op1("MatMul", {x, b.op1("Transpose", {w}, swap)}));
-    b.output(b.op1("MatMul", {dy, w}));
-    b.output(b.op1("MatMul", {b.op1("Transpose", {dy}, swap), x}));
-    const Graph g = b.finish();
-    auto timed = time_cuda_graph(g, repeats, budget, operands);
-    if (!timed.is_ok()) return error("unaligned GEMMs: {}", timed.status().message());
-    const double measured = std::max(sweeps.record(timed.value()) - p.device.program_overhead_s,
-                                     1e-9);
-    const double flops = 2.0 * tokens * hidden * vocab;
-    const double aligned = 3 * (flops / (peak * gemm_curve.at(flops)) + overhead);
-    p.device.gemm_unaligned_efficiency = std::clamp(aligned / measured, 0.01, 1.0);
-    cal.report.push_back(fmt::format(
-        "unaligned gemm: bf16 vocabulary projection ({} tokens, hidden {}, vocabulary {}) and "
-        "its gradients at {:.1f} TFLOP/s, {:.3f} of the aligned curve's rate",
-        tokens, hidden, vocab, 3 * flops / measured * 1e-12, p.device.gemm_unaligned_efficiency));
+// The fused optimizer update (one kernel per parameter): seconds per parameter element, the
+// slope between a step's worth of updates of two sizes; held out at a size between them.
+StatusOr<double> CudaSweep::optimizer() {
+  const int copies = 16;
+  const int64_t sizes[] = {int64_t{1} << 18, int64_t{1} << 21, int64_t{1} << 20};
+  double t[3];
+  for (int i = 0; i < 3; ++i) {
+    auto timed = time_cuda_graph(adam_updates(sizes[i], copies), repeats_, budget_, operands_);
+    if (!timed.is_ok()) return error("Adam updates: {}", timed.status().message());
+    t[i] = sweeps_.record(timed.value());
   }
-  cal.worst_held_out_error = std::max({gemm_error, attention_error, conv_error, elementwise_error,
-                                       norm_error, fused_error, adam_error});
-  return cal;
+  p_.device.optimizer_element_s =
+      std::max((t[1] - t[0]) / static_cast<double>((sizes[1] - sizes[0]) * copies), 1e-15);
+  double predicted = p_.device.program_overhead_s;
+  for (double s : fused_node_seconds(p_, adam_updates(sizes[2], copies)))
+    predicted += std::max(s, 0.0);
+  const double adam_error = std::fabs(predicted - t[2]) / t[2];
+  cal_.report.push_back(fmt::format(
+      "fused optimizer: {:.2f} ps per parameter element (Adam over 16 parameters of 2^18 and "
+      "2^21 elements), held-out error {:.1f}% (2^20)",
+      p_.device.optimizer_element_s * 1e12, adam_error * 100));
+  return adam_error;
+}
+
+// GEMMs whose rows are not whole 16-byte units (a vocabulary projection over an odd
+// vocabulary): its forward Y = X·Wᵀ and gradients dX = dY·W, dW = dYᵀ·X, timed together
+// against what the aligned curve predicts for them.
+Status CudaSweep::unaligned_gemm() {
+  const int64_t tokens = 8192, hidden = 1024, vocab = 32001;
+  GraphBuilder b("unaligned_gemms");
+  const ValueId x = b.input("x", kBf16, {tokens, hidden});
+  const ValueId w = b.input("w", kBf16, {vocab, hidden});
+  const ValueId dy = b.input("dy", kBf16, {tokens, vocab});
+  const Attributes swap = {{"perm", std::vector<int64_t>{1, 0}}};
+  b.output(b.op1("MatMul", {x, b.op1("Transpose", {w}, swap)}));
+  b.output(b.op1("MatMul", {dy, w}));
+  b.output(b.op1("MatMul", {b.op1("Transpose", {dy}, swap), x}));
+  const Graph g = b.finish();
+  auto timed = time_cuda_graph(g, repeats_, budget_, operands_);
+  if (!timed.is_ok()) return error("unaligned GEMMs: {}", timed.status().message());
+  const double measured =
+      std::max(sweeps_.record(timed.value()) - p_.device.program_overhead_s, 1e-9);
+  const double flops = 2.0 * tokens * hidden * vocab;
+  const double aligned =
+      3 * (flops / (peak_ * p_.device.efficiency[OpClass::kGemm].at(flops)) + overhead_);
+  p_.device.gemm_unaligned_efficiency = std::clamp(aligned / measured, 0.01, 1.0);
+  cal_.report.push_back(fmt::format(
+      "unaligned gemm: bf16 vocabulary projection ({} tokens, hidden {}, vocabulary {}) and "
+      "its gradients at {:.1f} TFLOP/s, {:.3f} of the aligned curve's rate",
+      tokens, hidden, vocab, 3 * flops / measured * 1e-12, p_.device.gemm_unaligned_efficiency));
+  return Status::ok();
+}
+
+StatusOr<Calibration> calibrate_cuda_sweep(const CalibrationOptions& options,
+                                           const HardwareProfile& base, Sweeps& sweeps,
+                                           RandomOperands& operands) {
+  return CudaSweep(options, base, sweeps, operands).run();
 }
 
 }  // namespace

@@ -85,161 +85,225 @@ std::vector<double> compute_seconds_of(const SpmdLowering& lowered,
   return seconds;
 }
 
-LayerCosts layer_costs_of(const SpmdLowering& lowered, const Graph& model, const Scheme& scheme,
-                          const HardwareProfile& profile, const std::vector<double>* compute) {
-  const Graph& g = lowered.spmd.graph;
-  const DeviceMesh& mesh = scheme.mesh;
-  const int32_t num_layers = std::max(lowered.layers, 1);
-  LayerCosts costs;
-  costs.layers.assign(num_layers, {});
-  costs.training = lowered.training;
-  costs.accumulates = lowered.microbatches > 1;
-  costs.stage_costs = layer_forward_costs(model, lowered.layers);
-  if (costs.stage_costs.empty()) costs.stage_costs = {1.0};
-  for (const Node& n : model.nodes()) costs.model_flops += node_flops(model, n);
+namespace {
 
+// Layer costs of one lowering, built in steps over its SPMD graph (see layer_costs_of).
+class LayerCostBuilder {
+ public:
+  LayerCostBuilder(const SpmdLowering& lowered, const Graph& model, const Scheme& scheme,
+                   const HardwareProfile& profile, const std::vector<double>* compute)
+      : lowered_(lowered),
+        g_(lowered.spmd.graph),
+        mesh_(scheme.mesh),
+        profile_(profile),
+        num_layers_(std::max(lowered.layers, 1)),
+        nodes_(lowered.spmd.graph.num_nodes()),
+        specs_(lowered.spmd.state),
+        num_specs_(static_cast<int32_t>(lowered.spmd.state.size())),
+        compute_(compute) {
+    costs_.layers.assign(num_layers_, {});
+    costs_.training = lowered.training;
+    costs_.accumulates = lowered.microbatches > 1;
+    costs_.stage_costs = layer_forward_costs(model, lowered.layers);
+    if (costs_.stage_costs.empty()) costs_.stage_costs = {1.0};
+    for (const Node& n : model.nodes()) costs_.model_flops += node_flops(model, n);
+    if (!compute_) {
+      own_compute_ = compute_seconds_of(lowered, profile);
+      compute_ = &own_compute_;
+    }
+  }
+
+  LayerCosts build() {
+    index_state();
+    place_nodes();
+    state_bytes();
+    seconds();
+    values();
+    if (lowered_.training) recompute();
+    peaks();
+    return std::move(costs_);
+  }
+
+ private:
+  static constexpr int32_t kUnplaced = INT_MAX;
+
+  const StateSpec* state_of(ValueId v) const {
+    return spec_of_[v] >= 0 ? &specs_[spec_of_[v]] : nullptr;
+  }
+  double node_seconds(NodeId n) const {
+    if ((*compute_)[n] >= 0) return (*compute_)[n];
+    return device_node_seconds(profile_, mesh_, g_, g_.node(n), 0);
+  }
+  void index_state();
+  void place_nodes();
+  void state_bytes();
+  void seconds();
+  void values();
+  void recompute();
+  void peaks();
+
+  const SpmdLowering& lowered_;
+  const Graph& g_;
+  const DeviceMesh& mesh_;
+  const HardwareProfile& profile_;
+  const int32_t num_layers_;
+  const int32_t nodes_;
+  const std::vector<StateSpec>& specs_;
+  const int32_t num_specs_;
+  const std::vector<double>* compute_;
+  std::vector<double> own_compute_;
+  LayerCosts costs_;
+  std::unordered_map<std::string_view, int32_t> spec_named_;
+  std::vector<int32_t> spec_of_;  // state inputs: their spec
+  std::vector<int32_t> written_;  // new state: its spec
+  std::vector<bool> is_output_;
+  std::vector<int32_t> layer_;                       // per node
+  std::vector<int32_t> state_layer_;                 // per spec: its home layer
+  std::vector<std::set<int32_t>> readers_;           // per spec: the layers that read it
+  std::vector<ValueId> full_work_, selective_work_;  // what the backward reads of the forward
+};
+
+void LayerCostBuilder::index_state() {
   // State by index: the graph input holding each, and the value each update writes.
-  const std::vector<StateSpec>& specs = lowered.spmd.state;
-  const auto num_specs = static_cast<int32_t>(specs.size());
-  std::unordered_map<std::string_view, int32_t> spec_named, spec_writing;
-  for (int32_t i = 0; i < num_specs; ++i) {
-    spec_named.emplace(specs[i].name, i);
-    if (!specs[i].output.empty()) spec_writing.emplace(specs[i].output, i);
+  std::unordered_map<std::string_view, int32_t> spec_writing;
+  for (int32_t i = 0; i < num_specs_; ++i) {
+    spec_named_.emplace(specs_[i].name, i);
+    if (!specs_[i].output.empty()) spec_writing.emplace(specs_[i].output, i);
   }
-  std::vector<int32_t> spec_of(static_cast<size_t>(g.num_values()), -1);  // state inputs
-  std::vector<int32_t> written(static_cast<size_t>(g.num_values()), -1);  // new state
+  spec_of_.assign(static_cast<size_t>(g_.num_values()), -1);
+  written_.assign(static_cast<size_t>(g_.num_values()), -1);
   // (State comes in as graph inputs and leaves as graph outputs.)
-  for (ValueId v : g.inputs()) {
-    if (auto it = spec_named.find(g.value(v).name); it != spec_named.end()) spec_of[v] = it->second;
+  for (ValueId v : g_.inputs()) {
+    if (auto it = spec_named_.find(g_.value(v).name); it != spec_named_.end())
+      spec_of_[v] = it->second;
   }
-  for (ValueId v = 0; v < g.num_values(); ++v) {
-    if (auto it = spec_writing.find(g.value(v).name); it != spec_writing.end())
-      written[v] = it->second;
+  for (ValueId v = 0; v < g_.num_values(); ++v) {
+    if (auto it = spec_writing.find(g_.value(v).name); it != spec_writing.end())
+      written_[v] = it->second;
   }
-  auto state_of = [&](ValueId v) -> const StateSpec* {
-    return spec_of[v] >= 0 ? &specs[spec_of[v]] : nullptr;
-  };
-  std::vector<bool> is_output(static_cast<size_t>(g.num_values()), false);
-  for (ValueId o : g.outputs()) is_output[o] = true;
+  is_output_.assign(static_cast<size_t>(g_.num_values()), false);
+  for (ValueId o : g_.outputs()) is_output_[o] = true;
+}
 
+void LayerCostBuilder::place_nodes() {
   // The layer of every node: the forward and backward take their source node's (as
   // build_roles places them); state goes with its first non-update reader, an update with the
   // state and gradients it reads.
-  const int32_t nodes = g.num_nodes();
-  std::vector<int32_t> layer = place_by_origin(lowered.spmd, lowered.source_layer, num_layers - 1);
-  constexpr int32_t kUnplaced = INT_MAX;
-  std::vector<int32_t> state_layer(static_cast<size_t>(num_specs), kUnplaced);
-  for (NodeId n = 0; n < nodes; ++n) {
-    const Node& node = g.node(n);
+  layer_ = place_by_origin(lowered_.spmd, lowered_.source_layer, num_layers_ - 1);
+  state_layer_.assign(static_cast<size_t>(num_specs_), kUnplaced);
+  for (NodeId n = 0; n < nodes_; ++n) {
+    const Node& node = g_.node(n);
     if (node.phase == Phase::kOptimizer) continue;
     for (ValueId in : node.inputs) {
       if (in == kNoId || !state_of(in)) continue;
-      state_layer[spec_of[in]] = std::min(state_layer[spec_of[in]], layer[n]);
+      state_layer_[spec_of_[in]] = std::min(state_layer_[spec_of_[in]], layer_[n]);
     }
   }
   // State only updates read (optimizer slots, a shared step count) does not place an update;
   // it goes with the first update that reads it.
-  const std::vector<int32_t> anchored = state_layer;
-  for (NodeId n = 0; n < nodes; ++n) {
-    const Node& node = g.node(n);
+  const std::vector<int32_t> anchored = state_layer_;
+  for (NodeId n = 0; n < nodes_; ++n) {
+    const Node& node = g_.node(n);
     if (node.phase != Phase::kOptimizer) continue;
     int32_t l = INT_MAX;
     for (ValueId in : node.inputs) {
       if (in == kNoId) continue;
       if (state_of(in)) {
-        l = std::min(l, anchored[spec_of[in]]);
-      } else if (g.value(in).producer != kNoId) {
-        l = std::min(l, layer[g.value(in).producer]);
+        l = std::min(l, anchored[spec_of_[in]]);
+      } else if (g_.value(in).producer != kNoId) {
+        l = std::min(l, layer_[g_.value(in).producer]);
       }
     }
-    layer[n] = l;  // INT_MAX: shared by every layer's update (a step count, bias corrections)
+    layer_[n] = l;  // INT_MAX: shared by every layer's update (a step count, bias corrections)
   }
-  for (NodeId n = nodes - 1; n >= 0; --n) {
-    const Node& node = g.node(n);
-    if (node.phase != Phase::kOptimizer || layer[n] != INT_MAX) continue;
+  for (NodeId n = nodes_ - 1; n >= 0; --n) {
+    const Node& node = g_.node(n);
+    if (node.phase != Phase::kOptimizer || layer_[n] != INT_MAX) continue;
     int32_t l = INT_MAX;
     for (ValueId out : node.outputs) {
       if (out == kNoId) continue;
-      for (NodeId r : g.value(out).consumers) l = std::min(l, layer[r]);
+      for (NodeId r : g_.value(out).consumers) l = std::min(l, layer_[r]);
     }
-    layer[n] = l == INT_MAX ? 0 : l;
+    layer_[n] = l == INT_MAX ? 0 : l;
   }
-  for (NodeId n = 0; n < nodes; ++n) {
-    const Node& node = g.node(n);
+  for (NodeId n = 0; n < nodes_; ++n) {
+    const Node& node = g_.node(n);
     if (node.phase != Phase::kOptimizer) continue;
     for (ValueId in : node.inputs) {
-      if (in != kNoId && state_of(in) && state_layer[spec_of[in]] == kUnplaced)
-        state_layer[spec_of[in]] = layer[n];
+      if (in != kNoId && state_of(in) && state_layer_[spec_of_[in]] == kUnplaced)
+        state_layer_[spec_of_[in]] = layer_[n];
     }
   }
+}
 
+void LayerCostBuilder::state_bytes() {
   // State bytes per layer; state read in several layers is also held where the others run.
   // An update runs on every rank holding state it writes (build_roles duplicates it): the
   // layers of an update are those of the parameters and gradients it reaches.
   // (A parameter cast to the compute type once and read in several layers, as a tied
   // embedding under mixed precision is, is read where its cast is: a pipeline rank that reads
   // the cast casts its own copy of the parameter.)
-  std::vector<std::set<int32_t>> readers(static_cast<size_t>(num_specs));
-  for (NodeId n = 0; n < nodes; ++n) {
-    if (g.node(n).phase == Phase::kOptimizer) continue;
-    for (ValueId in : g.node(n).inputs) {
+  readers_.assign(static_cast<size_t>(num_specs_), {});
+  for (NodeId n = 0; n < nodes_; ++n) {
+    if (g_.node(n).phase == Phase::kOptimizer) continue;
+    for (ValueId in : g_.node(n).inputs) {
       if (in == kNoId) continue;
       if (state_of(in)) {
-        readers[spec_of[in]].insert(layer[n]);
+        readers_[spec_of_[in]].insert(layer_[n]);
         continue;
       }
-      const NodeId p = g.value(in).producer;
+      const NodeId p = g_.value(in).producer;
       if (p == kNoId) continue;
-      const Node& cast = g.node(p);
+      const Node& cast = g_.node(p);
       if (cast.op_type == "Cast" && cast.domain.empty() && cast.inputs.size() == 1 &&
           cast.inputs[0] != kNoId && state_of(cast.inputs[0]))
-        readers[spec_of[cast.inputs[0]]].insert(layer[n]);
+        readers_[spec_of_[cast.inputs[0]]].insert(layer_[n]);
     }
   }
-  std::vector<std::set<int32_t>> update_layers(nodes);
-  for (NodeId n = 0; n < nodes; ++n) {
-    const Node& node = g.node(n);
+  std::vector<std::set<int32_t>> update_layers(nodes_);
+  for (NodeId n = 0; n < nodes_; ++n) {
+    const Node& node = g_.node(n);
     if (node.phase != Phase::kOptimizer) continue;
     for (ValueId in : node.inputs) {
       if (in == kNoId) continue;
       if (state_of(in)) {
-        const std::set<int32_t>& at = readers[spec_of[in]];
+        const std::set<int32_t>& at = readers_[spec_of_[in]];
         update_layers[n].insert(at.begin(), at.end());
-      } else if (const NodeId p = g.value(in).producer; p != kNoId) {
-        if (g.node(p).phase == Phase::kOptimizer)
+      } else if (const NodeId p = g_.value(in).producer; p != kNoId) {
+        if (g_.node(p).phase == Phase::kOptimizer)
           update_layers[n].insert(update_layers[p].begin(), update_layers[p].end());
         else
-          update_layers[n].insert(layer[p]);
+          update_layers[n].insert(layer_[p]);
       }
     }
   }
   // And backwards: what computes a new value of held state runs where the state is held.
-  for (NodeId n = nodes - 1; n >= 0; --n) {
-    if (g.node(n).phase != Phase::kOptimizer) continue;
-    for (ValueId out : g.node(n).outputs) {
+  for (NodeId n = nodes_ - 1; n >= 0; --n) {
+    if (g_.node(n).phase != Phase::kOptimizer) continue;
+    for (ValueId out : g_.node(n).outputs) {
       if (out == kNoId) continue;
-      if (written[out] >= 0) {
-        const std::set<int32_t>& at = readers[written[out]];
+      if (written_[out] >= 0) {
+        const std::set<int32_t>& at = readers_[written_[out]];
         update_layers[n].insert(at.begin(), at.end());
       }
-      for (NodeId r : g.value(out).consumers) {
-        if (g.node(r).phase == Phase::kOptimizer)
+      for (NodeId r : g_.value(out).consumers) {
+        if (g_.node(r).phase == Phase::kOptimizer)
           update_layers[n].insert(update_layers[r].begin(), update_layers[r].end());
       }
     }
   }
-  for (NodeId n = 0; n < nodes; ++n) {
-    if (g.node(n).phase != Phase::kOptimizer) continue;
-    for (ValueId in : g.node(n).inputs) {
+  for (NodeId n = 0; n < nodes_; ++n) {
+    if (g_.node(n).phase != Phase::kOptimizer) continue;
+    for (ValueId in : g_.node(n).inputs) {
       if (in != kNoId && state_of(in))
-        readers[spec_of[in]].insert(update_layers[n].begin(), update_layers[n].end());
+        readers_[spec_of_[in]].insert(update_layers[n].begin(), update_layers[n].end());
     }
   }
-  for (int32_t i = 0; i < num_specs; ++i) {
-    const StateSpec& s = specs[i];
-    const int32_t home = state_layer[i] == kUnplaced ? 0 : state_layer[i];
-    LayerCost& c = costs.layers[home];
-    const double bytes = shard_bytes(s, mesh);
+  for (int32_t i = 0; i < num_specs_; ++i) {
+    const StateSpec& s = specs_[i];
+    const int32_t home = state_layer_[i] == kUnplaced ? 0 : state_layer_[i];
+    LayerCost& c = costs_.layers[home];
+    const double bytes = shard_bytes(s, mesh_);
     SharedState shared;
     shared.bytes = bytes;
     if (s.is_parameter) {
@@ -251,37 +315,30 @@ LayerCosts layer_costs_of(const SpmdLowering& lowered, const Graph& model, const
       c.optimizer_bytes += bytes;
       shared.kind = SharedState::Kind::kOptimizer;
     }
-    std::set<int32_t> at = readers[i];
+    std::set<int32_t> at = readers_[i];
     // A tied parameter's gradient accumulates on every rank that reads the parameter: each
     // accumulates its own contribution, and the update adds them.
     if (shared.kind == SharedState::Kind::kGradient && !s.gradient_of.empty() &&
         s.gradient_part.empty()) {
-      auto parameter = spec_named.find(s.gradient_of);
-      if (lowered.spmd.gradients_per_rank.count(s.gradient_of) && parameter != spec_named.end())
-        at.insert(readers[parameter->second].begin(), readers[parameter->second].end());
+      auto parameter = spec_named_.find(s.gradient_of);
+      if (lowered_.spmd.gradients_per_rank.count(s.gradient_of) && parameter != spec_named_.end())
+        at.insert(readers_[parameter->second].begin(), readers_[parameter->second].end());
     }
     if (at.size() > 1) {
       shared.layers.push_back(home);
       for (int32_t l : at) {
         if (l != home) shared.layers.push_back(l);
       }
-      costs.shared.push_back(std::move(shared));
+      costs_.shared.push_back(std::move(shared));
     }
   }
+}
 
+void LayerCostBuilder::seconds() {
   // Seconds per layer, stream and phase.
-  std::vector<double> own_compute;
-  if (!compute) {
-    own_compute = compute_seconds_of(lowered, profile);
-    compute = &own_compute;
-  }
-  auto node_seconds = [&](NodeId n) {
-    if ((*compute)[n] >= 0) return (*compute)[n];
-    return device_node_seconds(profile, mesh, g, g.node(n), 0);
-  };
-  for (NodeId n = 0; n < nodes; ++n) {
-    const Node& node = g.node(n);
-    LayerCost& c = costs.layers[layer[n]];
+  for (NodeId n = 0; n < nodes_; ++n) {
+    const Node& node = g_.node(n);
+    LayerCost& c = costs_.layers[layer_[n]];
     const double seconds = node_seconds(n);
     const bool comm = is_comm(node);
     switch (node.phase) {
@@ -297,7 +354,7 @@ LayerCosts layer_costs_of(const SpmdLowering& lowered, const Graph& model, const
         bool waited = false;
         for (ValueId out : node.outputs) {
           if (out == kNoId) continue;
-          for (NodeId r : g.value(out).consumers) waited |= g.node(r).phase != Phase::kOptimizer;
+          for (NodeId r : g_.value(out).consumers) waited |= g_.node(r).phase != Phase::kOptimizer;
         }
         (waited ? c.backward_comm : c.gradient_comm) += seconds;
         break;
@@ -307,110 +364,119 @@ LayerCosts layer_costs_of(const SpmdLowering& lowered, const Graph& model, const
         break;
     }
   }
+}
 
+void LayerCostBuilder::values() {
   // Values: stashes, cuts between layers, and each layer's own peak per phase.
-  std::vector<double> forward_cut(num_layers, 0.0), backward_cut(num_layers, 0.0);
-  std::vector<bool> recompute_full(nodes, false), recompute_selective(nodes, false);
-  std::vector<ValueId> full_work, selective_work;
-  for (ValueId v = 0; v < g.num_values(); ++v) {
-    const Value& value = g.value(v);
+  std::vector<double> forward_cut(num_layers_, 0.0), backward_cut(num_layers_, 0.0);
+  for (ValueId v = 0; v < g_.num_values(); ++v) {
+    const Value& value = g_.value(v);
     if (value.producer == kNoId) continue;
-    const Node& producer = g.node(value.producer);
-    const int32_t from = layer[value.producer];
+    const Node& producer = g_.node(value.producer);
+    const int32_t from = layer_[value.producer];
     const double bytes = bytes_of(value);
     int32_t last_forward = from, last_backward = from, first_backward = INT_MAX;
     bool read_by_backward = false, read_by_update = false;
     for (NodeId r : value.consumers) {
-      const Node& reader = g.node(r);
-      if (reader.phase == Phase::kForward) last_forward = std::max(last_forward, layer[r]);
+      const Node& reader = g_.node(r);
+      if (reader.phase == Phase::kForward) last_forward = std::max(last_forward, layer_[r]);
       if (reader.phase == Phase::kBackward) {
         read_by_backward = true;
-        last_backward = std::max(last_backward, layer[r]);
-        first_backward = std::min(first_backward, layer[r]);
+        last_backward = std::max(last_backward, layer_[r]);
+        first_backward = std::min(first_backward, layer_[r]);
       }
       if (reader.phase == Phase::kOptimizer) read_by_update = true;
     }
-    LayerCost& c = costs.layers[from];
+    LayerCost& c = costs_.layers[from];
     if (producer.phase == Phase::kForward) {
       for (int32_t l = from; l < last_forward; ++l) forward_cut[l] += bytes;
-      if (read_by_backward && written[v] < 0) {
+      if (read_by_backward && written_[v] < 0) {
         (last_backward > from ? c.stash_later_bytes : c.stash_bytes) += bytes;
-        full_work.push_back(v);
-        selective_work.push_back(v);
+        full_work_.push_back(v);
+        selective_work_.push_back(v);
       }
     } else if (producer.phase == Phase::kBackward) {
       // A gradient flows towards layer 0: a cut before layer l carries what layers ≥ l
       // produce and layers < l read.
       for (int32_t l = std::min(first_backward, from); l < from; ++l) backward_cut[l] += bytes;
-      if ((read_by_update || is_output[v]) && written[v] < 0) c.backward_out_bytes += bytes;
+      if ((read_by_update || is_output_[v]) && written_[v] < 0) c.backward_out_bytes += bytes;
     }
   }
-  for (int32_t l = 0; l < num_layers; ++l) {
-    costs.layers[l].cut_forward_bytes = forward_cut[l];
-    costs.layers[l].cut_backward_bytes = backward_cut[l];
+  for (int32_t l = 0; l < num_layers_; ++l) {
+    costs_.layers[l].cut_forward_bytes = forward_cut[l];
+    costs_.layers[l].cut_backward_bytes = backward_cut[l];
   }
+}
 
+void LayerCostBuilder::recompute() {
   // Recompute: the forward nodes the backward's reads reach back through, the whole way
   // (full) or up to the outputs of kept ops (selective).
-  if (lowered.training) {
-    recompute_full = recompute_closure(g, std::move(full_work), [&](ValueId v) {
-      return g.node(g.value(v).producer).phase == Phase::kForward;
-    });
-    std::vector<bool> kept(g.num_values(), false);
-    recompute_selective = recompute_closure(g, std::move(selective_work), [&](ValueId v) {
-      const NodeId p = g.value(v).producer;
-      if (g.node(p).phase != Phase::kForward) return false;
-      if (!kept_by_selective_recompute(g, g.node(p),
-                                       [&](ValueId x) { return state_of(x) != nullptr; }))
-        return true;
-      // The output of a kept op is stashed in place of its recompute.
-      if (!kept[v] && written[v] < 0) {
-        kept[v] = true;
-        costs.layers[layer[p]].selective_stash_bytes += bytes_of(g.value(v));
-      }
-      return false;
-    });
-    for (NodeId n = 0; n < nodes; ++n) {
-      if (!recompute_full[n] && !recompute_selective[n]) continue;
-      const Node& node = g.node(n);
-      LayerCost& c = costs.layers[layer[n]];
-      const double seconds = node_seconds(n);
-      if (recompute_full[n]) (is_comm(node) ? c.full_comm : c.full_compute) += seconds;
-      if (recompute_selective[n]) c.selective_compute += seconds;
-    }
+  const std::vector<bool> recompute_full = recompute_closure(
+      g_, std::move(full_work_),
+      [&](ValueId v) { return g_.node(g_.value(v).producer).phase == Phase::kForward; });
+  std::vector<bool> kept(g_.num_values(), false);
+  const std::vector<bool> recompute_selective =
+      recompute_closure(g_, std::move(selective_work_), [&](ValueId v) {
+        const NodeId p = g_.value(v).producer;
+        if (g_.node(p).phase != Phase::kForward) return false;
+        if (!kept_by_selective_recompute(g_, g_.node(p),
+                                         [&](ValueId x) { return state_of(x) != nullptr; }))
+          return true;
+        // The output of a kept op is stashed in place of its recompute.
+        if (!kept[v] && written_[v] < 0) {
+          kept[v] = true;
+          costs_.layers[layer_[p]].selective_stash_bytes += bytes_of(g_.value(v));
+        }
+        return false;
+      });
+  for (NodeId n = 0; n < nodes_; ++n) {
+    if (!recompute_full[n] && !recompute_selective[n]) continue;
+    const Node& node = g_.node(n);
+    LayerCost& c = costs_.layers[layer_[n]];
+    const double seconds = node_seconds(n);
+    if (recompute_full[n]) (is_comm(node) ? c.full_comm : c.full_compute) += seconds;
+    if (recompute_selective[n]) c.selective_compute += seconds;
   }
+}
 
+void LayerCostBuilder::peaks() {
   // Each layer's own peak per phase: values produced and last read within the layer and phase.
   for (const Phase phase : {Phase::kForward, Phase::kBackward}) {
-    std::vector<double> live(num_layers, 0.0);
-    std::vector<std::vector<ValueId>> dies(nodes);
-    for (NodeId n = 0; n < nodes; ++n) {
-      const Node& node = g.node(n);
+    std::vector<double> live(num_layers_, 0.0);
+    std::vector<std::vector<ValueId>> dies(nodes_);
+    for (NodeId n = 0; n < nodes_; ++n) {
+      const Node& node = g_.node(n);
       if (node.phase != phase) continue;
       for (ValueId out : node.outputs) {
         if (out == kNoId) continue;
         NodeId last = n;
-        bool local = !is_output[out] && written[out] < 0;
-        for (NodeId r : g.value(out).consumers) {
-          if (g.node(r).phase != phase || layer[r] != layer[n]) local = false;
+        bool local = !is_output_[out] && written_[out] < 0;
+        for (NodeId r : g_.value(out).consumers) {
+          if (g_.node(r).phase != phase || layer_[r] != layer_[n]) local = false;
           last = std::max(last, r);
         }
         if (local) dies[last].push_back(out);
       }
     }
-    for (NodeId n = 0; n < nodes; ++n) {
-      const Node& node = g.node(n);
+    for (NodeId n = 0; n < nodes_; ++n) {
+      const Node& node = g_.node(n);
       if (node.phase != phase) continue;
-      LayerCost& c = costs.layers[layer[n]];
+      LayerCost& c = costs_.layers[layer_[n]];
       for (ValueId out : node.outputs) {
-        if (out != kNoId) live[layer[n]] += bytes_of(g.value(out));
+        if (out != kNoId) live[layer_[n]] += bytes_of(g_.value(out));
       }
       double& peak = phase == Phase::kForward ? c.forward_peak_bytes : c.backward_peak_bytes;
-      peak = std::max(peak, live[layer[n]]);
-      for (ValueId d : dies[n]) live[layer[g.value(d).producer]] -= bytes_of(g.value(d));
+      peak = std::max(peak, live[layer_[n]]);
+      for (ValueId d : dies[n]) live[layer_[g_.value(d).producer]] -= bytes_of(g_.value(d));
     }
   }
-  return costs;
+}
+
+}  // namespace
+
+LayerCosts layer_costs_of(const SpmdLowering& lowered, const Graph& model, const Scheme& scheme,
+                          const HardwareProfile& profile, const std::vector<double>* compute) {
+  return LayerCostBuilder(lowered, model, scheme, profile, compute).build();
 }
 
 // Constants above this many elements are data no lowering decision reads.
@@ -609,19 +675,31 @@ StatusOr<Estimate> Estimator::estimate(const Scheme& scheme) {
   return combine(*costs, scheme);
 }
 
-StatusOr<Estimate> Estimator::combine(const LayerCosts& costs, const Scheme& scheme) const {
+namespace {
+
+// One virtual stage's sums over its layers, per microbatch.
+struct StageCost {
+  double forward = 0, backward = 0;  // per microbatch, with blocking communication
+  double forward_compute = 0, backward_compute = 0;
+  double gradient_tail = 0;  // reductions still running when the backward ends
+  double update = 0;
+  double send_forward = 0, send_backward = 0;  // to the next stage / from it
+  double stash = 0, forward_peak = 0, backward_out = 0, backward_peak = 0;
+  double parameters = 0, gradients = 0, optimizer = 0;
+};
+
+// One pipeline rank's sums over its chunks.
+struct RankCost {
+  double forward = 0, backward = 0, compute = 0, tail = 0, update = 0;
+  RoleMemory memory;
+};
+
+// The layer ranges of the scheme's `stages` virtual stages (balanced by FLOPs where it names
+// none), pre- and post-layer nodes joining the first and last.
+StatusOr<std::vector<std::pair<int32_t, int32_t>>> stage_ranges(const LayerCosts& costs,
+                                                                const Scheme& scheme,
+                                                                int64_t stages) {
   const int32_t num_layers = static_cast<int32_t>(costs.layers.size());
-  const int64_t p = scheme.pp();
-  const int64_t v = scheme.schedule == PipelineSchedule::kInterleaved ? scheme.chunks : 1;
-  const int64_t stages = p * v;
-  const int64_t m = scheme.microbatches();
-  const DeviceMesh& mesh = scheme.mesh;
-  if (m < 1) return error("batch: the scheme has no microbatches");
-  if (v > 1 && p > 1 && m % p != 0) {
-    return error(
-        "pipeline.schedule: interleaved needs the microbatches ({}) to be a multiple of pp ({})", m,
-        p);
-  }
   std::vector<std::pair<int32_t, int32_t>> ranges = scheme.stages;
   if (ranges.empty()) {
     if (stages > num_layers)
@@ -630,34 +708,34 @@ StatusOr<Estimate> Estimator::combine(const LayerCosts& costs, const Scheme& sch
   }
   if (static_cast<int64_t>(ranges.size()) != stages)
     return error("pipeline.stages: {} layer ranges for {} stages", ranges.size(), stages);
-  // Pre- and post-layer nodes join the first and last stage.
   ranges.front().first = 0;
   ranges.back().second = num_layers - 1;
-
-  auto p2p = [&](double bytes, int64_t from, int64_t to) {
-    return pipeline_message_seconds(profile(), mesh, bytes, from, to);
-  };
-
-  struct Stage {
-    double forward = 0, backward = 0;  // per microbatch, with blocking communication
-    double forward_compute = 0, backward_compute = 0;
-    double gradient_tail = 0;  // reductions still running when the backward ends
-    double update = 0;
-    double send_forward = 0, send_backward = 0;  // to the next stage / from it
-    double stash = 0, forward_peak = 0, backward_out = 0, backward_peak = 0;
-    double parameters = 0, gradients = 0, optimizer = 0;
-  };
-  std::vector<Stage> stage(stages);
-  const bool full = scheme.recompute == Recompute::kFull;
-  const bool selective = scheme.recompute == Recompute::kSelective;
-  // The runtime's cost per program run, and whether collectives overlap compute at all.
-  const double dispatch = profile().device.program_overhead_s;
-  const bool overlap = profile().device.overlap_communication;
-  for (int64_t s = 0; s < stages; ++s) {
-    Stage& st = stage[s];
+  for (size_t s = 0; s < ranges.size(); ++s) {
     const auto [first, last] = ranges[s];
     if (first > last || first < 0 || last >= num_layers)
       return error("pipeline.stages: stage {} has no layers", s);
+  }
+  return ranges;
+}
+
+// Each virtual stage's sums; the backward's reductions queue on the communication stream.
+std::vector<StageCost> stage_costs(const LayerCosts& costs, const Scheme& scheme,
+                                   const std::vector<std::pair<int32_t, int32_t>>& ranges,
+                                   const HardwareProfile& profile) {
+  const auto stages = static_cast<int64_t>(ranges.size());
+  const int64_t p = scheme.pp();
+  auto p2p = [&](double bytes, int64_t from, int64_t to) {
+    return pipeline_message_seconds(profile, scheme.mesh, bytes, from, to);
+  };
+  std::vector<StageCost> stage(stages);
+  const bool full = scheme.recompute == Recompute::kFull;
+  const bool selective = scheme.recompute == Recompute::kSelective;
+  // The runtime's cost per program run, and whether collectives overlap compute at all.
+  const double dispatch = profile.device.program_overhead_s;
+  const bool overlap = profile.device.overlap_communication;
+  for (int64_t s = 0; s < stages; ++s) {
+    StageCost& st = stage[s];
+    const auto [first, last] = ranges[s];
     double t = dispatch, comm_free = 0;
     st.forward = dispatch;
     for (int32_t l = first; l <= last; ++l) {
@@ -701,15 +779,19 @@ StatusOr<Estimate> Estimator::combine(const LayerCosts& costs, const Scheme& sch
     if (s > 0) st.stash += costs.layers[ranges[s - 1].second].cut_forward_bytes;  // received
   }
 
-  // Per rank: its chunks' sums.
-  struct Rank {
-    double forward = 0, backward = 0, compute = 0, tail = 0, update = 0;
-    RoleMemory memory;
-  };
-  std::vector<Rank> rank(p);
+  return stage;
+}
+
+// Per rank: its chunks' sums, and the state shared with other ranks held on each.
+std::vector<RankCost> rank_costs(const LayerCosts& costs, const std::vector<StageCost>& stage,
+                                 const std::vector<std::pair<int32_t, int32_t>>& ranges, int64_t p,
+                                 double dispatch) {
+  const auto stages = static_cast<int64_t>(stage.size());
+  const int32_t num_layers = static_cast<int32_t>(costs.layers.size());
+  std::vector<RankCost> rank(p);
   for (int64_t s = 0; s < stages; ++s) {
-    Rank& r = rank[s % p];
-    const Stage& st = stage[s];
+    RankCost& r = rank[s % p];
+    const StageCost& st = stage[s];
     r.forward += st.forward;
     r.backward += st.backward;
     r.compute += st.forward_compute + st.backward_compute;
@@ -742,13 +824,70 @@ StatusOr<Estimate> Estimator::combine(const LayerCosts& costs, const Scheme& sch
     }
   }
 
+  return rank;
+}
+
+// Each rank's memory: its state, and its activations as its schedule keeps microbatches in
+// flight; a rank over the device's memory makes the scheme infeasible.
+void add_memory(Estimate& e, const LayerCosts& costs, const Scheme& scheme,
+                const std::vector<RankCost>& rank, const HardwareProfile& profile) {
+  const int64_t p = scheme.pp();
+  const int64_t v = scheme.schedule == PipelineSchedule::kInterleaved ? scheme.chunks : 1;
+  const int64_t m = scheme.microbatches();
+  const double reserve = profile.device.reserved_bytes;
+  for (int64_t r = 0; r < p; ++r) {
+    RoleMemory memory = rank[r].memory;
+    if (costs.training) {
+      memory.in_flight = in_flight(scheme.schedule, r, p, v, m);
+      const double stash = v > 1 ? memory.stash_bytes / static_cast<double>(v) : memory.stash_bytes;
+      memory.activation_bytes =
+          static_cast<double>(memory.in_flight) * stash + memory.transient_bytes;
+    } else {
+      memory.activation_bytes = memory.transient_bytes;
+    }
+    const double total = memory.total_bytes() + reserve;
+    e.memory_bytes_per_device.push_back(total);
+    if (total > e.peak_memory_bytes) e.peak_memory_bytes = total;
+    if (e.feasible && total > profile.device.memory_bytes) {
+      e.feasible = false;
+      constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+      e.reason = fmt::format(
+          "pipeline rank {} needs {:.2f} GiB of the device's {:.2f} GiB (parameters {:.2f}, "
+          "gradients {:.2f}, optimizer {:.2f}, activations {:.2f}, reserved {:.2f})",
+          r, total / kGiB, profile.device.memory_bytes / kGiB, memory.parameter_bytes / kGiB,
+          memory.gradient_bytes / kGiB, memory.optimizer_bytes / kGiB,
+          memory.activation_bytes / kGiB, reserve / kGiB);
+    }
+    e.memory.push_back(memory);
+  }
+}
+
+}  // namespace
+
+StatusOr<Estimate> Estimator::combine(const LayerCosts& costs, const Scheme& scheme) const {
+  const int64_t p = scheme.pp();
+  const int64_t v = scheme.schedule == PipelineSchedule::kInterleaved ? scheme.chunks : 1;
+  const int64_t stages = p * v;
+  const int64_t m = scheme.microbatches();
+  const DeviceMesh& mesh = scheme.mesh;
+  if (m < 1) return error("batch: the scheme has no microbatches");
+  if (v > 1 && p > 1 && m % p != 0) {
+    return error(
+        "pipeline.schedule: interleaved needs the microbatches ({}) to be a multiple of pp ({})", m,
+        p);
+  }
+  ASSIGN_OR_RETURN(const auto ranges, stage_ranges(costs, scheme, stages));
+  const std::vector<StageCost> stage = stage_costs(costs, scheme, ranges, profile());
+  const std::vector<RankCost> rank =
+      rank_costs(costs, stage, ranges, p, profile().device.program_overhead_s);
+
   // The pipeline: fill, steady state at the slowest rank, drain; the send latencies of one
   // microbatch's trip through every stage and back.
   double hops = 0;
   for (int64_t s = 0; s + 1 < stages; ++s) hops += stage[s].send_forward + stage[s].send_backward;
   double pipeline = 0, busiest = 0, sum = 0, max_forward = 0, max_backward = 0;
   double sum_forward = 0, sum_backward = 0;
-  for (const Rank& r : rank) {
+  for (const RankCost& r : rank) {
     busiest = std::max(busiest, r.forward + r.backward);
     sum += r.forward + r.backward;
     max_forward = std::max(max_forward, r.forward);
@@ -780,43 +919,17 @@ StatusOr<Estimate> Estimator::combine(const LayerCosts& costs, const Scheme& sch
 
   Estimate e;
   e.step_time_s = step;
-  for (const Rank& r : rank) {
+  for (const RankCost& r : rank) {
     e.ranks.push_back({r.forward, r.backward, costs.training ? r.tail + r.update : 0.0});
   }
   e.breakdown.compute_s = 0;
-  for (const Rank& r : rank)
+  for (const RankCost& r : rank)
     e.breakdown.compute_s = std::max(e.breakdown.compute_s, dm * r.compute);
   e.breakdown.optimizer_s = critical_update;
   e.breakdown.bubble_s = std::max(0.0, pipeline - dm * busiest);
   e.breakdown.exposed_comm_s =
       std::max(0.0, step - e.breakdown.compute_s - e.breakdown.bubble_s - e.breakdown.optimizer_s);
-
-  const double reserve = profile().device.reserved_bytes;
-  for (int64_t r = 0; r < p; ++r) {
-    RoleMemory memory = rank[r].memory;
-    if (costs.training) {
-      memory.in_flight = in_flight(scheme.schedule, r, p, v, m);
-      const double stash = v > 1 ? memory.stash_bytes / static_cast<double>(v) : memory.stash_bytes;
-      memory.activation_bytes =
-          static_cast<double>(memory.in_flight) * stash + memory.transient_bytes;
-    } else {
-      memory.activation_bytes = memory.transient_bytes;
-    }
-    const double total = memory.total_bytes() + reserve;
-    e.memory_bytes_per_device.push_back(total);
-    if (total > e.peak_memory_bytes) e.peak_memory_bytes = total;
-    if (e.feasible && total > profile().device.memory_bytes) {
-      e.feasible = false;
-      constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-      e.reason = fmt::format(
-          "pipeline rank {} needs {:.2f} GiB of the device's {:.2f} GiB (parameters {:.2f}, "
-          "gradients {:.2f}, optimizer {:.2f}, activations {:.2f}, reserved {:.2f})",
-          r, total / kGiB, profile().device.memory_bytes / kGiB, memory.parameter_bytes / kGiB,
-          memory.gradient_bytes / kGiB, memory.optimizer_bytes / kGiB,
-          memory.activation_bytes / kGiB, reserve / kGiB);
-    }
-    e.memory.push_back(memory);
-  }
+  add_memory(e, costs, scheme, rank, profile());
   e.model_flops = (costs.training ? 3.0 : 1.0) * costs.model_flops * dm;
   const double peak =
       profile().device.peak(peak_key(scheme.precision)) * static_cast<double>(mesh.num_devices());

@@ -44,6 +44,24 @@ struct Reader {
     if (v > 1) return fail(field, "{} is not a fraction in (0, 1]", node.Scalar());
     return v;
   }
+
+  // An optional flag: `value` unchanged where the node is absent.
+  Status flag(const YAML::Node& node, std::string_view field, bool& value) const {
+    if (!node) return Status::ok();
+    try {
+      value = node.as<bool>();
+    } catch (const YAML::Exception&) {
+      return fail(field, "expected true or false");
+    }
+    return Status::ok();
+  }
+
+  // An optional positive number: `value` unchanged where the node is absent.
+  Status optional_positive(const YAML::Node& node, std::string_view field, double& value) const {
+    if (!node) return Status::ok();
+    ASSIGN_OR_RETURN(value, positive(node, field));
+    return Status::ok();
+  }
 };
 
 const std::pair<OpClass, const char*> kOpClasses[] = {{OpClass::kGemm, "gemm"},
@@ -120,22 +138,10 @@ const Tier& HardwareProfile::tier_for(const std::vector<int64_t>& group) const {
   return one_node ? tiers.front() : tiers.back();
 }
 
-StatusOr<HardwareProfile> parse_hardware_profile(std::string_view yaml, std::string_view source) {
-  Reader r{std::string(source)};
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(yaml));
-  } catch (const YAML::Exception& e) {
-    return error("{}: line {}: {}", source, e.mark.line + 1, e.msg);
-  }
-  if (!root.IsMap()) return error("{}: a hardware profile is a YAML mapping", source);
-  HardwareProfile p;
-  p.source = std::string(source);
-  p.name = root["name"] && root["name"].IsScalar() ? root["name"].Scalar() : std::string();
-  if (p.name.empty()) return r.fail("name", "missing");
+namespace {
 
-  const YAML::Node device = root["device"];
-  if (!device || !device.IsMap()) return r.fail("device", "missing");
+// The device: its peaks, memory, overheads and flags, then its efficiency curves.
+Status parse_device(const Reader& r, const YAML::Node& device, HardwareProfile& p) {
   p.device.name = device["name"] && device["name"].IsScalar() ? device["name"].Scalar() : p.name;
   const YAML::Node peaks = device["peak_flops"];
   if (!peaks || !peaks.IsMap())
@@ -158,45 +164,22 @@ StatusOr<HardwareProfile> parse_hardware_profile(std::string_view yaml, std::str
                    r.positive(device["launch_overhead_s"], "device.launch_overhead_s"));
   ASSIGN_OR_RETURN(p.device.reserved_bytes,
                    r.positive(device["reserved_bytes"], "device.reserved_bytes"));
-  if (const YAML::Node program = device["program_overhead_s"]) {
-    ASSIGN_OR_RETURN(p.device.program_overhead_s, r.positive(program, "device.program_overhead_s"));
-  }
-  if (const YAML::Node fused = device["fused_op_element_s"]) {
-    ASSIGN_OR_RETURN(p.device.fused_op_element_s, r.positive(fused, "device.fused_op_element_s"));
-  }
-  if (const YAML::Node optimizer = device["optimizer_element_s"]) {
-    ASSIGN_OR_RETURN(p.device.optimizer_element_s,
-                     r.positive(optimizer, "device.optimizer_element_s"));
-  }
-  if (const YAML::Node meet = device["collective_overhead_s"]) {
-    ASSIGN_OR_RETURN(p.device.collective_overhead_s,
-                     r.positive(meet, "device.collective_overhead_s"));
+  for (const auto& [key, value] :
+       {std::pair{"program_overhead_s", &p.device.program_overhead_s},
+        std::pair{"fused_op_element_s", &p.device.fused_op_element_s},
+        std::pair{"optimizer_element_s", &p.device.optimizer_element_s},
+        std::pair{"collective_overhead_s", &p.device.collective_overhead_s}}) {
+    RETURN_IF_ERROR(r.optional_positive(device[key], fmt::format("device.{}", key), *value));
   }
   if (const YAML::Node unaligned = device["gemm_unaligned_efficiency"]) {
     ASSIGN_OR_RETURN(p.device.gemm_unaligned_efficiency,
                      r.fraction(unaligned, "device.gemm_unaligned_efficiency"));
   }
-  if (const YAML::Node half = device["fuses_half_types"]) {
-    try {
-      p.device.fuses_half_types = half.as<bool>();
-    } catch (const YAML::Exception&) {
-      return r.fail("device.fuses_half_types", "expected true or false");
-    }
-  }
-  if (const YAML::Node views = device["free_views"]) {
-    try {
-      p.device.free_views = views.as<bool>();
-    } catch (const YAML::Exception&) {
-      return r.fail("device.free_views", "expected true or false");
-    }
-  }
-  if (const YAML::Node overlap = device["overlap_communication"]) {
-    try {
-      p.device.overlap_communication = overlap.as<bool>();
-    } catch (const YAML::Exception&) {
-      return r.fail("device.overlap_communication", "expected true or false");
-    }
-  }
+  RETURN_IF_ERROR(
+      r.flag(device["fuses_half_types"], "device.fuses_half_types", p.device.fuses_half_types));
+  RETURN_IF_ERROR(r.flag(device["free_views"], "device.free_views", p.device.free_views));
+  RETURN_IF_ERROR(r.flag(device["overlap_communication"], "device.overlap_communication",
+                         p.device.overlap_communication));
   if (p.device.reserved_bytes >= p.device.memory_bytes)
     return r.fail("device.reserved_bytes", "leaves no memory for a plan");
   const YAML::Node curves = device["efficiency"];
@@ -219,8 +202,11 @@ StatusOr<HardwareProfile> parse_hardware_profile(std::string_view yaml, std::str
     p.device.efficiency[op_class] = std::move(curve).value();
   }
 
-  const YAML::Node topology = root["topology"];
-  if (!topology || !topology.IsMap()) return r.fail("topology", "missing");
+  return Status::ok();
+}
+
+// The topology: devices per node and the tiers that join them, innermost first.
+Status parse_topology(const Reader& r, const YAML::Node& topology, HardwareProfile& p) {
   ASSIGN_OR_RETURN(p.devices_per_node,
                    r.count(topology["devices_per_node"], "topology.devices_per_node"));
   const YAML::Node tiers = topology["tiers"];
@@ -255,6 +241,30 @@ StatusOr<HardwareProfile> parse_hardware_profile(std::string_view yaml, std::str
   }
   if (p.tiers.size() > 1 && p.tiers.back().nics_per_node < 1)
     return r.fail(fmt::format("topology.tiers[{}].nics_per_node", p.tiers.size() - 1), "missing");
+  return Status::ok();
+}
+
+}  // namespace
+
+StatusOr<HardwareProfile> parse_hardware_profile(std::string_view yaml, std::string_view source) {
+  Reader r{std::string(source)};
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml));
+  } catch (const YAML::Exception& e) {
+    return error("{}: line {}: {}", source, e.mark.line + 1, e.msg);
+  }
+  if (!root.IsMap()) return error("{}: a hardware profile is a YAML mapping", source);
+  HardwareProfile p;
+  p.source = std::string(source);
+  p.name = root["name"] && root["name"].IsScalar() ? root["name"].Scalar() : std::string();
+  if (p.name.empty()) return r.fail("name", "missing");
+  const YAML::Node device = root["device"];
+  if (!device || !device.IsMap()) return r.fail("device", "missing");
+  RETURN_IF_ERROR(parse_device(r, device, p));
+  const YAML::Node topology = root["topology"];
+  if (!topology || !topology.IsMap()) return r.fail("topology", "missing");
+  RETURN_IF_ERROR(parse_topology(r, topology, p));
   return p;
 }
 

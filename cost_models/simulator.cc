@@ -102,142 +102,198 @@ StatusOr<Simulation> simulate(const Plan& plan, const HardwareProfile& profile,
   return simulate(plan, profile_costs(plan, profile), record_events, stream_model(profile));
 }
 
-StatusOr<Simulation> simulate(const Plan& plan, const NodeSeconds& costs, bool record_events,
-                              const StreamModel& streams) {
-  const size_t roles = plan.roles.size();
-  Simulation sim;
-  sim.roles.assign(roles, {});
-  std::vector<size_t> next(roles, 0);
-  std::vector<double> compute_free(roles, 0.0), comm_free(roles, 0.0);
-  // Ready times of values that cross programs, by (value, microbatch), per role.
-  std::vector<std::map<std::pair<ValueId, int32_t>, double>> kept(roles);
-  std::map<std::tuple<int64_t, int64_t, int64_t>, std::deque<double>> in_flight;
-  const int32_t last_micro = static_cast<int32_t>(plan.microbatches - 1);
-  size_t remaining = 0;
-  for (const Role& role : plan.roles) remaining += role.schedule.size();
+namespace {
 
+// The roles' schedules run against each other: per role a compute and a communication stream,
+// messages queued per (sender, receiver, tag).
+class Simulator {
+ public:
+  using Channel = std::tuple<int64_t, int64_t, int64_t>;  // (from, to, tag)
+
+  Simulator(const Plan& plan, const NodeSeconds& costs, bool record_events,
+            const StreamModel& streams)
+      : plan_(plan),
+        costs_(costs),
+        record_events_(record_events),
+        streams_(streams),
+        roles_(plan.roles.size()),
+        next_(roles_, 0),
+        compute_free_(roles_, 0.0),
+        comm_free_(roles_, 0.0),
+        kept_(roles_) {
+    sim_.roles.assign(roles_, {});
+  }
+
+  StatusOr<Simulation> run();
+
+ private:
+  // One run of a program: its step, the microbatch whose values it reads, the ready times of
+  // the values it computes, and which of them a collective made.
+  struct Run {
+    size_t r;
+    const Role& role;
+    const ScheduleStep& step;
+    const Program& program;
+    int64_t device;
+    int32_t micro;
+    std::map<ValueId, double> local;
+    std::vector<bool> comm_output;
+  };
+  // Whether every receive of the program has its message sent already.
+  bool ready(const Role& role, const Program& program);
+  double ready_at(const Run& run, ValueId v) const;
+  void run_node(Run& run, NodeId n);
+  void run_program(Run& run);
+
+  const Plan& plan_;
+  const NodeSeconds& costs_;
+  const bool record_events_;
+  const StreamModel& streams_;
+  const size_t roles_;
+  Simulation sim_;
+  std::vector<size_t> next_;
+  std::vector<double> compute_free_, comm_free_;
+  // Ready times of values that cross programs, by (value, microbatch), per role.
+  std::vector<std::map<std::pair<ValueId, int32_t>, double>> kept_;
+  std::map<Channel, std::deque<double>> in_flight_;
+};
+
+bool Simulator::ready(const Role& role, const Program& program) {
+  const Graph& g = role.graph;
+  std::map<Channel, size_t> needed;
+  for (int32_t n = program.begin; n < program.end; ++n) {
+    const Node& node = g.node(n);
+    if (node.domain == kAutoparDomain && node.op_type == "Recv")
+      ++needed[{node.attr_int("peer_coord", 0), role.id, node.attr_int("tag", 0)}];
+  }
+  for (const auto& [channel, count] : needed) {
+    if (in_flight_[channel].size() < count) return false;
+  }
+  return true;
+}
+
+double Simulator::ready_at(const Run& run, ValueId v) const {
+  if (v == kNoId) return 0.0;
+  auto it = run.local.find(v);
+  if (it != run.local.end()) return it->second;
+  auto k = kept_[run.r].find({v, run.micro});
+  if (k != kept_[run.r].end()) return k->second;
+  return 0.0;  // graph inputs and initializers: ready from the start
+}
+
+void Simulator::run_node(Run& run, NodeId n) {
+  const size_t r = run.r;
+  const Role& role = run.role;
+  const Node& node = role.graph.node(n);
+  double inputs_ready = 0;
+  bool waited_on_comm = false;
+  for (ValueId in : node.inputs) {
+    const double t = ready_at(run, in);
+    if (t > inputs_ready) {
+      inputs_ready = t;
+      waited_on_comm = in != kNoId && run.comm_output[in];
+    }
+  }
+  double start = 0, end = 0;
+  const bool comm = on_comm_stream(node);
+  if (node.domain == kAutoparDomain && node.op_type == "Recv") {
+    auto& queue = in_flight_[{node.attr_int("peer_coord", 0), role.id, node.attr_int("tag", 0)}];
+    start = end = std::max(inputs_ready, queue.front());
+    queue.pop_front();
+  } else if (comm) {
+    start = std::max(comm_free_[r], inputs_ready);
+    if (!streams_.overlap_communication) start = std::max(start, compute_free_[r]);
+    end = start + costs_(role, n, run.device);
+    comm_free_[r] = end;
+    if (!streams_.overlap_communication) compute_free_[r] = end;
+    sim_.roles[r].comm_busy += end - start;
+    if (node.op_type == "Send") {
+      in_flight_[{role.id, node.attr_int("peer_coord", 0), node.attr_int("tag", 0)}].push_back(end);
+    }
+  } else {
+    start = std::max(compute_free_[r], inputs_ready);
+    if (waited_on_comm && inputs_ready > compute_free_[r])
+      sim_.roles[r].exposed_comm += inputs_ready - compute_free_[r];
+    end = start + costs_(role, n, run.device);
+    compute_free_[r] = end;
+    sim_.roles[r].compute_busy += end - start;
+  }
+  for (ValueId out : node.outputs) {
+    if (out == kNoId) continue;
+    run.local[out] = end;
+    run.comm_output[out] = comm || node.op_type == "Recv";
+  }
+  if (record_events_ && end > start) {
+    sim_.events.push_back(
+        {role.id, comm, fmt::format("{} {}", run.step.to_string(), node.name), start, end});
+  }
+}
+
+void Simulator::run_program(Run& run) {
+  const Graph& g = run.role.graph;
+  const Program& prog = run.program;
+  // The runtime's dispatch of the program, on the device's compute stream.
+  compute_free_[run.r] += streams_.program_overhead_s;
+  sim_.roles[run.r].compute_busy += streams_.program_overhead_s;
+  // Collectives whose inputs come from earlier programs go first, in the order their inputs
+  // become ready (gradient reductions overlap the backward that produced them).
+  std::vector<std::pair<double, NodeId>> early;
+  std::vector<bool> done(prog.end - prog.begin, false);
+  for (int32_t n = prog.begin; n < prog.end; ++n) {
+    const Node& node = g.node(n);
+    if (!on_comm_stream(node)) continue;
+    bool outside = true;
+    double t = 0;
+    for (ValueId in : node.inputs) {
+      if (in == kNoId) continue;
+      const NodeId producer = g.value(in).producer;
+      if (producer >= prog.begin && producer < prog.end) outside = false;
+      t = std::max(t, ready_at(run, in));
+    }
+    if (outside) early.emplace_back(t, n);
+  }
+  std::stable_sort(early.begin(), early.end());
+  for (const auto& [t, n] : early) {
+    run_node(run, n);
+    done[n - prog.begin] = true;
+  }
+  for (int32_t n = prog.begin; n < prog.end; ++n) {
+    if (!done[n - prog.begin]) run_node(run, n);
+  }
+  // Values later programs read.
+  for (const auto& [v, t] : run.local) {
+    for (NodeId c : g.value(v).consumers) {
+      if (c < prog.begin || c >= prog.end) {
+        kept_[run.r][{v, run.step.micro}] = t;
+        break;
+      }
+    }
+  }
+  sim_.roles[run.r].finish = std::max(compute_free_[run.r], comm_free_[run.r]);
+}
+
+StatusOr<Simulation> Simulator::run() {
+  const auto last_micro = static_cast<int32_t>(plan_.microbatches - 1);
+  size_t remaining = 0;
+  for (const Role& role : plan_.roles) remaining += role.schedule.size();
   while (remaining > 0) {
     bool progress = false;
-    for (size_t r = 0; r < roles; ++r) {
-      const Role& role = plan.roles[r];
-      const int64_t device = representative(plan, role.id);
-      while (next[r] < role.schedule.size()) {
-        const ScheduleStep& step = role.schedule[next[r]];
+    for (size_t r = 0; r < roles_; ++r) {
+      const Role& role = plan_.roles[r];
+      const int64_t device = representative(plan_, role.id);
+      while (next_[r] < role.schedule.size()) {
+        const ScheduleStep& step = role.schedule[next_[r]];
         const int p = role.program_of(step);
         if (p < 0) return error("role {}: no program for step {}", role.id, step.to_string());
         const Program& prog = role.programs[p];
-        const Graph& g = role.graph;
-        // Every receive of the program must have its message sent already.
-        std::map<std::tuple<int64_t, int64_t, int64_t>, size_t> needed;
-        for (int32_t n = prog.begin; n < prog.end; ++n) {
-          const Node& node = g.node(n);
-          if (node.domain == kAutoparDomain && node.op_type == "Recv")
-            ++needed[{node.attr_int("peer_coord", 0), role.id, node.attr_int("tag", 0)}];
-        }
-        bool ready = true;
-        for (const auto& [channel, count] : needed) ready &= in_flight[channel].size() >= count;
-        if (!ready) break;
-
-        // The runtime's dispatch of the program, on the device's compute stream.
-        compute_free[r] += streams.program_overhead_s;
-        sim.roles[r].compute_busy += streams.program_overhead_s;
+        if (!ready(role, prog)) break;
         const int32_t micro =
             step.kind == ProgramKind::kUpdate || step.kind == ProgramKind::kExchange ? last_micro
                                                                                      : step.micro;
-        std::map<ValueId, double> local;  // ready times of this run's values
-        auto ready_at = [&](ValueId v, bool* from_comm) -> double {
-          if (v == kNoId) return 0.0;
-          auto it = local.find(v);
-          if (it != local.end()) return it->second;
-          auto k = kept[r].find({v, micro});
-          if (k != kept[r].end()) return k->second;
-          (void)from_comm;
-          return 0.0;  // graph inputs and initializers: ready from the start
-        };
-        std::vector<bool> comm_output(g.num_values(), false);
-        auto run_node = [&](NodeId n) {
-          const Node& node = g.node(n);
-          double inputs_ready = 0;
-          bool waited_on_comm = false;
-          for (ValueId in : node.inputs) {
-            const double t = ready_at(in, nullptr);
-            if (t > inputs_ready) {
-              inputs_ready = t;
-              waited_on_comm = in != kNoId && comm_output[in];
-            }
-          }
-          double start = 0, end = 0;
-          const bool comm = on_comm_stream(node);
-          if (node.domain == kAutoparDomain && node.op_type == "Recv") {
-            auto& queue =
-                in_flight[{node.attr_int("peer_coord", 0), role.id, node.attr_int("tag", 0)}];
-            start = end = std::max(inputs_ready, queue.front());
-            queue.pop_front();
-          } else if (comm) {
-            start = std::max(comm_free[r], inputs_ready);
-            if (!streams.overlap_communication) start = std::max(start, compute_free[r]);
-            end = start + costs(role, n, device);
-            comm_free[r] = end;
-            if (!streams.overlap_communication) compute_free[r] = end;
-            sim.roles[r].comm_busy += end - start;
-            if (node.op_type == "Send") {
-              in_flight[{role.id, node.attr_int("peer_coord", 0), node.attr_int("tag", 0)}]
-                  .push_back(end);
-            }
-          } else {
-            start = std::max(compute_free[r], inputs_ready);
-            if (waited_on_comm && inputs_ready > compute_free[r])
-              sim.roles[r].exposed_comm += inputs_ready - compute_free[r];
-            end = start + costs(role, n, device);
-            compute_free[r] = end;
-            sim.roles[r].compute_busy += end - start;
-          }
-          for (ValueId out : node.outputs) {
-            if (out == kNoId) continue;
-            local[out] = end;
-            comm_output[out] = comm || node.op_type == "Recv";
-          }
-          if (record_events && end > start) {
-            sim.events.push_back(
-                {role.id, comm, fmt::format("{} {}", step.to_string(), node.name), start, end});
-          }
-        };
-        // Collectives whose inputs come from earlier programs go first, in the order their
-        // inputs become ready (gradient reductions overlap the backward that produced them).
-        std::vector<std::pair<double, NodeId>> early;
-        std::vector<bool> done(prog.end - prog.begin, false);
-        for (int32_t n = prog.begin; n < prog.end; ++n) {
-          const Node& node = g.node(n);
-          if (!on_comm_stream(node)) continue;
-          bool outside = true;
-          double t = 0;
-          for (ValueId in : node.inputs) {
-            if (in == kNoId) continue;
-            const NodeId producer = g.value(in).producer;
-            if (producer >= prog.begin && producer < prog.end) outside = false;
-            t = std::max(t, ready_at(in, nullptr));
-          }
-          if (outside) early.emplace_back(t, n);
-        }
-        std::stable_sort(early.begin(), early.end());
-        for (const auto& [t, n] : early) {
-          run_node(n);
-          done[n - prog.begin] = true;
-        }
-        for (int32_t n = prog.begin; n < prog.end; ++n) {
-          if (!done[n - prog.begin]) run_node(n);
-        }
-        // Values later programs read.
-        for (const auto& [v, t] : local) {
-          for (NodeId c : g.value(v).consumers) {
-            if (c < prog.begin || c >= prog.end) {
-              kept[r][{v, step.micro}] = t;
-              break;
-            }
-          }
-        }
-        sim.roles[r].finish = std::max(compute_free[r], comm_free[r]);
-        ++next[r];
+        Run run{r,      role,  step, prog,
+                device, micro, {},   std::vector<bool>(role.graph.num_values(), false)};
+        run_program(run);
+        ++next_[r];
         --remaining;
         progress = true;
       }
@@ -245,12 +301,19 @@ StatusOr<Simulation> simulate(const Plan& plan, const NodeSeconds& costs, bool r
     if (!progress) return error("the simulation cannot advance: the schedules deadlock");
   }
   double busiest = 0;
-  for (const RoleTimeline& t : sim.roles) {
-    sim.step_seconds = std::max(sim.step_seconds, t.finish);
+  for (const RoleTimeline& t : sim_.roles) {
+    sim_.step_seconds = std::max(sim_.step_seconds, t.finish);
     busiest = std::max(busiest, t.compute_busy);
   }
-  sim.bubble_seconds = sim.step_seconds - busiest;
-  return sim;
+  sim_.bubble_seconds = sim_.step_seconds - busiest;
+  return std::move(sim_);
+}
+
+}  // namespace
+
+StatusOr<Simulation> simulate(const Plan& plan, const NodeSeconds& costs, bool record_events,
+                              const StreamModel& streams) {
+  return Simulator(plan, costs, record_events, streams).run();
 }
 
 std::string chrome_trace(const Plan& plan, const Simulation& sim) {

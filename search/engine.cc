@@ -242,56 +242,103 @@ StatusOr<std::vector<DeviceMesh>> enumerate_meshes(const SearchSpace& space,
   return meshes;
 }
 
-StatusOr<SearchResult> search(const SearchSpace& space, const SearchProblem& problem,
-                              CostModel& estimator, const SearchOptions& options) {
-  const auto start = std::chrono::steady_clock::now();
-  SearchResult result;
-  ASSIGN_OR_RETURN(std::vector<DeviceMesh> meshes, enumerate_meshes(space, problem));
-  result.meshes = static_cast<int64_t>(meshes.size());
-  const HardwareProfile& profile = estimator.profile();
-  const double capacity = profile.device.memory_bytes - profile.device.reserved_bytes;
-  const double optimizer_bytes = problem.optimizer_bytes;
+namespace {
 
-  // Configurations: what one SPMD lowering and its layer costs serve.
+// One search: the space's configurations priced in parallel, each configuration's pipelines
+// and recompute policies in closed form, the best few refined and simulated.
+class Searcher {
+ public:
+  Searcher(const SearchSpace& space, const SearchProblem& problem, CostModel& estimator,
+           const SearchOptions& options)
+      : space_(space),
+        problem_(problem),
+        estimator_(estimator),
+        options_(options),
+        profile_(estimator.profile()),
+        capacity_(profile_.device.memory_bytes - profile_.device.reserved_bytes),
+        keep_(static_cast<size_t>(std::max(options.top, options.simulate_top))) {}
+
+  StatusOr<SearchResult> run();
+
+ private:
+  // Configurations: what one SPMD lowering and its layer costs serve (mesh, micro-batch,
+  // precision, tensor recipe, ZeRO stage), those whose state cannot fit pruned.
+  StatusOr<std::vector<Scheme>> configurations(const std::vector<DeviceMesh>& meshes,
+                                               SearchResult& result) const;
+  // --exhaustive is for spaces whose stage partitions can be listed.
+  Status check_exhaustive(const std::vector<Scheme>& configs) const;
+  // The pipelines (schedule, chunks) a configuration may run.
+  std::vector<std::pair<PipelineSchedule, int64_t>> pipelines(const Scheme& base,
+                                                              int32_t layers) const;
+  // A configuration's best scheme per pipeline and recompute (`found`, the best few kept).
+  void evaluate(const Scheme& base, std::vector<Candidate>& found, int64_t& evaluated,
+                std::string& failure) const;
+  // One scheme per schedule and recompute: its best stage partition (others differ only in
+  // where the layers are cut).
+  std::optional<Candidate> best_partition(const LayerCosts& c, const Scheme& base,
+                                          PipelineSchedule schedule, int64_t chunks,
+                                          Recompute recompute, int64_t& evaluated) const;
+  void refine(std::vector<Candidate>& all, SearchResult& result) const;
+  // The fastest of `schemes` that fits.
+  std::optional<Candidate> best_of(const std::vector<Scheme>& schemes) const;
+  std::vector<int64_t> micro_choices(int64_t dp) const;
+  // Pure data parallelism (the least ZeRO that fits), and Megatron's recipe (tp = a node, pp
+  // as needed to fit, dp the rest).
+  Baseline data_parallel_baseline(Precision precision) const;
+  Baseline megatron_baseline(Precision precision) const;
+  Status simulate_best(std::vector<Candidate>& all, size_t simulated, SearchResult& result) const;
+
+  const SearchSpace& space_;
+  const SearchProblem& problem_;
+  CostModel& estimator_;
+  const SearchOptions& options_;
+  const HardwareProfile& profile_;
+  const double capacity_;
+  const size_t keep_;
+};
+
+StatusOr<std::vector<Scheme>> Searcher::configurations(const std::vector<DeviceMesh>& meshes,
+                                                       SearchResult& result) const {
+  const double optimizer_bytes = problem_.optimizer_bytes;
   std::vector<Scheme> configs;
   int64_t micro_mismatch = 0;
   for (const DeviceMesh& mesh : meshes) {
-    if (state_floor(mesh, space, problem, optimizer_bytes) > capacity) {
+    if (state_floor(mesh, space_, problem_, optimizer_bytes) > capacity_) {
       ++result.meshes_pruned;
       continue;
     }
     const int64_t dp = mesh.size("dp");
-    const int64_t per_replica = problem.global_batch / dp;
+    const int64_t per_replica = problem_.global_batch / dp;
     std::vector<int64_t> micros;
-    if (space.micro.automatic) {
+    if (space_.micro.automatic) {
       for (int64_t m = 1; m <= per_replica; m *= 2) {
         if (per_replica % m == 0) micros.push_back(m);
       }
     } else {
-      for (int64_t m : space.micro.values) {
+      for (int64_t m : space_.micro.values) {
         if (per_replica % m == 0) micros.push_back(m);
       }
     }
     if (micros.empty()) ++micro_mismatch;
     for (int64_t micro : micros) {
-      for (Precision precision : space.precision) {
-        for (size_t t = 0; t < (mesh.size("tp") > 1 ? space.tensor.size() : 1); ++t) {
+      for (Precision precision : space_.precision) {
+        for (size_t t = 0; t < (mesh.size("tp") > 1 ? space_.tensor.size() : 1); ++t) {
           std::vector<int> zeros;
-          for (int z : space.zero) {
+          for (int z : space_.zero) {
             if (dp > 1 || z == 0) zeros.push_back(z);
           }
           if (zeros.empty()) zeros.push_back(0);
           for (int zero : zeros) {
-            if (state_floor(mesh, zero, problem, optimizer_bytes) > capacity) {
+            if (state_floor(mesh, zero, problem_, optimizer_bytes) > capacity_) {
               ++result.configurations_pruned;
               continue;
             }
             Scheme s;
             s.mesh = mesh;
-            s.global_batch = problem.global_batch;
+            s.global_batch = problem_.global_batch;
             s.micro_batch = micro;
             s.precision = precision;
-            s.tensor = space.tensor[t];
+            s.tensor = space_.tensor[t];
             s.zero = zero;
             configs.push_back(s);
           }
@@ -304,32 +351,291 @@ StatusOr<SearchResult> search(const SearchSpace& space, const SearchProblem& pro
       return error(
           "{}: zero: no mesh of {} devices can hold the model's {:.3g} parameters' state even "
           "at ZeRO stage {} ({:.1f} GiB free per device)",
-          space.source, problem.devices, problem.parameters,
-          *std::max_element(space.zero.begin(), space.zero.end()), capacity / (1 << 30));
+          space_.source, problem_.devices, problem_.parameters,
+          *std::max_element(space_.zero.begin(), space_.zero.end()), capacity_ / (1 << 30));
     }
     return error(
         "{}: batch.micro: no microbatch size the space allows divides the samples per "
         "data-parallel replica of the global batch {} ({} meshes)",
-        space.source, problem.global_batch, micro_mismatch);
+        space_.source, problem_.global_batch, micro_mismatch);
   }
 
-  if (options.exhaustive) {
-    int64_t stages = 1;
-    for (const Scheme& c : configs) {
-      int64_t chunks = 1;
-      for (int64_t k : space.chunks) chunks = std::max(chunks, k);
-      stages = std::max(stages, c.pp() * chunks);
+  return configs;
+}
+
+Status Searcher::check_exhaustive(const std::vector<Scheme>& configs) const {
+  int64_t stages = 1;
+  for (const Scheme& c : configs) {
+    int64_t chunks = 1;
+    for (int64_t k : space_.chunks) chunks = std::max(chunks, k);
+    stages = std::max(stages, c.pp() * chunks);
+  }
+  stages = std::min<int64_t>(stages, std::max<int32_t>(problem_.layers, 1));
+  const double partitions = binomial(problem_.layers - 1, stages - 1);
+  if (partitions > 1e5) {
+    return error(
+        "--exhaustive: {:.3g} ways to cut {} layers into {} stages per configuration; the "
+        "exact mode is for small spaces",
+        partitions, problem_.layers, stages);
+  }
+  return Status::ok();
+}
+
+std::vector<std::pair<PipelineSchedule, int64_t>> Searcher::pipelines(const Scheme& base,
+                                                                      int32_t layers) const {
+  const int64_t pp = base.pp();
+  std::vector<std::pair<PipelineSchedule, int64_t>> out;
+  if (pp == 1) {
+    out.emplace_back(PipelineSchedule::kOneForwardOneBackward, 1);
+    return out;
+  }
+  for (PipelineSchedule schedule : space_.schedules) {
+    if (schedule != PipelineSchedule::kInterleaved) {
+      out.emplace_back(schedule, 1);
+      continue;
     }
-    stages = std::min<int64_t>(stages, std::max<int32_t>(problem.layers, 1));
-    const double partitions = binomial(problem.layers - 1, stages - 1);
-    if (partitions > 1e5) {
-      return error(
-          "--exhaustive: {:.3g} ways to cut {} layers into {} stages per configuration; the "
-          "exact mode is for small spaces",
-          partitions, problem.layers, stages);
+    for (int64_t chunks : space_.chunks) {
+      if (chunks > 1 && pp * chunks <= layers && base.microbatches() % pp == 0)
+        out.emplace_back(schedule, chunks);
     }
   }
-  const size_t keep = static_cast<size_t>(std::max(options.top, options.simulate_top));
+  return out;
+}
+
+void Searcher::evaluate(const Scheme& base, std::vector<Candidate>& found, int64_t& evaluated,
+                        std::string& failure) const {
+  auto costs = estimator_.layer_costs(base);
+  if (!costs.is_ok()) {
+    failure = costs.status().message();
+    return;
+  }
+  const LayerCosts& c = **costs;
+  for (const auto& [schedule, chunks] : pipelines(base, static_cast<int32_t>(c.layers.size()))) {
+    for (Recompute recompute : space_.recompute) {
+      std::optional<Candidate> best =
+          best_partition(c, base, schedule, chunks, recompute, evaluated);
+      if (best) found.push_back(std::move(*best));
+    }
+  }
+  keep_best(found, keep_);
+}
+
+std::optional<Candidate> Searcher::best_partition(const LayerCosts& c, const Scheme& base,
+                                                  PipelineSchedule schedule, int64_t chunks,
+                                                  Recompute recompute, int64_t& evaluated) const {
+  const auto layers = static_cast<int32_t>(c.layers.size());
+  const int64_t pp = base.pp();
+  const int64_t m = base.microbatches();
+  Scheme s = base;
+  s.schedule = schedule;
+  s.chunks = chunks;
+  s.recompute = recompute;
+  // One scheme per schedule and recompute: its best stage partition (others differ
+  // only in where the layers are cut).
+  std::optional<Candidate> best_cut;
+  // The least any rank of an infeasible partition needs (with the reserve).
+  double least_rank = 0;
+  auto consider = [&](const std::vector<std::pair<int32_t, int32_t>>& stages) {
+    s.stages = stages;
+    auto e = estimator_.combine(c, s);
+    ++evaluated;
+    if (e.is_ok() && !e->feasible && !e->memory_bytes_per_device.empty())
+      least_rank =
+          *std::min_element(e->memory_bytes_per_device.begin(), e->memory_bytes_per_device.end());
+    if (!e.is_ok() || !e->feasible) return;
+    Candidate candidate{s, std::move(e).value(), {}};
+    if (!best_cut || better(candidate, *best_cut)) best_cut = std::move(candidate);
+  };
+  const int64_t virtual_stages = pp * chunks;
+  if (virtual_stages == 1) {
+    consider({});
+  } else if (options_.exhaustive) {
+    std::vector<std::pair<int32_t, int32_t>> cur;
+    all_partitions(layers, virtual_stages, cur, consider);
+  } else {
+    const auto by_time = partition_stages(c, virtual_stages, recompute);
+    consider(by_time);
+    // Few microbatches leave the update a large part of the step: balance each
+    // rank's microbatches and update together too.
+    const auto by_step = partition_stages(c, virtual_stages, recompute, m);
+    if (by_step != by_time) consider(by_step);
+    const auto& by_flops = c.balanced(virtual_stages);
+    if (by_flops != by_time && by_flops != by_step) consider(by_flops);
+    // Where every balance above leaves a rank that does not fit: what else a stage
+    // pays, its cuts, and (one stage per rank) its memory.
+    // (When every rank is over, moving layers between them cannot help.)
+    if (best_cut || least_rank > profile_.device.memory_bytes) return best_cut;
+    StageLimits limits;
+    // (Cut messages are mostly alike: each size is priced once per pair of ranks.)
+    std::map<std::tuple<int64_t, int64_t, double>, double> priced;
+    auto message = [&](double bytes, int64_t from, int64_t to) {
+      auto [it, added] = priced.try_emplace({from, to, bytes}, 0.0);
+      if (added) it->second = pipeline_message_seconds(profile_, base.mesh, bytes, from, to);
+      return it->second;
+    };
+    limits.cut_seconds = [&](int64_t stage, int32_t last) {
+      return message(c.layers[last].cut_forward_bytes, stage % pp, (stage + 1) % pp) +
+             message(c.layers[last].cut_backward_bytes, (stage + 1) % pp, stage % pp);
+    };
+    if (chunks == 1 && c.training) {
+      for (int64_t r = 0; r < pp; ++r) limits.in_flight.push_back(in_flight(schedule, r, pp, 1, m));
+      limits.capacity = capacity_;
+    }
+    const auto fitting = partition_stages(c, virtual_stages, recompute, m, &limits);
+    if (!fitting.empty() && fitting != by_time && fitting != by_step && fitting != by_flops)
+      consider(fitting);
+  }
+  return best_cut;
+}
+
+// The best few's stages, refined: a stage boundary moves by one layer while that makes the
+// step faster. The dynamic programs balance a proxy (the slowest stage); the estimate also
+// sees the fill, the drain and where each rank's update runs.
+void Searcher::refine(std::vector<Candidate>& all, SearchResult& result) const {
+  std::vector<int64_t> refined(all.size(), 0);
+  tbb::parallel_for(size_t{0}, all.size(), [&](size_t i) {
+    Candidate& cand = all[i];
+    if (cand.scheme.stages.size() < 2) return;
+    auto costs = estimator_.layer_costs(cand.scheme);
+    if (!costs.is_ok()) return;
+    for (bool improved = true; improved;) {
+      improved = false;
+      for (size_t b = 0; b + 1 < cand.scheme.stages.size(); ++b) {
+        for (int32_t move : {-1, 1}) {
+          Scheme s = cand.scheme;
+          s.stages[b].second += move;
+          s.stages[b + 1].first += move;
+          if (s.stages[b].second < s.stages[b].first ||
+              s.stages[b + 1].first > s.stages[b + 1].second)
+            continue;
+          auto e = estimator_.combine(**costs, s);
+          ++refined[i];
+          if (e.is_ok() && e->feasible && e->step_time_s < cand.estimate.step_time_s) {
+            cand = {std::move(s), std::move(e).value(), {}};
+            improved = true;
+          }
+        }
+      }
+    }
+  });
+  for (int64_t n : refined) result.candidates_evaluated += n;
+  keep_best(all, keep_);
+  all.erase(std::unique(all.begin(), all.end(),
+                        [](const Candidate& a, const Candidate& b) {
+                          return a.scheme.to_yaml() == b.scheme.to_yaml();
+                        }),
+            all.end());
+}
+
+std::optional<Candidate> Searcher::best_of(const std::vector<Scheme>& schemes) const {
+  std::optional<Candidate> best;
+  for (const Scheme& s : schemes) {
+    auto costs = estimator_.layer_costs(s);
+    if (!costs.is_ok()) continue;
+    auto e = estimator_.combine(**costs, s);
+    if (!e.is_ok() || !e->feasible) continue;
+    Candidate c{s, std::move(e).value(), {}};
+    if (!best || better(c, *best)) best = std::move(c);
+  }
+  return best;
+}
+
+std::vector<int64_t> Searcher::micro_choices(int64_t dp) const {
+  std::vector<int64_t> out;
+  const int64_t per_replica = problem_.global_batch / dp;
+  for (int64_t m = 1; m <= per_replica && m <= 8; m *= 2) {
+    if (per_replica % m == 0) out.push_back(m);
+  }
+  return out;
+}
+
+Baseline Searcher::data_parallel_baseline(Precision precision) const {
+  Baseline b{"data parallel", std::nullopt, ""};
+  if (problem_.global_batch % problem_.devices == 0) {
+    for (int zero = 0; zero <= 3 && !b.candidate; ++zero) {
+      std::vector<Scheme> schemes;
+      for (int64_t micro : micro_choices(problem_.devices)) {
+        Scheme s;
+        s.mesh = *DeviceMesh::create({{"dp", problem_.devices}});
+        s.global_batch = problem_.global_batch;
+        s.micro_batch = micro;
+        s.zero = problem_.devices > 1 ? zero : 0;
+        s.precision = precision;
+        schemes.push_back(s);
+      }
+      b.candidate = best_of(schemes);
+      if (b.candidate)
+        b.note = fmt::format("dp {}, ZeRO {}", problem_.devices, b.candidate->scheme.zero);
+    }
+    if (!b.candidate) b.note = "does not fit, even with ZeRO 3";
+  } else {
+    b.note = fmt::format("the global batch {} does not split over {} devices",
+                         problem_.global_batch, problem_.devices);
+  }
+  return b;
+}
+
+Baseline Searcher::megatron_baseline(Precision precision) const {
+  Baseline b{"megatron", std::nullopt, ""};
+  int64_t tp = std::min(problem_.devices_per_node, problem_.devices);
+  while (tp > 1 && problem_.devices % tp != 0) --tp;
+  for (int64_t pp : divisors(problem_.devices / tp, std::max<int32_t>(problem_.layers, 1))) {
+    const int64_t dp = problem_.devices / (tp * pp);
+    if (problem_.global_batch % dp != 0) continue;
+    for (Recompute recompute : {Recompute::kNone, Recompute::kFull}) {
+      std::vector<MeshAxis> axes;
+      if (pp > 1) axes.push_back({"pp", pp});
+      axes.push_back({"dp", dp});
+      if (tp > 1) axes.push_back({"tp", tp});
+      Scheme s;
+      s.mesh = *DeviceMesh::create(axes);
+      s.global_batch = problem_.global_batch;
+      s.micro_batch = 1;
+      s.precision = precision;
+      s.recompute = recompute;
+      b.candidate = best_of({s});
+      if (b.candidate) {
+        b.note = fmt::format("tp {}, pp {}, dp {}, micro 1, recompute {}", tp, pp, dp,
+                             recompute_name(recompute));
+        break;
+      }
+    }
+    if (b.candidate) break;
+  }
+  if (!b.candidate) b.note = fmt::format("does not fit with tp {} at any pp", tp);
+  return b;
+}
+
+// Re-scores the best `simulated` of `all`, and the baselines, by simulating their plans (in
+// parallel: each builds a whole plan); the best few rank by the simulation.
+Status Searcher::simulate_best(std::vector<Candidate>& all, size_t simulated,
+                               SearchResult& result) const {
+  std::vector<Candidate*> to_simulate;
+  for (size_t i = 0; i < simulated; ++i) to_simulate.push_back(&all[i]);
+  for (Baseline& b : result.baselines) {
+    if (b.candidate) to_simulate.push_back(&*b.candidate);
+  }
+  std::vector<Status> failed(to_simulate.size(), Status::ok());
+  tbb::parallel_for(size_t{0}, to_simulate.size(), [&](size_t i) {
+    auto seconds = options_.simulate(to_simulate[i]->scheme);
+    if (seconds.is_ok()) {
+      to_simulate[i]->simulated_s = *seconds;
+    } else {
+      failed[i] = seconds.status();
+    }
+  });
+  for (const Status& s : failed) RETURN_IF_ERROR(s);
+  std::sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(simulated), better);
+  return Status::ok();
+}
+
+StatusOr<SearchResult> Searcher::run() {
+  const auto start = std::chrono::steady_clock::now();
+  SearchResult result;
+  ASSIGN_OR_RETURN(std::vector<DeviceMesh> meshes, enumerate_meshes(space_, problem_));
+  result.meshes = static_cast<int64_t>(meshes.size());
+  ASSIGN_OR_RETURN(std::vector<Scheme> configs, configurations(meshes, result));
+  if (options_.exhaustive) RETURN_IF_ERROR(check_exhaustive(configs));
   std::vector<std::vector<Candidate>> found(configs.size());
   std::vector<int64_t> evaluated(configs.size(), 0);
   std::vector<std::string> errors(configs.size());
@@ -347,110 +653,16 @@ StatusOr<SearchResult> search(const SearchSpace& space, const SearchProblem& pro
       groups[it->second].push_back(i);
     }
   }
-  auto evaluate = [&](size_t i) {
-    const Scheme& base = configs[i];
-    auto costs = estimator.layer_costs(base);
-    if (!costs.is_ok()) {
-      errors[i] = costs.status().message();
-    } else {
-      const LayerCosts& c = **costs;
-      const auto layers = static_cast<int32_t>(c.layers.size());
-      const int64_t pp = base.pp();
-      const int64_t m = base.microbatches();
-      std::vector<std::pair<PipelineSchedule, int64_t>> pipelines;
-      if (pp == 1) {
-        pipelines.emplace_back(PipelineSchedule::kOneForwardOneBackward, 1);
-      } else {
-        for (PipelineSchedule schedule : space.schedules) {
-          if (schedule != PipelineSchedule::kInterleaved) {
-            pipelines.emplace_back(schedule, 1);
-            continue;
-          }
-          for (int64_t chunks : space.chunks) {
-            if (chunks > 1 && pp * chunks <= layers && m % pp == 0)
-              pipelines.emplace_back(schedule, chunks);
-          }
-        }
-      }
-      for (const auto& [schedule, chunks] : pipelines) {
-        for (Recompute recompute : space.recompute) {
-          Scheme s = base;
-          s.schedule = schedule;
-          s.chunks = chunks;
-          s.recompute = recompute;
-          // One scheme per schedule and recompute: its best stage partition (others differ
-          // only in where the layers are cut).
-          std::optional<Candidate> best_cut;
-          // The least any rank of an infeasible partition needs (with the reserve).
-          double least_rank = 0;
-          auto consider = [&](const std::vector<std::pair<int32_t, int32_t>>& stages) {
-            s.stages = stages;
-            auto e = estimator.combine(c, s);
-            ++evaluated[i];
-            if (e.is_ok() && !e->feasible && !e->memory_bytes_per_device.empty())
-              least_rank = *std::min_element(e->memory_bytes_per_device.begin(),
-                                             e->memory_bytes_per_device.end());
-            if (!e.is_ok() || !e->feasible) return;
-            Candidate candidate{s, std::move(e).value(), {}};
-            if (!best_cut || better(candidate, *best_cut)) best_cut = std::move(candidate);
-          };
-          const int64_t virtual_stages = pp * chunks;
-          if (virtual_stages == 1) {
-            consider({});
-          } else if (options.exhaustive) {
-            std::vector<std::pair<int32_t, int32_t>> cur;
-            all_partitions(layers, virtual_stages, cur, consider);
-          } else {
-            const auto by_time = partition_stages(c, virtual_stages, recompute);
-            consider(by_time);
-            // Few microbatches leave the update a large part of the step: balance each
-            // rank's microbatches and update together too.
-            const auto by_step = partition_stages(c, virtual_stages, recompute, m);
-            if (by_step != by_time) consider(by_step);
-            const auto& by_flops = c.balanced(virtual_stages);
-            if (by_flops != by_time && by_flops != by_step) consider(by_flops);
-            // Where every balance above leaves a rank that does not fit: what else a stage
-            // pays, its cuts, and (one stage per rank) its memory.
-            // (When every rank is over, moving layers between them cannot help.)
-            if (best_cut || least_rank > profile.device.memory_bytes) {
-              if (best_cut) found[i].push_back(std::move(*best_cut));
-              continue;
-            }
-            StageLimits limits;
-            // (Cut messages are mostly alike: each size is priced once per pair of ranks.)
-            std::map<std::tuple<int64_t, int64_t, double>, double> priced;
-            auto message = [&](double bytes, int64_t from, int64_t to) {
-              auto [it, added] = priced.try_emplace({from, to, bytes}, 0.0);
-              if (added) it->second = pipeline_message_seconds(profile, base.mesh, bytes, from, to);
-              return it->second;
-            };
-            limits.cut_seconds = [&](int64_t stage, int32_t last) {
-              return message(c.layers[last].cut_forward_bytes, stage % pp, (stage + 1) % pp) +
-                     message(c.layers[last].cut_backward_bytes, (stage + 1) % pp, stage % pp);
-            };
-            if (chunks == 1 && c.training) {
-              for (int64_t r = 0; r < pp; ++r)
-                limits.in_flight.push_back(in_flight(schedule, r, pp, 1, m));
-              limits.capacity = capacity;
-            }
-            const auto fitting = partition_stages(c, virtual_stages, recompute, m, &limits);
-            if (!fitting.empty() && fitting != by_time && fitting != by_step && fitting != by_flops)
-              consider(fitting);
-          }
-          if (best_cut) found[i].push_back(std::move(*best_cut));
-        }
-      }
-      keep_best(found[i], keep);
-    }
-    const int64_t now = ++done;
-    if (options.progress) {
-      std::lock_guard<std::mutex> lock(progress_mutex);
-      options.progress(static_cast<double>(now) / static_cast<double>(configs.size()));
-    }
-  };
   tbb::parallel_for(size_t{0}, groups.size(), [&](size_t g) {
-    for (size_t i : groups[g]) evaluate(i);
-    estimator.release_structure(configs[groups[g].front()]);
+    for (size_t i : groups[g]) {
+      evaluate(configs[i], found[i], evaluated[i], errors[i]);
+      const int64_t now = ++done;
+      if (options_.progress) {
+        std::lock_guard<std::mutex> lock(progress_mutex);
+        options_.progress(static_cast<double>(now) / static_cast<double>(configs.size()));
+      }
+    }
+    estimator_.release_structure(configs[groups[g].front()]);
   });
 
   std::vector<Candidate> all;
@@ -469,158 +681,33 @@ StatusOr<SearchResult> search(const SearchSpace& space, const SearchProblem& pro
       }
     }
     if (!first_error.empty() && result.candidates_evaluated == 0)
-      return error("{}: no scheme of the space can be lowered: {}", space.source, first_error);
+      return error("{}: no scheme of the space can be lowered: {}", space_.source, first_error);
     return error(
         "{}: no scheme fits in memory: {} candidates over {} meshes exceed {:.1f} GiB per device "
         "(allow more zero, recompute or pp)",
-        space.source, result.candidates_evaluated, result.meshes, capacity / (1 << 30));
+        space_.source, result.candidates_evaluated, result.meshes, capacity_ / (1 << 30));
   }
-  keep_best(all, keep);
-  // The best few's stages, refined: a stage boundary moves by one layer while that makes the
-  // step faster. The dynamic programs balance a proxy (the slowest stage); the estimate also
-  // sees the fill, the drain and where each rank's update runs.
-  if (!options.exhaustive) {
-    std::vector<int64_t> refined(all.size(), 0);
-    tbb::parallel_for(size_t{0}, all.size(), [&](size_t i) {
-      Candidate& cand = all[i];
-      if (cand.scheme.stages.size() < 2) return;
-      auto costs = estimator.layer_costs(cand.scheme);
-      if (!costs.is_ok()) return;
-      for (bool improved = true; improved;) {
-        improved = false;
-        for (size_t b = 0; b + 1 < cand.scheme.stages.size(); ++b) {
-          for (int32_t move : {-1, 1}) {
-            Scheme s = cand.scheme;
-            s.stages[b].second += move;
-            s.stages[b + 1].first += move;
-            if (s.stages[b].second < s.stages[b].first ||
-                s.stages[b + 1].first > s.stages[b + 1].second)
-              continue;
-            auto e = estimator.combine(**costs, s);
-            ++refined[i];
-            if (e.is_ok() && e->feasible && e->step_time_s < cand.estimate.step_time_s) {
-              cand = {std::move(s), std::move(e).value(), {}};
-              improved = true;
-            }
-          }
-        }
-      }
-    });
-    for (int64_t n : refined) result.candidates_evaluated += n;
-    keep_best(all, keep);
-    all.erase(std::unique(all.begin(), all.end(),
-                          [](const Candidate& a, const Candidate& b) {
-                            return a.scheme.to_yaml() == b.scheme.to_yaml();
-                          }),
-              all.end());
-  }
+  keep_best(all, keep_);
+  if (!options_.exhaustive) refine(all, result);
 
   const size_t simulated =
-      std::min(all.size(), static_cast<size_t>(std::max(options.simulate_top, 0)));
-
-  // Baselines: pure data parallel (the least ZeRO that fits), and Megatron's recipe (tp = a
-  // node, pp as needed to fit, dp the rest).
-  const Precision precision = space.precision.front();
-  auto best_of = [&](std::vector<Scheme> schemes) -> std::optional<Candidate> {
-    std::optional<Candidate> best;
-    for (const Scheme& s : schemes) {
-      auto costs = estimator.layer_costs(s);
-      if (!costs.is_ok()) continue;
-      auto e = estimator.combine(**costs, s);
-      if (!e.is_ok() || !e->feasible) continue;
-      Candidate c{s, std::move(e).value(), {}};
-      if (!best || better(c, *best)) best = std::move(c);
-    }
-    return best;
-  };
-  auto micro_choices = [&](int64_t dp) {
-    std::vector<int64_t> out;
-    const int64_t per_replica = problem.global_batch / dp;
-    for (int64_t m = 1; m <= per_replica && m <= 8; m *= 2) {
-      if (per_replica % m == 0) out.push_back(m);
-    }
-    return out;
-  };
-  {
-    Baseline b{"data parallel", std::nullopt, ""};
-    if (problem.global_batch % problem.devices == 0) {
-      for (int zero = 0; zero <= 3 && !b.candidate; ++zero) {
-        std::vector<Scheme> schemes;
-        for (int64_t micro : micro_choices(problem.devices)) {
-          Scheme s;
-          s.mesh = *DeviceMesh::create({{"dp", problem.devices}});
-          s.global_batch = problem.global_batch;
-          s.micro_batch = micro;
-          s.zero = problem.devices > 1 ? zero : 0;
-          s.precision = precision;
-          schemes.push_back(s);
-        }
-        b.candidate = best_of(schemes);
-        if (b.candidate)
-          b.note = fmt::format("dp {}, ZeRO {}", problem.devices, b.candidate->scheme.zero);
-      }
-      if (!b.candidate) b.note = "does not fit, even with ZeRO 3";
-    } else {
-      b.note = fmt::format("the global batch {} does not split over {} devices",
-                           problem.global_batch, problem.devices);
-    }
-    result.baselines.push_back(std::move(b));
-  }
-  {
-    Baseline b{"megatron", std::nullopt, ""};
-    int64_t tp = std::min(problem.devices_per_node, problem.devices);
-    while (tp > 1 && problem.devices % tp != 0) --tp;
-    for (int64_t pp : divisors(problem.devices / tp, std::max<int32_t>(problem.layers, 1))) {
-      const int64_t dp = problem.devices / (tp * pp);
-      if (problem.global_batch % dp != 0) continue;
-      for (Recompute recompute : {Recompute::kNone, Recompute::kFull}) {
-        std::vector<MeshAxis> axes;
-        if (pp > 1) axes.push_back({"pp", pp});
-        axes.push_back({"dp", dp});
-        if (tp > 1) axes.push_back({"tp", tp});
-        Scheme s;
-        s.mesh = *DeviceMesh::create(axes);
-        s.global_batch = problem.global_batch;
-        s.micro_batch = 1;
-        s.precision = precision;
-        s.recompute = recompute;
-        b.candidate = best_of({s});
-        if (b.candidate) {
-          b.note = fmt::format("tp {}, pp {}, dp {}, micro 1, recompute {}", tp, pp, dp,
-                               recompute_name(recompute));
-          break;
-        }
-      }
-      if (b.candidate) break;
-    }
-    if (!b.candidate) b.note = fmt::format("does not fit with tp {} at any pp", tp);
-    result.baselines.push_back(std::move(b));
-  }
-  // Re-score the best few, and the baselines, by simulating their plans (in parallel: each
-  // builds a whole plan); the best few rank by the simulation.
-  if (options.simulate && simulated > 0) {
-    std::vector<Candidate*> to_simulate;
-    for (size_t i = 0; i < simulated; ++i) to_simulate.push_back(&all[i]);
-    for (Baseline& b : result.baselines) {
-      if (b.candidate) to_simulate.push_back(&*b.candidate);
-    }
-    std::vector<Status> failed(to_simulate.size(), Status::ok());
-    tbb::parallel_for(size_t{0}, to_simulate.size(), [&](size_t i) {
-      auto seconds = options.simulate(to_simulate[i]->scheme);
-      if (seconds.is_ok()) {
-        to_simulate[i]->simulated_s = *seconds;
-      } else {
-        failed[i] = seconds.status();
-      }
-    });
-    for (const Status& s : failed) RETURN_IF_ERROR(s);
-    std::sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(simulated), better);
-  }
-  if (all.size() > static_cast<size_t>(options.top)) all.resize(options.top);
+      std::min(all.size(), static_cast<size_t>(std::max(options_.simulate_top, 0)));
+  const Precision precision = space_.precision.front();
+  result.baselines.push_back(data_parallel_baseline(precision));
+  result.baselines.push_back(megatron_baseline(precision));
+  if (options_.simulate && simulated > 0) RETURN_IF_ERROR(simulate_best(all, simulated, result));
+  if (all.size() > static_cast<size_t>(options_.top)) all.resize(options_.top);
   result.top = std::move(all);
   result.search_time_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
+}
+
+}  // namespace
+
+StatusOr<SearchResult> search(const SearchSpace& space, const SearchProblem& problem,
+                              CostModel& estimator, const SearchOptions& options) {
+  return Searcher(space, problem, estimator, options).run();
 }
 
 }  // namespace autopar

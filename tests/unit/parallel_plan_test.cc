@@ -161,11 +161,11 @@ TEST(MixedPrecision, GradientsAreReducedWhereTheyWouldBeInFp32) {
   EXPECT_EQ(collectives(scheme(1, 2), "ReduceScatter", "dp"), (Counts{{"bwd f32", 52}}));
   EXPECT_EQ(collectives(scheme(1, 1), "AllReduce", "dp"), (Counts{{"fwd f32", 1}}));
   // ZeRO 3 casts each parameter's shard and gathers it in bf16 (half the bytes of its fp32
-  // master), once per parameter in the forward: 52 gathers. The 53rd is an activation: the
-  // greedy pass splits the position-embedding lookup over dp (its rows are read in half the
-  // time) and gathers its 16 × 64 result for the add that broadcasts it over the batch.
+  // master), once per parameter in the forward: 52 gathers, and no activation's. (The
+  // position-embedding lookup stays whole: only its constant ids could carry a split over dp,
+  // and its 16 × 64 result would be gathered back for the add that broadcasts it.)
   Counts gathers = collectives(scheme(1, 3), "AllGather", "dp");
-  EXPECT_EQ(gathers["fwd bf16"], 53);
+  EXPECT_EQ(gathers["fwd bf16"], 52);
   EXPECT_EQ(gathers.count("fwd f32"), 0u);
 }
 

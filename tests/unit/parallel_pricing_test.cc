@@ -114,15 +114,14 @@ TEST(TensorAuto, ChoosesForTheLinksTpCrosses) {
   const HardwareProfile nvlink = dgx_a100(), across = two_per_node();
   const Plan for_nvlink = mlp_plan(scheme, nvlink);
   const Plan for_across = mlp_plan(scheme, across);
-  EXPECT_EQ(collectives(for_nvlink), (std::map<std::string, int>{{"AllGather tp", 6},
+  EXPECT_EQ(collectives(for_nvlink), (std::map<std::string, int>{{"AllGather tp", 2},
                                                                  {"AllReduce dp", 9},
                                                                  {"AllReduce tp", 1},
-                                                                 {"ReduceScatter tp", 2},
-                                                                 {"Shard tp", 5}}));
+                                                                 {"ReduceScatter tp", 2}}));
   EXPECT_EQ(
       collectives(for_across),
       (std::map<std::string, int>{
-          {"AllGather tp", 4}, {"AllReduce dp", 9}, {"ReduceScatter tp", 3}, {"Shard tp", 2}}));
+          {"AllGather tp", 3}, {"AllReduce dp", 9}, {"ReduceScatter tp", 3}, {"Shard tp", 1}}));
   auto nvlink_plan_across = simulate(for_nvlink, across);
   auto across_plan_across = simulate(for_across, across);
   ASSERT_TRUE(nvlink_plan_across.is_ok() && across_plan_across.is_ok());

@@ -195,7 +195,8 @@ Status Spmd::lower_node(NodeId id) {
       cost += in;
       if (cost >= kInfinite) return kInfinite;
     }
-    return cost + pricing_.compute(id, static_cast<double>(own->degree[k])) + storage_cost(node, s);
+    return cost + pricing_.compute(id, static_cast<double>(own->degree[k])) +
+           storage_cost(node, s) + constant_split_cost(node, s);
   };
   const Choice* best = nullptr;
   double best_cost = kInfinite;

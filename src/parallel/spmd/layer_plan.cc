@@ -308,7 +308,7 @@ void Spmd::LayerPlanner::price(NodeId id) {
   for (size_t c = 0; c < cs.size(); ++c) {
     const OpStrategy& st = *cs[c];
     double t = work_ * s_.pricing_.compute(first_ + static_cast<NodeId>(k), deg[c]) +
-               gradient_sum(st, node);
+               gradient_sum(st, node) + s_.constant_split_cost(node, st);
     for (size_t i = 0; i < st.inputs.size() && i < node.inputs.size() && t < kInfinite; ++i) {
       const Layout& want = st.inputs[i];
       double cost = -1;
@@ -456,7 +456,8 @@ double Spmd::LayerPlanner::path_cost(const std::vector<int>& chosen, bool greedy
     const Node& node = s_.src_.node(id);
     auto price = [&](size_t c) {
       const OpStrategy& st = *cands_[k][c];
-      double t = work_ * s_.pricing_.compute(id, degrees_[k][c]) + gradient_sum(st, node);
+      double t = work_ * s_.pricing_.compute(id, degrees_[k][c]) + gradient_sum(st, node) +
+                 s_.constant_split_cost(node, st);
       for (size_t i = 0; i < st.inputs.size() && i < node.inputs.size() && t < kInfinite; ++i)
         t += cost_in(node.inputs[i], st.inputs[i], node);
       return std::min(t, kInfinite);

@@ -164,7 +164,34 @@ double Spmd::strategy_cost(NodeId id, const OpStrategy& s) const {
   }
   int64_t degree = 1;
   for (const auto& [axis, loop] : s.assignment) degree *= mesh_.size(axis);
-  return cost + pricing_.compute(id, static_cast<double>(degree)) + storage_cost(node, s);
+  return cost + pricing_.compute(id, static_cast<double>(degree)) + storage_cost(node, s) +
+         constant_split_cost(node, s);
+}
+
+double Spmd::constant_split_cost(const Node& node, const OpStrategy& s) const {
+  if (node.phase == Phase::kOptimizer || s.outputs.empty() || node.outputs.empty() ||
+      node.outputs[0] == kNoId)
+    return 0.0;
+  const Value& out = src_.value(node.outputs[0]);
+  double cost = 0.0;
+  for (const auto& [axis, loop] : s.assignment) {
+    if (!s.outputs[0].uses(axis)) continue;
+    bool sliced = false, carried = false;
+    for (size_t i = 0; i < s.inputs.size() && i < node.inputs.size(); ++i) {
+      const ValueId v = node.inputs[i];
+      if (v == kNoId || !s.inputs[i].uses(axis)) continue;
+      const Value& value = src_.value(v);
+      const bool constant =
+          (value.kind == ValueKind::kConstant && !maps_.is_state[v]) || is_zero_fill(src_, v);
+      (constant ? sliced : carried) = true;
+    }
+    if (!sliced || carried) continue;
+    const double gathered = static_cast<double>(out.num_bytes()) /
+                            static_cast<double>(s.outputs[0].split_degree(mesh_)) *
+                            static_cast<double>(mesh_.size(axis));
+    cost += pricing_.collective(Collective::kAllGather, gathered, find_axis(axis));
+  }
+  return cost;
 }
 
 double Spmd::storage_cost(const Node& node, const OpStrategy& s) const {

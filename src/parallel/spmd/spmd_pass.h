@@ -108,6 +108,10 @@ class Spmd {
   double strategy_cost(NodeId id, const OpStrategy& s) const;
   // An update's part in bringing the new state it computes into the state's storage layout.
   double storage_cost(const Node& node, const OpStrategy& s) const;
+  // A split over an axis that only constants carry into a node (position ids sliced) makes an
+  // activation split that the node's readers gather back unless they split alike: priced,
+  // as an activation's slice is, as that gather.
+  double constant_split_cost(const Node& node, const OpStrategy& s) const;
 
   // The lowering (spmd.cc).
   // The dst value holding `v` in layout `want`, emitting what it takes.
