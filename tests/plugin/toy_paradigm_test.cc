@@ -92,8 +92,8 @@ TEST(ToyParadigm, OwnsItsFieldsErrors) {
             "replicate_last: 'maybe' is not true or false");
   // A field no paradigm owns is still refused, and the message lists the registered ones.
   EXPECT_EQ(parse_scheme("replicate_first: true\n", "s").status().message(),
-            "s: replicate_first: unknown field (known: mesh, devices, batch, pipeline, tensor, "
-            "zero, recompute, precision, replicate_last)");
+            "s: replicate_first: unknown field (known: mesh, devices, batch, tensor, zero, "
+            "pipeline, recompute, precision, replicate_last)");
 }
 
 }  // namespace

@@ -16,7 +16,13 @@
 #include "autopar/parallel/spmd.h"
 #include "autopar/support/status.h"
 
+namespace YAML {
+class Node;
+}
+
 namespace autopar {
+
+class SchemeReader;
 
 // The graph the SPMD pass reads: the model with its fused projections split and narrowed to
 // the compute type, with its training step built (or the forward alone for inference).
@@ -90,8 +96,13 @@ struct Paradigm {
   // Reads the scheme and the graph being lowered (with its layer count) and adds its
   // decisions to the policy; an error names the scheme field.
   std::function<Status(const Scheme&, const Graph&, int32_t layers, LoweringPolicy&)> configure;
-  // Top-level scheme fields the paradigm owns beyond the built-in ones (Scheme::extensions).
+  // The top-level scheme fields the paradigm owns: parse_scheme accepts them and nothing else
+  // beyond mesh and devices.
   std::vector<std::string> fields = {};
+  // Reads those fields from the scheme's YAML mapping into the scheme and checks them (an
+  // error names the field; scheme_reader.h). Without it, a field's text is kept in
+  // Scheme::extensions for configure to read.
+  std::function<Status(const YAML::Node& root, const SchemeReader&, Scheme&)> parse = nullptr;
 };
 // The built-in paradigms, then the registered ones, in the order their decisions compose.
 const std::vector<Paradigm>& paradigms();

@@ -47,8 +47,9 @@ struct Scheme {
   int zero = 0;  // 0..3
   Recompute recompute = Recompute::kNone;
   Precision precision = Precision::kFp32;
-  // Fields of paradigms registered beyond the built-in ones (register_paradigm): field name →
-  // its value's YAML text, read and checked by the paradigm that owns the field.
+  // Fields of paradigms without a parse function of their own (Paradigm::parse), as a
+  // registered paradigm may be: field name → its value's YAML text, read and checked by the
+  // paradigm's configure.
   std::map<std::string, std::string> extensions;
 
   int64_t dp() const { return mesh.size("dp"); }
@@ -63,14 +64,10 @@ struct Scheme {
   bool operator==(const Scheme&) const = default;
 };
 
-// Top-level scheme fields that registered paradigms own (register_paradigm adds them); parse
-// accepts them and keeps their text in Scheme::extensions.
-void register_scheme_field(std::string name);
-const std::vector<std::string>& registered_scheme_fields();
-
-// Parses a scheme; errors are one line "<source>: <field>: <what>". Checks what the scheme
-// alone decides: axis names and sizes, devices against the mesh, micro dividing global/dp,
-// chunks only with the interleaved schedule, stage ranges ordered, zero in 0..3.
+// Parses a scheme; errors are one line "<source>: <field>: <what>". The mesh and devices are
+// read here, every other field by the paradigm that owns it (Paradigm::fields, parse), which
+// checks what the scheme alone decides: micro dividing global/dp, chunks only with the
+// interleaved schedule, stage ranges ordered, zero in 0..3.
 StatusOr<Scheme> parse_scheme(std::string_view yaml, std::string_view source);
 StatusOr<Scheme> read_scheme_file(const std::string& path);
 

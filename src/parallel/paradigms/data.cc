@@ -17,4 +17,33 @@ Status configure_data(const Scheme& scheme, const Graph&, int32_t, LoweringPolic
   return Status::ok();
 }
 
+Status parse_data(const YAML::Node& root, const SchemeReader& r, Scheme& s) {
+  const YAML::Node batch = root["batch"];
+  if (!batch) return Status::ok();
+  if (!batch.IsMap()) return r.fail("batch", "expected {{global: N, micro: M}}");
+  RETURN_IF_ERROR(r.known_keys(batch, "batch", {"global", "micro"}));
+  if (batch["global"]) {
+    ASSIGN_OR_RETURN(s.global_batch, r.integer(batch["global"], "batch.global"));
+  }
+  if (batch["micro"]) {
+    ASSIGN_OR_RETURN(s.micro_batch, r.integer(batch["micro"], "batch.micro"));
+  }
+  if (batch["global"] && s.global_batch < 1)
+    return r.fail("batch.global", "{} must be at least 1", s.global_batch);
+  if (batch["micro"] && s.micro_batch < 1)
+    return r.fail("batch.micro", "{} must be at least 1", s.micro_batch);
+  if (s.micro_batch > 0 && s.global_batch == 0) return r.fail("batch.micro", "needs batch.global");
+  if (s.global_batch > 0) {
+    if (s.global_batch % s.dp() != 0)
+      return r.fail("batch.global", "{} is not divisible by dp = {}", s.global_batch, s.dp());
+    const int64_t per_replica = s.global_batch / s.dp();
+    if (s.micro_batch == 0) s.micro_batch = per_replica;
+    if (per_replica % s.micro_batch != 0) {
+      return r.fail("batch.micro", "{} does not divide global / dp = {} / {} = {}", s.micro_batch,
+                    s.global_batch, s.dp(), per_replica);
+    }
+  }
+  return Status::ok();
+}
+
 }  // namespace autopar::paradigm_files

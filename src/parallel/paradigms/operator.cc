@@ -11,6 +11,20 @@
 // - auto: every op may split parameters and activations, whichever is cheapest.
 #include "paradigms.h"
 
+namespace autopar {
+namespace {
+
+const std::initializer_list<std::pair<const char*, TensorStrategy>> kTensor = {
+    {"megatron", TensorStrategy::kMegatron},
+    {"megatron-sp", TensorStrategy::kMegatronSp},
+    {"auto", TensorStrategy::kAuto}};
+
+}  // namespace
+
+const char* tensor_strategy_name(TensorStrategy t) { return name_of(t, kTensor); }
+
+}  // namespace autopar
+
 namespace autopar::paradigm_files {
 
 Status configure_operator(const Scheme& scheme, const Graph&, int32_t, LoweringPolicy& policy) {
@@ -32,6 +46,28 @@ Status configure_operator(const Scheme& scheme, const Graph&, int32_t, LoweringP
   if (scheme.tp() > 1) {
     policy.spmd.axes.push_back("tp");
     policy.split_fused_projections = true;
+  }
+  return Status::ok();
+}
+
+Status parse_operator(const YAML::Node& root, const SchemeReader& r, Scheme& s) {
+  const YAML::Node tensor = root["tensor"];
+  if (!tensor) return Status::ok();
+  if (tensor.IsScalar()) {
+    ASSIGN_OR_RETURN(s.tensor, r.choice(tensor, "tensor", kTensor));
+    return Status::ok();
+  }
+  if (!tensor.IsMap())
+    return r.fail("tensor", "expected megatron, megatron-sp, auto, or a map of node-name patterns");
+  s.tensor = TensorStrategy::kAuto;
+  for (const auto& entry : tensor) {
+    const std::string pattern = entry.first.Scalar();
+    ASSIGN_OR_RETURN(std::string strategy, r.text(entry.second, "tensor." + pattern));
+    if (pattern == "default") {
+      ASSIGN_OR_RETURN(s.tensor, r.choice(entry.second, "tensor.default", kTensor));
+      continue;
+    }
+    s.overrides.push_back({pattern, strategy});
   }
   return Status::ok();
 }

@@ -1,7 +1,9 @@
-// The paradigms' configure functions, one file each; paradigms() lists them in order.
+// The paradigms' functions, one file each: the scheme fields each reads and checks (parse_*)
+// and its decisions on the policy (configure_*); paradigms() lists them in order.
 #pragma once
 
 #include "autopar/parallel/lowering.h"
+#include "autopar/parallel/scheme_reader.h"
 
 namespace autopar::paradigm_files {
 
@@ -19,5 +21,13 @@ Status configure_precision(const Scheme& scheme, const Graph& graph, int32_t lay
                            LoweringPolicy& policy);
 Status configure_recompute(const Scheme& scheme, const Graph& graph, int32_t layers,
                            LoweringPolicy& policy);
+
+// Each reads the top-level scheme fields its paradigm owns from `root` into `scheme`.
+Status parse_data(const YAML::Node& root, const SchemeReader& r, Scheme& scheme);
+Status parse_operator(const YAML::Node& root, const SchemeReader& r, Scheme& scheme);
+Status parse_zero(const YAML::Node& root, const SchemeReader& r, Scheme& scheme);
+Status parse_pipeline(const YAML::Node& root, const SchemeReader& r, Scheme& scheme);
+Status parse_recompute(const YAML::Node& root, const SchemeReader& r, Scheme& scheme);
+Status parse_precision(const YAML::Node& root, const SchemeReader& r, Scheme& scheme);
 
 }  // namespace autopar::paradigm_files

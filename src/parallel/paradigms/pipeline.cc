@@ -54,6 +54,53 @@ std::vector<double> layer_forward_costs(const Graph& graph, int32_t layers) {
 
 }  // namespace autopar
 
+namespace autopar {
+namespace {
+
+const std::initializer_list<std::pair<const char*, PipelineSchedule>> kSchedules = {
+    {"gpipe", PipelineSchedule::kGpipe},
+    {"1f1b", PipelineSchedule::kOneForwardOneBackward},
+    {"interleaved", PipelineSchedule::kInterleaved}};
+
+// pipeline.stages: auto, or [first, last] layer ranges, one per virtual stage, in order.
+Status parse_stages(const YAML::Node& stages, const SchemeReader& r, Scheme& s) {
+  if (stages.IsScalar()) {
+    if (stages.Scalar() != "auto")
+      return r.fail("pipeline.stages", "expected auto or a list of [first, last] layer ranges");
+    return Status::ok();
+  }
+  if (!stages.IsSequence())
+    return r.fail("pipeline.stages", "expected auto or a list of [first, last] layer ranges");
+  int32_t next = 0;
+  for (size_t i = 0; i < stages.size(); ++i) {
+    const std::string field = fmt::format("pipeline.stages[{}]", i);
+    const YAML::Node range = stages[i];
+    if (!range.IsSequence() || range.size() != 2) return r.fail(field, "expected [first, last]");
+    ASSIGN_OR_RETURN(int64_t first, r.integer(range[0], field));
+    ASSIGN_OR_RETURN(int64_t last, r.integer(range[1], field));
+    if (first != next || last < first) {
+      return r.fail(field, "[{}, {}] must start at layer {} and not end before it", first, last,
+                    next);
+    }
+    s.stages.emplace_back(static_cast<int32_t>(first), static_cast<int32_t>(last));
+    next = static_cast<int32_t>(last + 1);
+  }
+  const int64_t expected = s.pp() * s.chunks;
+  if (static_cast<int64_t>(s.stages.size()) != expected) {
+    return r.fail("pipeline.stages", "{} ranges given for {} stages ({})", s.stages.size(),
+                  expected,
+                  s.chunks > 1 ? fmt::format("pp {} × chunks {}", s.pp(), s.chunks)
+                               : fmt::format("pp = {}", s.pp()));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+const char* schedule_name(PipelineSchedule s) { return name_of(s, kSchedules); }
+
+}  // namespace autopar
+
 namespace autopar::paradigm_files {
 
 Status configure_pipeline(const Scheme& scheme, const Graph& graph, int32_t layers,
@@ -79,6 +126,29 @@ Status configure_pipeline(const Scheme& scheme, const Graph& graph, int32_t laye
                  virtual_stages, policy.stages, policy.chunks, layers);
   }
   policy.stage_layers = balance_stages(layer_forward_costs(graph, layers), virtual_stages);
+  return Status::ok();
+}
+
+Status parse_pipeline(const YAML::Node& root, const SchemeReader& r, Scheme& s) {
+  const YAML::Node pipeline = root["pipeline"];
+  if (!pipeline) return Status::ok();
+  if (!pipeline.IsMap())
+    return r.fail("pipeline", "expected {{schedule: ..., chunks: ..., stages: ...}}");
+  RETURN_IF_ERROR(r.known_keys(pipeline, "pipeline", {"schedule", "chunks", "stages"}));
+  if (pipeline["schedule"]) {
+    ASSIGN_OR_RETURN(s.schedule, r.choice(pipeline["schedule"], "pipeline.schedule", kSchedules));
+  }
+  if (pipeline["chunks"]) {
+    ASSIGN_OR_RETURN(s.chunks, r.integer(pipeline["chunks"], "pipeline.chunks"));
+  }
+  if (s.chunks < 1) return r.fail("pipeline.chunks", "{} must be at least 1", s.chunks);
+  if (s.chunks > 1 && s.schedule != PipelineSchedule::kInterleaved) {
+    return r.fail("pipeline.chunks", "{} chunks need schedule interleaved, not {}", s.chunks,
+                  schedule_name(s.schedule));
+  }
+  if (const YAML::Node stages = pipeline["stages"]) RETURN_IF_ERROR(parse_stages(stages, r, s));
+  if (s.schedule == PipelineSchedule::kInterleaved && s.chunks < 2)
+    return r.fail("pipeline.chunks", "schedule interleaved needs chunks of at least 2");
   return Status::ok();
 }
 

@@ -5,10 +5,29 @@
 // the elementwise ops between them.
 #include "paradigms.h"
 
+namespace autopar {
+namespace {
+
+const std::initializer_list<std::pair<const char*, Recompute>> kRecompute = {
+    {"none", Recompute::kNone}, {"selective", Recompute::kSelective}, {"full", Recompute::kFull}};
+
+}  // namespace
+
+const char* recompute_name(Recompute r) { return name_of(r, kRecompute); }
+
+}  // namespace autopar
+
 namespace autopar::paradigm_files {
 
 Status configure_recompute(const Scheme& scheme, const Graph&, int32_t, LoweringPolicy& policy) {
   policy.recompute = scheme.recompute;
+  return Status::ok();
+}
+
+Status parse_recompute(const YAML::Node& root, const SchemeReader& r, Scheme& s) {
+  if (const YAML::Node recompute = root["recompute"]) {
+    ASSIGN_OR_RETURN(s.recompute, r.choice(recompute, "recompute", kRecompute));
+  }
   return Status::ok();
 }
 

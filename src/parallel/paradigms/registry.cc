@@ -7,13 +7,22 @@ namespace {
 
 std::vector<Paradigm>& registry() {
   static std::vector<Paradigm> list = {
-      {"data", paradigm_files::configure_data},
+      {"data", paradigm_files::configure_data, {"batch"}, paradigm_files::parse_data},
       {"attribute", paradigm_files::configure_attribute},
-      {"operator", paradigm_files::configure_operator},
-      {"zero", paradigm_files::configure_zero},
-      {"pipeline", paradigm_files::configure_pipeline},
-      {"recompute", paradigm_files::configure_recompute},
-      {"precision", paradigm_files::configure_precision},
+      {"operator", paradigm_files::configure_operator, {"tensor"}, paradigm_files::parse_operator},
+      {"zero", paradigm_files::configure_zero, {"zero"}, paradigm_files::parse_zero},
+      {"pipeline",
+       paradigm_files::configure_pipeline,
+       {"pipeline"},
+       paradigm_files::parse_pipeline},
+      {"recompute",
+       paradigm_files::configure_recompute,
+       {"recompute"},
+       paradigm_files::parse_recompute},
+      {"precision",
+       paradigm_files::configure_precision,
+       {"precision"},
+       paradigm_files::parse_precision},
   };
   return list;
 }
@@ -22,9 +31,6 @@ std::vector<Paradigm>& registry() {
 
 const std::vector<Paradigm>& paradigms() { return registry(); }
 
-void register_paradigm(Paradigm paradigm) {
-  for (const std::string& field : paradigm.fields) register_scheme_field(field);
-  registry().push_back(std::move(paradigm));
-}
+void register_paradigm(Paradigm paradigm) { registry().push_back(std::move(paradigm)); }
 
 }  // namespace autopar

@@ -10,4 +10,13 @@ Status configure_zero(const Scheme& scheme, const Graph&, int32_t, LoweringPolic
   return Status::ok();
 }
 
+Status parse_zero(const YAML::Node& root, const SchemeReader& r, Scheme& s) {
+  const YAML::Node zero = root["zero"];
+  if (!zero) return Status::ok();
+  ASSIGN_OR_RETURN(int64_t stage, r.integer(zero, "zero"));
+  if (stage < 0 || stage > 3) return r.fail("zero", "{} is not a ZeRO stage (0, 1, 2 or 3)", stage);
+  s.zero = static_cast<int>(stage);
+  return Status::ok();
+}
+
 }  // namespace autopar::paradigm_files
