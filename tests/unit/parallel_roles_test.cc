@@ -1,0 +1,191 @@
+// Role building and the placement it shares with the estimate, on small hand-built graphs:
+// place_by_origin, recompute_closure, warmup_forwards and build_roles over a two-layer MLP
+// cut into two pipeline ranks.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "autopar/ir/builder.h"
+#include "autopar/parallel/lowering.h"
+
+namespace autopar {
+namespace {
+
+// x [4, 8] → MatMul w0 → Relu (layer 0) → MatMul w1 → Relu (layer 1) → y.
+Graph two_layer_mlp() {
+  GraphBuilder b("mlp");
+  b.set_with_data(false);
+  const ValueId x = b.input("x", DType::kFloat32, {4, 8});
+  b.set_layer(0);
+  const ValueId w0 = b.parameter("w0", {8, 8}, ParamInit::normal(0.1f));
+  const ValueId h0 = b.op1("Relu", {b.op1("MatMul", {x, w0})});
+  b.set_layer(1);
+  const ValueId w1 = b.parameter("w1", {8, 8}, ParamInit::normal(0.1f));
+  b.output(b.op1("Relu", {b.op1("MatMul", {h0, w1})}), "y");
+  return b.finish();
+}
+
+Scheme scheme_of(const std::string& yaml) {
+  auto scheme = parse_scheme(yaml, "scheme");
+  EXPECT_TRUE(scheme.is_ok()) << scheme.status().message();
+  return *scheme;
+}
+
+LoweringOptions training() {
+  LoweringOptions options;
+  options.loss.kind = LossKind::kMse;
+  options.optimizer.kind = OptimizerKind::kSgd;
+  return options;
+}
+
+TEST(Placement, NodesGoWithTheSourceNodeTheyCameFrom) {
+  // An SPMD graph of four nodes: two from source nodes 0 and 1, a forward and a backward node
+  // with no source, and an update.
+  SpmdResult spmd;
+  GraphBuilder b("g");
+  b.set_with_data(false);
+  const ValueId x = b.input("x", DType::kFloat32, {2});
+  const ValueId a = b.op1("Relu", {x});
+  const ValueId c = b.op1("Neg", {a});
+  const ValueId d = b.op1("Neg", {c});
+  const ValueId e = b.op1("Neg", {d});
+  b.op1("Neg", {e});
+  spmd.graph = b.finish();
+  spmd.graph.mutable_node(2).phase = Phase::kForward;
+  spmd.graph.mutable_node(3).phase = Phase::kBackward;
+  spmd.graph.mutable_node(4).phase = Phase::kOptimizer;
+  spmd.origin = {0, 1, -1, -1, 1};
+  const std::vector<int32_t> place = place_by_origin(spmd, {1, 5}, 3);
+  // Source 1's place is clamped to the last; a forward node without one goes last, a
+  // backward node first; the update has none.
+  EXPECT_EQ(place, (std::vector<int32_t>{1, 3, 3, 0, -1}));
+}
+
+TEST(Placement, RecomputeClosureStopsWhereTheCallerKeeps) {
+  // x → a → b → c, and a second branch x → d: the backward reads c and d.
+  GraphBuilder bld("g");
+  bld.set_with_data(false);
+  const ValueId x = bld.input("x", DType::kFloat32, {2});
+  const ValueId a = bld.op1("Relu", {x});
+  const ValueId b = bld.op1("Neg", {a});
+  const ValueId c = bld.op1("Relu", {b});
+  const ValueId d = bld.op1("Neg", {x});
+  const Graph g = bld.finish();
+  // Everything recomputable: every node that leads to a root.
+  EXPECT_EQ(recompute_closure(g, {c, d}, [](ValueId) { return true; }),
+            (std::vector<bool>{true, true, true, true}));
+  // Keeping b (its producer is not re-run) cuts the chain below it.
+  EXPECT_EQ(recompute_closure(g, {c}, [&](ValueId v) { return v != b; }),
+            (std::vector<bool>{false, false, true, false}));
+  EXPECT_EQ(recompute_closure(g, {}, [](ValueId) { return true; }), std::vector<bool>(4, false));
+}
+
+TEST(Placement, WarmupForwardsAsTheSchedulesRunThem) {
+  using S = PipelineSchedule;
+  // 1F1B: ranks − rank − 1, at most the microbatches.
+  EXPECT_EQ(warmup_forwards(S::kOneForwardOneBackward, 0, 4, 1, 8), 3);
+  EXPECT_EQ(warmup_forwards(S::kOneForwardOneBackward, 3, 4, 1, 8), 0);
+  EXPECT_EQ(warmup_forwards(S::kOneForwardOneBackward, 0, 4, 1, 2), 2);
+  // GPipe runs every forward first.
+  EXPECT_EQ(warmup_forwards(S::kGpipe, 1, 4, 1, 8), 8);
+  // Interleaved (Megatron-LM's order): (ranks − rank − 1) · 2 + (chunks − 1) · ranks.
+  EXPECT_EQ(warmup_forwards(S::kInterleaved, 0, 4, 2, 8), 10);
+  EXPECT_EQ(warmup_forwards(S::kInterleaved, 3, 4, 2, 8), 4);
+  // As many microbatches as ranks: all forwards first.
+  EXPECT_EQ(warmup_forwards(S::kInterleaved, 0, 4, 2, 4), 8);
+  // Each schedule's first backward comes right after its warm-up and the forward after it.
+  for (const auto& [schedule, chunks] :
+       std::vector<std::pair<S, int64_t>>{{S::kOneForwardOneBackward, 1}, {S::kInterleaved, 2}}) {
+    for (int64_t rank = 0; rank < 4; ++rank) {
+      const std::vector<ScheduleStep> steps = make_schedule(schedule, rank, 4, chunks, 8, true);
+      int64_t forwards = 0;
+      while (steps[forwards].kind == ProgramKind::kForward) ++forwards;
+      EXPECT_EQ(forwards,
+                std::min<int64_t>(8 * chunks, warmup_forwards(schedule, rank, 4, chunks, 8) + 1))
+          << "rank " << rank;
+    }
+  }
+}
+
+// Counts of (program, op) over a role.
+std::map<std::string, int> ops_by_program(const Role& role) {
+  std::map<std::string, int> out;
+  for (const Program& p : role.programs) {
+    for (int32_t n = p.begin; n < p.end; ++n) ++out[p.name() + " " + role.graph.node(n).op_type];
+  }
+  return out;
+}
+
+TEST(BuildRoles, CutsTwoLayersIntoTwoRanks) {
+  const Graph model = two_layer_mlp();
+  auto lowered =
+      lower_to_spmd(model, scheme_of("mesh: {pp: 2}\nbatch: {global: 4, micro: 2}\n"), training());
+  ASSERT_TRUE(lowered.is_ok()) << lowered.status().message();
+  ASSERT_EQ(lowered->policy.stage_layers,
+            (std::vector<std::pair<int32_t, int32_t>>{{0, 0}, {1, 1}}));
+  auto roles = build_roles(lowered->spmd, lowered->source_stage, lowered->policy, true);
+  ASSERT_TRUE(roles.is_ok()) << roles.status().message();
+  ASSERT_EQ(roles->size(), 2u);
+  const Role& first = (*roles)[0];
+  const Role& second = (*roles)[1];
+  std::vector<std::string> programs;
+  for (const Program& p : first.programs) programs.push_back(p.name());
+  EXPECT_EQ(programs, (std::vector<std::string>{"F0", "B0", "U"}));
+  // Layer 0's forward on rank 0 sends its activation; rank 1 receives it in its forward and
+  // sends the activation's gradient back from its backward.
+  const auto a = ops_by_program(first), b = ops_by_program(second);
+  EXPECT_EQ(a.at("F0 MatMul"), 1);
+  EXPECT_EQ(a.at("F0 Send"), 1);
+  EXPECT_EQ(a.at("B0 Recv"), 1);
+  EXPECT_EQ(b.at("F0 Recv"), 1);
+  EXPECT_EQ(b.at("B0 Send"), 1);
+  EXPECT_EQ(b.count("F0 Send"), 0u);
+  // Each rank updates the parameter of its own layer, once.
+  EXPECT_EQ(a.at("U Sub"), 1);
+  EXPECT_EQ(b.at("U Sub"), 1);
+  std::set<std::string> state_a, state_b;
+  for (ValueId in : first.graph.inputs()) state_a.insert(first.graph.value(in).name);
+  for (ValueId in : second.graph.inputs()) state_b.insert(second.graph.value(in).name);
+  EXPECT_TRUE(state_a.count("w0") && !state_a.count("w1"));
+  EXPECT_TRUE(state_b.count("w1") && !state_b.count("w0"));
+  // The schedules cannot deadlock against the sends and receives.
+  std::vector<Role> scheduled = *roles;
+  for (Role& role : scheduled)
+    role.schedule = make_schedule(PipelineSchedule::kOneForwardOneBackward, role.stage, 2, 1,
+                                  lowered->microbatches, true);
+  EXPECT_TRUE(check_schedule(scheduled).is_ok());
+}
+
+TEST(BuildRoles, FullRecomputeReRunsTheForwardInTheBackward) {
+  const Graph model = two_layer_mlp();
+  auto plain = lower_to_spmd(model, scheme_of("mesh: {pp: 2}\nbatch: {global: 4}\n"), training());
+  auto full = lower_to_spmd(
+      model, scheme_of("mesh: {pp: 2}\nbatch: {global: 4}\nrecompute: full\n"), training());
+  ASSERT_TRUE(plain.is_ok() && full.is_ok());
+  auto without = build_roles(plain->spmd, plain->source_stage, plain->policy, true);
+  auto with = build_roles(full->spmd, full->source_stage, full->policy, true);
+  ASSERT_TRUE(without.is_ok() && with.is_ok());
+  // Rank 0's backward reads its MatMul's output (Relu's gradient does) and the input x: it
+  // re-runs the MatMul. Rank 1's reads its Relu's input and output and the loss's difference:
+  // it re-runs all three, from the activation it received (which it keeps, never re-runs).
+  const std::vector<std::set<std::string>> expected = {
+      {"MatMul/recompute"}, {"MatMul_1/recompute", "Relu_1/recompute", "loss/Sub/recompute"}};
+  for (size_t r = 0; r < 2; ++r) {
+    std::set<std::string> copies;
+    for (const Node& n : (*with)[r].graph.nodes()) {
+      if (n.name.find("/recompute") == std::string::npos) continue;
+      copies.insert(n.name);
+      EXPECT_EQ(n.phase, Phase::kBackward) << n.name;
+    }
+    EXPECT_EQ(copies, expected[r]) << "rank " << r;
+    EXPECT_EQ((*with)[r].graph.num_nodes(),
+              (*without)[r].graph.num_nodes() + static_cast<int32_t>(copies.size()));
+  }
+}
+
+}  // namespace
+}  // namespace autopar
