@@ -9,6 +9,7 @@
 
 #include "autopar/cost/communication.h"
 #include "autopar/cost/compute.h"
+#include "autopar/cost/memory.h"
 #include "autopar/cost/simulator.h"
 #include "autopar/ir/collapse_layers.h"
 #include "autopar/ops/op_def.h"
@@ -440,35 +441,20 @@ void LayerCostBuilder::recompute() {
 }
 
 void LayerCostBuilder::peaks() {
-  // Each layer's own peak per phase: values produced and last read within the layer and phase.
-  for (const Phase phase : {Phase::kForward, Phase::kBackward}) {
-    std::vector<double> live(num_layers_, 0.0);
-    std::vector<std::vector<ValueId>> dies(nodes_);
-    for (NodeId n = 0; n < nodes_; ++n) {
-      const Node& node = g_.node(n);
-      if (node.phase != phase) continue;
-      for (ValueId out : node.outputs) {
-        if (out == kNoId) continue;
-        NodeId last = n;
-        bool local = !is_output_[out] && written_[out] < 0;
-        for (NodeId r : g_.value(out).consumers) {
-          if (g_.node(r).phase != phase || layer_[r] != layer_[n]) local = false;
-          last = std::max(last, r);
-        }
-        if (local) dies[last].push_back(out);
-      }
-    }
-    for (NodeId n = 0; n < nodes_; ++n) {
-      const Node& node = g_.node(n);
-      if (node.phase != phase) continue;
-      LayerCost& c = costs_.layers[layer_[n]];
-      for (ValueId out : node.outputs) {
-        if (out != kNoId) live[layer_[n]] += bytes_of(g_.value(out));
-      }
-      double& peak = phase == Phase::kForward ? c.forward_peak_bytes : c.backward_peak_bytes;
-      peak = std::max(peak, live[layer_[n]]);
-      for (ValueId d : dies[n]) live[layer_[g_.value(d).producer]] -= bytes_of(g_.value(d));
-    }
+  // Each layer's own peak per phase (group_peak_bytes, as the plan's memory counts a
+  // program's): values produced and last read within the layer and phase.
+  std::vector<int32_t> group(static_cast<size_t>(nodes_), -1);
+  for (NodeId n = 0; n < nodes_; ++n) {
+    const Phase phase = g_.node(n).phase;
+    if (phase == Phase::kForward) group[n] = layer_[n];
+    if (phase == Phase::kBackward) group[n] = num_layers_ + layer_[n];
+  }
+  const std::vector<double> peak = group_peak_bytes(
+      g_, group, 2 * num_layers_, [&](ValueId v) { return is_output_[v] || written_[v] >= 0; },
+      [&](ValueId v) { return written_[v] >= 0; });
+  for (int32_t l = 0; l < num_layers_; ++l) {
+    costs_.layers[l].forward_peak_bytes = peak[l];
+    costs_.layers[l].backward_peak_bytes = peak[num_layers_ + l];
   }
 }
 

@@ -42,53 +42,31 @@ std::vector<RoleMemory> plan_memory(const Plan& plan) {
         m.optimizer_bytes += bytes;
       }
     }
-    // Program of each node; stashed values: produced by a forward program, read by another.
-    std::vector<int> program_at(g.num_nodes(), -1);
+    // The program of each node.
+    std::vector<int32_t> program_at(g.num_nodes(), -1);
     for (size_t p = 0; p < role.programs.size(); ++p) {
       for (int32_t n = role.programs[p].begin; n < role.programs[p].end; ++n)
-        program_at[n] = static_cast<int>(p);
+        program_at[n] = static_cast<int32_t>(p);
     }
-    std::vector<double> stash(role.programs.size(), 0.0), transient(role.programs.size(), 0.0);
+    // Stashed values: produced by a forward program and read by another.
+    std::vector<double> stash(role.programs.size(), 0.0);
+    auto state_output = [&](ValueId v) { return state_outputs.count(g.value(v).name) > 0; };
     for (size_t p = 0; p < role.programs.size(); ++p) {
       const Program& prog = role.programs[p];
-      // Liveness inside the program: a value lives from its producer to its last reader here.
-      double live = 0, peak = 0;
-      std::vector<std::vector<ValueId>> dies(prog.end - prog.begin);
+      if (prog.kind != ProgramKind::kForward) continue;
       for (int32_t n = prog.begin; n < prog.end; ++n) {
         for (ValueId out : g.node(n).outputs) {
-          if (out == kNoId) continue;
-          const Value& v = g.value(out);
-          bool escapes = g.is_output(out) || state_outputs.count(v.name);
-          int32_t last = n;
-          for (NodeId c : v.consumers) {
-            if (program_at[c] != static_cast<int>(p))
-              escapes = true;
-            else
-              last = std::max(last, c);
-          }
-          if (escapes) {
-            if (prog.kind == ProgramKind::kForward && !state_outputs.count(v.name) &&
-                !g.is_output(out))
-              stash[p] += value_bytes(v);
-            continue;
-          }
-          dies[last - prog.begin].push_back(out);
+          if (out == kNoId || g.is_output(out) || state_output(out)) continue;
+          const std::vector<NodeId>& readers = g.value(out).consumers;
+          if (std::any_of(readers.begin(), readers.end(),
+                          [&](NodeId c) { return program_at[c] != static_cast<int>(p); }))
+            stash[p] += value_bytes(g.value(out));
         }
       }
-      for (int32_t n = prog.begin; n < prog.end; ++n) {
-        for (ValueId out : g.node(n).outputs) {
-          // New state (parameters, optimizer slots, accumulators) is written in place of the
-          // old: it takes no memory of its own.
-          if (out != kNoId && !state_outputs.count(g.value(out).name))
-            live += value_bytes(g.value(out));
-        }
-        peak = std::max(peak, live);
-        for (ValueId d : dies[n - prog.begin]) {
-          if (!state_outputs.count(g.value(d).name)) live -= value_bytes(g.value(d));
-        }
-      }
-      transient[p] = peak;
     }
+    const std::vector<double> transient = group_peak_bytes(
+        g, program_at, static_cast<int32_t>(role.programs.size()),
+        [&](ValueId v) { return g.is_output(v) || state_output(v); }, state_output);
     // Walk the schedule: a forward adds its stash, the matching backward frees it.
 
     double held = 0, worst = 0;
@@ -124,6 +102,36 @@ std::vector<RoleMemory> plan_memory(const Plan& plan) {
     result.push_back(m);
   }
   return result;
+}
+
+std::vector<double> group_peak_bytes(const Graph& g, const std::vector<int32_t>& group,
+                                     int32_t groups, const std::function<bool(ValueId)>& escapes,
+                                     const std::function<bool(ValueId)>& in_place) {
+  std::vector<double> live(static_cast<size_t>(groups), 0.0), peak(live);
+  std::vector<std::vector<ValueId>> dies(static_cast<size_t>(g.num_nodes()));
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    if (group[n] < 0) continue;
+    for (ValueId out : g.node(n).outputs) {
+      if (out == kNoId || escapes(out)) continue;
+      NodeId last = n;
+      bool local = true;
+      for (NodeId r : g.value(out).consumers) {
+        local = local && group[r] == group[n];
+        last = std::max(last, r);
+      }
+      if (local) dies[last].push_back(out);
+    }
+  }
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    const int32_t k = group[n];
+    if (k < 0) continue;
+    for (ValueId out : g.node(n).outputs) {
+      if (out != kNoId && !in_place(out)) live[k] += value_bytes(g.value(out));
+    }
+    peak[k] = std::max(peak[k], live[k]);
+    for (ValueId d : dies[n]) live[group[g.value(d).producer]] -= value_bytes(g.value(d));
+  }
+  return peak;
 }
 
 }  // namespace autopar

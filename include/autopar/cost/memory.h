@@ -5,6 +5,7 @@
 // transient peak of the program running then.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -27,5 +28,14 @@ struct RoleMemory {
 
 // Per role, in role order.
 std::vector<RoleMemory> plan_memory(const Plan& plan);
+
+// Liveness, as both the plan's memory (per program) and the estimate (per layer and phase)
+// count it: each group's peak of live bytes when its nodes run in node order. A node's
+// outputs live from it to their last reader, or past the group's end where a reader is in
+// another group or `escapes(v)` (a graph output, new state); values `in_place(v)` (new state,
+// written over the old) take no memory. `group[n]` < 0: the node is in none.
+std::vector<double> group_peak_bytes(const Graph& g, const std::vector<int32_t>& group,
+                                     int32_t groups, const std::function<bool(ValueId)>& escapes,
+                                     const std::function<bool(ValueId)>& in_place);
 
 }  // namespace autopar

@@ -30,6 +30,11 @@ Layout Spmd::slot_storage(ValueId v) const {
   return policy_.zero >= 1 ? with_zero(value.shape.dims, base) : base;
 }
 
+// A parameter read on several pipeline ranks (a tied embedding) gets a gradient contribution on
+// each, summed by `sum`. With microbatches, each contribution accumulates on the rank that
+// computes it and the update adds the accumulators once per step (each rank's exchange sends
+// its own), as Megatron keeps a tied embedding's copies on the first and last stage in step:
+// no contribution crosses ranks every microbatch.
 Status Spmd::accumulate_per_stage(NodeId id) {
   const Node& sum = src_.node(id);
   const ValueId g = sum.outputs[0];

@@ -17,15 +17,6 @@ namespace autopar::spmd_detail {
 // the plan is kept only when, priced as one path, it beats choosing node by node. A layer's
 // plan depends on its nodes and on the layouts its inputs arrive in, never on the layers
 // after it: repeated layers are planned alike, in a model whose repeats are collapsed and in
-
-// Tensor auto plans each layer's forward as a whole. A pass in node order keeps, for every
-// value the layer computes, the cheapest few layouts to have it in (each cost relative to
-// its cheapest, so what the inputs before the layer cost cancels); a pass back from the
-// layer's last node then chooses each node's strategy with what its chosen readers need.
-// Costs are the greedy pass's (reshards as arithmetic, the node's share of its FLOPs), and
-// the plan is kept only when, priced as one path, it beats choosing node by node. A layer's
-// plan depends on its nodes and on the layouts its inputs arrive in, never on the layers
-// after it: repeated layers are planned alike, in a model whose repeats are collapsed and in
 // the whole model.
 class Spmd::LayerPlanner {
  public:
@@ -90,6 +81,8 @@ class Spmd::LayerPlanner {
   std::vector<std::vector<double>> totals_;
 };
 
+// What a layer's plan depends on (StrategyCache::layer_plan): its nodes' strategy sets, how
+// they connect, and the layouts (and reshards already made) of what it reads from before it.
 std::string Spmd::layer_key(NodeId first, NodeId end) {
   std::string key;
   auto raw = [&key](auto x) { key.append(reinterpret_cast<const char*>(&x), sizeof(x)); };

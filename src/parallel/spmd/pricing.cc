@@ -7,8 +7,6 @@
 
 namespace autopar::spmd_detail {
 
-// Whether `v` is a parameter, or a parameter moved without arithmetic (transposed, reshaped,
-// cast): a weight, whatever the graph did to lay it out for its reader.
 bool Spmd::is_weight(ValueId v) const {
   static const char* const kMoves[] = {"Transpose", "Reshape", "Cast",
                                        "Identity",  "Squeeze", "Unsqueeze"};
@@ -26,7 +24,6 @@ bool Spmd::is_weight(ValueId v) const {
   return false;
 }
 
-// Whether `consumer` is an update node another of whose operands is already in `want`.
 bool Spmd::aligned_update(ValueId v, const Layout& want, const Node& consumer) const {
   if (consumer.phase != Phase::kOptimizer) return false;
   for (ValueId other : consumer.inputs) {

@@ -10,14 +10,11 @@
 namespace autopar {
 namespace spmd_detail {
 
-// `layout` with its partial sums resolved: the layout a value read as a partial sum is held
-// in.
 Layout without_partial_sums(Layout layout) {
   for (const std::string& axis : layout.partial_axes()) layout = layout.without(axis);
   return layout;
 }
 
-// Data movement (and negation) that commutes with a sum.
 constexpr const char* kLinearOps[] = {"Reshape",   "Transpose", "Identity", "Squeeze",
                                       "Unsqueeze", "Flatten",   "Neg"};
 
@@ -26,8 +23,6 @@ bool is_linear_op(const Node& node) {
                                             [&](const char* op) { return node.op_type == op; });
 }
 
-// A strategy with the partial-sum axes `partial` added to its input `input` and its one
-// output; false when an axis is already split there.
 bool pass_partial(OpStrategy& s, size_t input, const std::vector<std::string>& partial) {
   if (s.inputs.size() <= input || s.outputs.size() != 1) return false;
   for (const std::string& a : partial) {
@@ -38,15 +33,12 @@ bool pass_partial(OpStrategy& s, size_t input, const std::vector<std::string>& p
   return true;
 }
 
-// Add, Sub or Sum: a sum (or difference) of partial sums over the same axes is a partial sum.
 bool is_sum_op(const Node& node) {
   return node.domain.empty() &&
          (node.op_type == "Add" || node.op_type == "Sub" || node.op_type == "Sum") &&
          node.inputs.size() >= 2 && node.outputs.size() == 1;
 }
 
-// A strategy of a sum with the partial-sum axes `partial` added to every input and its one
-// output; false when an axis is already split there.
 bool sum_partial(OpStrategy& s, size_t inputs, const std::vector<std::string>& partial) {
   if (s.inputs.size() != inputs || s.outputs.size() != 1) return false;
   for (const std::string& a : partial) {
@@ -62,7 +54,6 @@ bool sum_partial(OpStrategy& s, size_t inputs, const std::vector<std::string>& p
   return true;
 }
 
-// Glob match: '*' stands for any run of characters.
 bool glob_match(std::string_view pattern, std::string_view text) {
   if (pattern.empty()) return text.empty();
   if (pattern[0] == '*') {
@@ -298,11 +289,6 @@ Status Spmd::emit(const Node& node, const OpStrategy& strategy, const RowWindow*
   }
   return Status::ok();
 }
-
-// A parameter read on several pipeline ranks (a tied embedding) gets a gradient contribution on
-// each, summed by `sum`. With microbatches, each contribution accumulates on the rank that
-// computes it and the update adds the accumulators once per step (each rank's exchange sends
-// its own), as Megatron keeps a tied embedding's copies on the first and last stage in step:
 
 Status Spmd::place_inputs() {
   Graph& dst = result_.graph;
