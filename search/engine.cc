@@ -10,6 +10,8 @@
 
 #include <tbb/parallel_for.h>
 
+#include "space/dimensions.h"
+
 namespace autopar {
 namespace {
 
@@ -267,17 +269,15 @@ class Searcher {
                                                SearchResult& result) const;
   // --exhaustive is for spaces whose stage partitions can be listed.
   Status check_exhaustive(const std::vector<Scheme>& configs) const;
-  // The pipelines (schedule, chunks) a configuration may run.
-  std::vector<std::pair<PipelineSchedule, int64_t>> pipelines(const Scheme& base,
-                                                              int32_t layers) const;
+  // The schemes the space's dimensions make of `base`: those that change the lowering
+  // (`relowers`) or those priced over one lowering's layer costs, in the dimensions' order.
+  std::vector<Scheme> expand(const Scheme& base, bool relowers, int32_t layers) const;
   // A configuration's best scheme per pipeline and recompute (`found`, the best few kept).
   void evaluate(const Scheme& base, std::vector<Candidate>& found, int64_t& evaluated,
                 std::string& failure) const;
   // One scheme per schedule and recompute: its best stage partition (others differ only in
   // where the layers are cut).
-  std::optional<Candidate> best_partition(const LayerCosts& c, const Scheme& base,
-                                          PipelineSchedule schedule, int64_t chunks,
-                                          Recompute recompute, int64_t& evaluated) const;
+  std::optional<Candidate> best_partition(const LayerCosts& c, Scheme s, int64_t& evaluated) const;
   void refine(std::vector<Candidate>& all, SearchResult& result) const;
   // The fastest of `schemes` that fits.
   std::optional<Candidate> best_of(const std::vector<Scheme>& schemes) const;
@@ -321,28 +321,16 @@ StatusOr<std::vector<Scheme>> Searcher::configurations(const std::vector<DeviceM
     }
     if (micros.empty()) ++micro_mismatch;
     for (int64_t micro : micros) {
-      for (Precision precision : space_.precision) {
-        for (size_t t = 0; t < (mesh.size("tp") > 1 ? space_.tensor.size() : 1); ++t) {
-          std::vector<int> zeros;
-          for (int z : space_.zero) {
-            if (dp > 1 || z == 0) zeros.push_back(z);
-          }
-          if (zeros.empty()) zeros.push_back(0);
-          for (int zero : zeros) {
-            if (state_floor(mesh, zero, problem_, optimizer_bytes) > capacity_) {
-              ++result.configurations_pruned;
-              continue;
-            }
-            Scheme s;
-            s.mesh = mesh;
-            s.global_batch = problem_.global_batch;
-            s.micro_batch = micro;
-            s.precision = precision;
-            s.tensor = space_.tensor[t];
-            s.zero = zero;
-            configs.push_back(s);
-          }
+      Scheme base;
+      base.mesh = mesh;
+      base.global_batch = problem_.global_batch;
+      base.micro_batch = micro;
+      for (Scheme& s : expand(base, true, problem_.layers)) {
+        if (state_floor(mesh, s.zero, problem_, optimizer_bytes) > capacity_) {
+          ++result.configurations_pruned;
+          continue;
         }
+        configs.push_back(std::move(s));
       }
     }
   }
@@ -381,25 +369,17 @@ Status Searcher::check_exhaustive(const std::vector<Scheme>& configs) const {
   return Status::ok();
 }
 
-std::vector<std::pair<PipelineSchedule, int64_t>> Searcher::pipelines(const Scheme& base,
-                                                                      int32_t layers) const {
-  const int64_t pp = base.pp();
-  std::vector<std::pair<PipelineSchedule, int64_t>> out;
-  if (pp == 1) {
-    out.emplace_back(PipelineSchedule::kOneForwardOneBackward, 1);
-    return out;
-  }
-  for (PipelineSchedule schedule : space_.schedules) {
-    if (schedule != PipelineSchedule::kInterleaved) {
-      out.emplace_back(schedule, 1);
-      continue;
+std::vector<Scheme> Searcher::expand(const Scheme& base, bool relowers, int32_t layers) const {
+  std::vector<Scheme> schemes = {base};
+  for (const space::Dimension& d : space::dimensions()) {
+    if (!d.choices.expand || d.choices.relowers != relowers) continue;
+    std::vector<Scheme> next;
+    for (const Scheme& s : schemes) {
+      for (Scheme& x : d.choices.expand(s, space_, layers)) next.push_back(std::move(x));
     }
-    for (int64_t chunks : space_.chunks) {
-      if (chunks > 1 && pp * chunks <= layers && base.microbatches() % pp == 0)
-        out.emplace_back(schedule, chunks);
-    }
+    schemes = std::move(next);
   }
-  return out;
+  return schemes;
 }
 
 void Searcher::evaluate(const Scheme& base, std::vector<Candidate>& found, int64_t& evaluated,
@@ -410,26 +390,21 @@ void Searcher::evaluate(const Scheme& base, std::vector<Candidate>& found, int64
     return;
   }
   const LayerCosts& c = **costs;
-  for (const auto& [schedule, chunks] : pipelines(base, static_cast<int32_t>(c.layers.size()))) {
-    for (Recompute recompute : space_.recompute) {
-      std::optional<Candidate> best =
-          best_partition(c, base, schedule, chunks, recompute, evaluated);
-      if (best) found.push_back(std::move(*best));
-    }
+  for (const Scheme& s : expand(base, false, static_cast<int32_t>(c.layers.size()))) {
+    std::optional<Candidate> best = best_partition(c, s, evaluated);
+    if (best) found.push_back(std::move(*best));
   }
   keep_best(found, keep_);
 }
 
-std::optional<Candidate> Searcher::best_partition(const LayerCosts& c, const Scheme& base,
-                                                  PipelineSchedule schedule, int64_t chunks,
-                                                  Recompute recompute, int64_t& evaluated) const {
+std::optional<Candidate> Searcher::best_partition(const LayerCosts& c, Scheme s,
+                                                  int64_t& evaluated) const {
   const auto layers = static_cast<int32_t>(c.layers.size());
-  const int64_t pp = base.pp();
-  const int64_t m = base.microbatches();
-  Scheme s = base;
-  s.schedule = schedule;
-  s.chunks = chunks;
-  s.recompute = recompute;
+  const int64_t pp = s.pp();
+  const int64_t m = s.microbatches();
+  const int64_t chunks = s.chunks;
+  const PipelineSchedule schedule = s.schedule;
+  const Recompute recompute = s.recompute;
   // One scheme per schedule and recompute: its best stage partition (others differ
   // only in where the layers are cut).
   std::optional<Candidate> best_cut;
@@ -470,7 +445,7 @@ std::optional<Candidate> Searcher::best_partition(const LayerCosts& c, const Sch
     std::map<std::tuple<int64_t, int64_t, double>, double> priced;
     auto message = [&](double bytes, int64_t from, int64_t to) {
       auto [it, added] = priced.try_emplace({from, to, bytes}, 0.0);
-      if (added) it->second = pipeline_message_seconds(profile_, base.mesh, bytes, from, to);
+      if (added) it->second = pipeline_message_seconds(profile_, s.mesh, bytes, from, to);
       return it->second;
     };
     limits.cut_seconds = [&](int64_t stage, int32_t last) {

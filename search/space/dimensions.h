@@ -29,9 +29,20 @@ struct Reader {
                                       const std::vector<std::string>& allowed) const;
 };
 
+// What the search varies along one dimension: `expand` gives the schemes the space's values
+// make of `base` (each value set on it, where the scheme allows it); `relowers` says whether
+// they change the SPMD lowering (configurations, each priced by layer costs of its own) or only
+// the closed form over one configuration's layer costs (pipeline schedules, recompute).
+struct Choices {
+  bool relowers = true;
+  std::function<std::vector<Scheme>(const Scheme& base, const SearchSpace& space, int32_t layers)>
+      expand;
+};
+
 struct Dimension {
   std::string_view field;  // the top-level YAML key
   std::function<Status(const YAML::Node&, const Reader&, SearchSpace&)> parse;
+  Choices choices = {};  // none: the dimension shapes the meshes or the batch (the engine's own)
 };
 const std::vector<Dimension>& dimensions();
 
@@ -43,5 +54,11 @@ Status parse_tensor(const YAML::Node& node, const Reader& r, SearchSpace& space)
 Status parse_zero(const YAML::Node& node, const Reader& r, SearchSpace& space);
 Status parse_recompute(const YAML::Node& node, const Reader& r, SearchSpace& space);
 Status parse_precision(const YAML::Node& node, const Reader& r, SearchSpace& space);
+
+std::vector<Scheme> expand_pipeline(const Scheme& base, const SearchSpace& space, int32_t layers);
+std::vector<Scheme> expand_tensor(const Scheme& base, const SearchSpace& space, int32_t layers);
+std::vector<Scheme> expand_zero(const Scheme& base, const SearchSpace& space, int32_t layers);
+std::vector<Scheme> expand_recompute(const Scheme& base, const SearchSpace& space, int32_t layers);
+std::vector<Scheme> expand_precision(const Scheme& base, const SearchSpace& space, int32_t layers);
 
 }  // namespace autopar::space

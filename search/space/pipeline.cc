@@ -28,4 +28,32 @@ Status parse_pipeline(const YAML::Node& node, const Reader& r, SearchSpace& spac
   return Status::ok();
 }
 
+// One scheme per schedule the space allows: under pp > 1, each schedule, interleaved with each
+// chunk count that fits the layers and divides the microbatches over pp; without pp, 1F1B.
+std::vector<Scheme> expand_pipeline(const Scheme& base, const SearchSpace& space, int32_t layers) {
+  std::vector<Scheme> out;
+  auto with = [&](PipelineSchedule schedule, int64_t chunks) {
+    Scheme s = base;
+    s.schedule = schedule;
+    s.chunks = chunks;
+    out.push_back(std::move(s));
+  };
+  const int64_t pp = base.pp();
+  if (pp == 1) {
+    with(PipelineSchedule::kOneForwardOneBackward, 1);
+    return out;
+  }
+  for (PipelineSchedule schedule : space.schedules) {
+    if (schedule != PipelineSchedule::kInterleaved) {
+      with(schedule, 1);
+      continue;
+    }
+    for (int64_t chunks : space.chunks) {
+      if (chunks > 1 && pp * chunks <= layers && base.microbatches() % pp == 0)
+        with(schedule, chunks);
+    }
+  }
+  return out;
+}
+
 }  // namespace autopar::space

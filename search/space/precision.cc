@@ -13,4 +13,14 @@ Status parse_precision(const YAML::Node& node, const Reader& r, SearchSpace& spa
   return Status::ok();
 }
 
+std::vector<Scheme> expand_precision(const Scheme& base, const SearchSpace& space, int32_t) {
+  std::vector<Scheme> out;
+  for (Precision precision : space.precision) {
+    Scheme s = base;
+    s.precision = precision;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
 }  // namespace autopar::space

@@ -115,10 +115,14 @@ Status parse_batch(const YAML::Node& node, const Reader& r, SearchSpace& space) 
 
 const std::vector<Dimension>& dimensions() {
   static const std::vector<Dimension> kDimensions = {
-      {"mesh", parse_mesh},           {"constraints", parse_constraints},
-      {"batch", parse_batch},         {"pipeline", parse_pipeline},
-      {"tensor", parse_tensor},       {"zero", parse_zero},
-      {"recompute", parse_recompute}, {"precision", parse_precision},
+      {"mesh", parse_mesh},
+      {"constraints", parse_constraints},
+      {"batch", parse_batch},
+      {"pipeline", parse_pipeline, {false, expand_pipeline}},
+      {"tensor", parse_tensor, {true, expand_tensor}},
+      {"zero", parse_zero, {true, expand_zero}},
+      {"recompute", parse_recompute, {false, expand_recompute}},
+      {"precision", parse_precision, {true, expand_precision}},
   };
   return kDimensions;
 }

@@ -10,4 +10,20 @@ Status parse_zero(const YAML::Node& node, const Reader& r, SearchSpace& space) {
   return Status::ok();
 }
 
+// One scheme per ZeRO stage; without dp, only stage 0.
+std::vector<Scheme> expand_zero(const Scheme& base, const SearchSpace& space, int32_t) {
+  std::vector<Scheme> out;
+  for (int zero : space.zero) {
+    if (base.dp() == 1 && zero != 0) continue;
+    Scheme s = base;
+    s.zero = zero;
+    out.push_back(std::move(s));
+  }
+  if (out.empty()) {
+    out.push_back(base);
+    out.back().zero = 0;
+  }
+  return out;
+}
+
 }  // namespace autopar::space
