@@ -4,6 +4,7 @@
 // the CUDA backend, on top of BASE (a datasheet profile of the GPU and its interconnect).
 #include <chrono>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 
 #include "autopar/cost/calibrate.h"
@@ -31,9 +32,17 @@ std::string today() {
 
 Status write_profile(const CalibrateFlags& f, const Calibration& cal, std::string header) {
   for (const std::string& line : cal.report) header += "#   " + line + "\n";
-  std::ofstream out(f.out);
-  out << profile_yaml(cal.profile, header);
-  if (!out) return error("-o {}: cannot write", f.out);
+  // Written under a temporary name and renamed: a killed calibration leaves the old profile.
+  const std::string temporary = f.out + ".partial";
+  {
+    std::ofstream out(temporary);
+    out << profile_yaml(cal.profile, header);
+    out.close();
+    if (!out) return error("-o {}: cannot write", f.out);
+  }
+  std::error_code ec;
+  std::filesystem::rename(temporary, f.out, ec);
+  if (ec) return error("-o {}: cannot write: {}", f.out, ec.message());
   for (const std::string& line : cal.report) fmt::print("{}\n", line);
   fmt::print("{}: profile {} written (worst held-out error {:.1f}%)\n", f.out, cal.profile.name,
              cal.worst_held_out_error * 100);

@@ -1,6 +1,7 @@
 // The plan directory: manifest.yaml, role_<k>.onnx, README.md.
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -188,20 +189,60 @@ std::string manifest_yaml(const Plan& plan) {
   return y;
 }
 
-Status write_plan(const Plan& plan, const std::string& dir) {
+Status write_plan(const Plan& plan, const std::string& dir, const PlanWriteOptions& options) {
+  namespace fs = std::filesystem;
   std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
+  fs::create_directories(dir, ec);
   if (ec) return error("{}: cannot create the plan directory: {}", dir, ec.message());
+  // Every file is written under a temporary name in the directory, then the old manifest is
+  // removed (the directory is no plan from then on), the files take their names and the
+  // manifest comes last: a write killed part-way leaves the old plan or no plan, never a mix.
+  std::vector<std::pair<std::string, std::string>> files;  // (name, bytes), manifest last
   for (const Role& role : plan.roles) {
-    const std::string path = fmt::format("{}/role_{}.onnx", dir, role.id);
-    const std::string bytes = role_onnx_bytes(plan, role);
+    const std::string name = fmt::format("role_{}.onnx", role.id);
+    std::string bytes = role_onnx_bytes(plan, role);
     onnx::ModelProto model;
     model.ParseFromString(bytes);
-    RETURN_IF_ERROR(check_onnx_model(model, path));
-    RETURN_IF_ERROR(write_text(path, bytes));
+    RETURN_IF_ERROR(check_onnx_model(model, dir + "/" + name));
+    files.emplace_back(name, std::move(bytes));
   }
-  RETURN_IF_ERROR(write_text(dir + "/manifest.yaml", manifest_yaml(plan)));
-  return write_text(dir + "/README.md", readme(plan));
+  files.emplace_back("README.md", readme(plan));
+  files.emplace_back("manifest.yaml", manifest_yaml(plan));
+  const std::string suffix = ".partial";
+  auto discard = [&] {
+    for (const auto& [name, bytes] : files) fs::remove(dir + "/" + name + suffix, ec);
+  };
+  for (const auto& [name, bytes] : files) {
+    Status written = options.before_write ? options.before_write(name) : Status::ok();
+    if (written.is_ok()) written = write_text(dir + "/" + name + suffix, bytes);
+    if (!written.is_ok()) {
+      discard();
+      return written;
+    }
+  }
+  fs::remove(dir + "/manifest.yaml", ec);
+  if (ec) return error("{}/manifest.yaml: cannot replace it: {}", dir, ec.message());
+  // Role files of an earlier plan with more roles than this one.
+  std::vector<fs::path> stale;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("role_", 0) != 0 || entry.path().extension() != ".onnx") continue;
+    if (std::none_of(files.begin(), files.end(), [&](const auto& f) { return f.first == name; }))
+      stale.push_back(entry.path());
+  }
+  for (const fs::path& path : stale) fs::remove(path, ec);
+  for (const auto& [name, bytes] : files) {
+    Status moved = options.before_rename ? options.before_rename(name) : Status::ok();
+    if (moved.is_ok()) {
+      fs::rename(dir + "/" + name + suffix, dir + "/" + name, ec);
+      if (ec) moved = error("{}/{}: cannot write: {}", dir, name, ec.message());
+    }
+    if (!moved.is_ok()) {
+      discard();
+      return moved;
+    }
+  }
+  return Status::ok();
 }
 
 StatusOr<PlanManifest> read_plan_manifest(const std::string& dir) {

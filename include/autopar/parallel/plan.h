@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -119,9 +120,19 @@ struct Plan {
   const Role& role_of(int64_t device) const { return roles.at(device_role.at(device)); }
 };
 
+// Faults injected into write_plan, for tests: called before a file is written (under its
+// temporary name) and before it takes its name; an error stops the write there.
+struct PlanWriteOptions {
+  std::function<Status(const std::string& file)> before_write;
+  std::function<Status(const std::string& file)> before_rename;
+};
+
 // Writes PLAN/manifest.yaml, PLAN/role_<k>.onnx (each checked by onnx::checker) and
-// PLAN/README.md.
-Status write_plan(const Plan& plan, const std::string& dir);
+// PLAN/README.md, replacing a plan already there. Atomic as a plan: the files are written
+// under temporary names first and the manifest takes its name last, so a write that fails or
+// is killed part-way leaves the earlier plan, or a directory without a manifest (no plan),
+// never a manifest beside another plan's role files.
+Status write_plan(const Plan& plan, const std::string& dir, const PlanWriteOptions& options = {});
 
 // The manifest's YAML text (what write_plan writes).
 std::string manifest_yaml(const Plan& plan);
