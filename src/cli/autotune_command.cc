@@ -6,9 +6,12 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include <nlohmann/json.hpp>
+
+#include <tbb/global_control.h>
 
 #include "autopar/cost/simulator.h"
 #include "autopar/ops/op_def.h"
@@ -118,6 +121,7 @@ struct AutotuneFlags {
   std::string loss;
   std::string optimizer = "adam";
   DimFlags dims;
+  int threads = 0;  // 0: every core
 };
 
 // One row's numbers.
@@ -205,6 +209,11 @@ StatusOr<double> measure(const Tuning& t, const Scheme& scheme) {
 }
 
 Status run_autotune(const AutotuneFlags& f) {
+  if (f.threads < 0) return error("--threads {}: must be 1 or more (0: every core)", f.threads);
+  // The search gives the same answer at any thread count; this bounds the threads it uses.
+  std::optional<tbb::global_control> threads;
+  if (f.threads > 0)
+    threads.emplace(tbb::global_control::max_allowed_parallelism, static_cast<size_t>(f.threads));
   ASSIGN_OR_RETURN(PlanSource given, plan_source(f.loss, f.optimizer, f.dims));
   if (f.top < 1) return error("--top {}: must be at least 1", f.top);
   if (f.simulate_top < 0) return error("--simulate-top {}: must be at least 0", f.simulate_top);
@@ -368,6 +377,9 @@ void add_autotune_command(CLI::App& app, Command& command) {
   c->add_option("--loss", flags->loss, "cross_entropy, mse or none (inference only)");
   c->add_option("--optimizer", flags->optimizer, "sgd, adam or adamw (default adam)");
   flags->dims.add_to(*c);
+  c->add_option("--threads", flags->threads,
+                "threads the search runs on (default 0: every core); the results are the same "
+                "at any count");
   c->add_flag("--json", flags->json, "print one JSON object");
   c->callback([flags, &command] { command = [flags] { return run_autotune(*flags); }; });
 }

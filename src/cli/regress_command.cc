@@ -9,10 +9,13 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <yaml-cpp/yaml.h>
 #include <nlohmann/json.hpp>
+
+#include <tbb/global_control.h>
 
 #include "autopar/zoo/zoo.h"
 #include "autotune.h"
@@ -42,6 +45,7 @@ struct RegressFlags {
   // "check": a search over the time limit is a regression; "report": it is noted only (ctest,
   // whose verdicts must not depend on the machine's load).
   std::string search_time = "check";
+  int threads = 0;  // 0: every core
 };
 
 struct SuiteCase {
@@ -381,6 +385,11 @@ nlohmann::ordered_json outcome_json(const Outcome& o) {
 }
 
 Status run_regress(const RegressFlags& f, int* exit_code) {
+  if (f.threads < 0) return error("--threads {}: must be 1 or more (0: every core)", f.threads);
+  // The search gives the same answer at any thread count; this bounds the threads it uses.
+  std::optional<tbb::global_control> threads;
+  if (f.threads > 0)
+    threads.emplace(tbb::global_control::max_allowed_parallelism, static_cast<size_t>(f.threads));
   const auto started = std::chrono::steady_clock::now();
   ASSIGN_OR_RETURN(std::vector<SuiteCase> cases, read_suite(f.suite));
 
@@ -518,6 +527,9 @@ void add_regress_command(CLI::App& app, Command& command, int* exit_code) {
                 "candidates_evaluated")
       ->required();
   c->add_flag("--update", flags->update, "run the suite and rewrite the baseline with its results");
+  c->add_option("--threads", flags->threads,
+                "threads the search runs on (default 0: every core); the results are the same "
+                "at any count");
   c->add_flag("--json", flags->json, "print one JSON object");
   c->add_option("--search-time", flags->search_time,
                 "check (default): a search more than 2x slower than the baseline's is a "

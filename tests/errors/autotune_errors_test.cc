@@ -22,8 +22,8 @@ class AutotuneErrors : public ::testing::Test {
   void expect_error(const std::string& model, const std::string& space,
                     const std::vector<std::string>& extra, const std::string& line) {
     std::ofstream(dir_ + "/space.yaml") << space;
-    std::vector<std::string> args = {"autotune", model, "--hw", "hw.yaml", "--space",
-                                     "space.yaml", "--batch", "16", "-o", "plan"};
+    std::vector<std::string> args = {"autotune",   model,     "--hw", "hw.yaml", "--space",
+                                     "space.yaml", "--batch", "16",   "-o",      "plan"};
     args.insert(args.end(), extra.begin(), extra.end());
     const testing::CommandResult r = testing::run_autopar(args, dir_);
     EXPECT_EQ(r.exit_code, 2) << r.err;
@@ -66,15 +66,21 @@ TEST_F(AutotuneErrors, UnknownExportTarget) {
 TEST_F(AutotuneErrors, MeasuringMoreDevicesThanCores) {
   expect_error("gpt-tiny", "mesh: {tp: [1], pp: [1]}\n", {"--measure-top", "1"},
                "autopar: error: --measure-top: the plans need 8 devices and this machine runs at "
-               "most " + std::to_string(std::max(1u, std::thread::hardware_concurrency())) +
+               "most " +
+                   std::to_string(std::max(1u, std::thread::hardware_concurrency())) +
                    " (one per core); measure with a calibrated cpu-local profile and --nodes 1");
 }
 
 TEST_F(AutotuneErrors, MissingSpaceFile) {
-  const testing::CommandResult r =
-      testing::run_autopar({"autotune", "gpt-tiny", "--hw", "hw.yaml", "--space", "none.yaml"}, dir_);
+  const testing::CommandResult r = testing::run_autopar(
+      {"autotune", "gpt-tiny", "--hw", "hw.yaml", "--space", "none.yaml"}, dir_);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err, "autopar: error: none.yaml: cannot read the search space\n");
+}
+
+TEST_F(AutotuneErrors, NegativeThreads) {
+  expect_error("gpt-tiny", "mesh: {dp: auto}\n", {"--threads", "-1"},
+               "autopar: error: --threads -1: must be 1 or more (0: every core)");
 }
 
 }  // namespace
