@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "autopar/cost/memory.h"
 #include "autopar/ir/precision.h"
 #include "autopar/ir/text.h"
 #include "autopar/parallel/lowering.h"
@@ -202,7 +203,50 @@ StatusOr<BuiltPlan> build_plan(const std::string& model, Scheme scheme, const Pl
   return built;
 }
 
-StatusOr<BuiltPlan> load_plan(const std::string& dir, bool weights) {
+namespace {
+
+// What the machine can give a process now (MemAvailable of /proc/meminfo), or 0 where unknown.
+double available_memory_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  double kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024.0;
+  }
+  return 0;
+}
+
+// A run of `plan` with `devices` of its devices in this process needs about their state and
+// activations (the plan's memory model) and the model's weights once: refused, before any of
+// it is allocated, where that is more than the machine has.
+Status check_run_memory(const BuiltPlan& shapes, int64_t devices, const std::string& dir) {
+  const double available = available_memory_bytes();
+  if (available <= 0) return Status::ok();
+  const std::vector<RoleMemory> roles = plan_memory(shapes.plan);
+  std::vector<double> per_device;
+  for (int32_t role : shapes.plan.device_role) per_device.push_back(roles.at(role).total_bytes());
+  std::sort(per_device.rbegin(), per_device.rend());
+  const auto here = std::min<size_t>(per_device.size(), devices > 0 ? devices : per_device.size());
+  double need = 0;
+  for (size_t d = 0; d < here; ++d) need += per_device[d];
+  double weights = 0;
+  for (ValueId p : shapes.model.parameters())
+    weights += static_cast<double>(shapes.model.value(p).num_bytes());
+  need += weights;
+  if (need <= available) return Status::ok();
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  return error(
+      "{}: running the plan needs about {:.1f} GiB ({} device{} in this process: state and "
+      "activations {:.1f} GiB; the model's weights {:.1f} GiB) and this machine has {:.1f} GiB "
+      "available",
+      dir, need / kGiB, here, here == 1 ? "" : "s", (need - weights) / kGiB, weights / kGiB,
+      available / kGiB);
+}
+
+}  // namespace
+
+StatusOr<BuiltPlan> load_plan(const std::string& dir, bool weights, int64_t devices_here) {
   ASSIGN_OR_RETURN(PlanManifest manifest, read_plan_manifest(dir));
   if (!manifest.source.sha256.empty()) {
     auto sha = sha256_of(manifest.source.model);
@@ -214,6 +258,12 @@ StatusOr<BuiltPlan> load_plan(const std::string& dir, bool weights) {
           "(sha256 {}, recorded {})",
           dir, manifest.source.model, sha.value(), manifest.source.sha256);
     }
+  }
+  if (weights) {
+    // The plan shape-only first: what running it needs, checked before the weights exist.
+    ASSIGN_OR_RETURN(BuiltPlan shapes, build_plan(manifest.source.model, manifest.scheme,
+                                                  manifest.source, dir + "/manifest.yaml", false));
+    RETURN_IF_ERROR(check_run_memory(shapes, devices_here, dir));
   }
   ASSIGN_OR_RETURN(BuiltPlan built, build_plan(manifest.source.model, manifest.scheme,
                                                manifest.source, dir + "/manifest.yaml", weights));
@@ -377,7 +427,7 @@ StepTimes warm_step_times(const std::vector<double>& step_seconds, double fallba
 Status run_plan_directory(const std::string& dir, const std::string& comm, int steps, bool json,
                           uint64_t seed) {
   ASSIGN_OR_RETURN(std::unique_ptr<runtime::Communicator> mpi, open_communicator(comm));
-  ASSIGN_OR_RETURN(BuiltPlan built, load_plan(dir, true));
+  ASSIGN_OR_RETURN(BuiltPlan built, load_plan(dir, true, comm == "mpi" ? 1 : 0));
   ASSIGN_OR_RETURN(runtime::PlanFeeds feeds, plan_feeds(built, steps, seed));
   ASSIGN_OR_RETURN(std::optional<runtime::PlanResult> ran, run_built(built, feeds, mpi.get()));
   if (!ran) return Status::ok();  // an MPI rank other than 0: rank 0 reports

@@ -48,8 +48,10 @@ StatusOr<Graph> load_model_at(const std::string& model, int64_t batch,
                               const std::vector<std::pair<std::string, int64_t>>& dims,
                               const PlanSource& source);
 // Rebuilds the plan a directory records and checks its role files are that plan (with the
-// model's weights to run it, shape-only to cost it).
-StatusOr<BuiltPlan> load_plan(const std::string& dir, bool weights);
+// model's weights to run it, shape-only to cost it). With weights, a run of `devices_here` of
+// its devices in this process (0: all of them, as threads) that needs more memory than the
+// machine has is refused first, in one line, before the weights are made.
+StatusOr<BuiltPlan> load_plan(const std::string& dir, bool weights, int64_t devices_here = 0);
 // Initial state from the model and `steps` steps of synthetic microbatches.
 StatusOr<runtime::PlanFeeds> plan_feeds(const BuiltPlan& built, int steps, uint64_t seed);
 

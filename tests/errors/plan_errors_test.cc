@@ -1,6 +1,7 @@
 // Scheme and plan errors: one line naming the scheme file and field (or the plan file), exit 2.
 #include <filesystem>
 #include <fstream>
+#include <regex>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -222,6 +223,28 @@ TEST_F(PlanErrors, PlanWithBatchFlag) {
                "--outputs do not apply");
   expect_error({"run", "plan", "--comm", "nccl"},
                "autopar: error: --comm nccl: expected inproc or mpi");
+}
+
+// A plan whose run needs more memory than any machine has (GPT-3 175B on one device: its
+// weights alone are 650 GiB) is refused in one line before its weights are made, by every
+// command that runs it.
+TEST_F(PlanErrors, PlanTooLargeForThisMachine) {
+  const testing::CommandResult t = run_autopar(
+      {"transform", "gpt3-175b", "--scheme", scheme("mesh: {dp: 1}\nbatch: {global: 1}\n"), "-o",
+       "plan"},
+      dir_);
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  const std::regex line(
+      "autopar: error: plan: running the plan needs about 3548\\.2 GiB \\(1 device in this "
+      "process: state and activations 2897\\.7 GiB; the model's weights 650\\.5 GiB\\) and "
+      "this machine has [0-9]+\\.[0-9] GiB available\n");
+  for (const std::vector<std::string>& command :
+       {std::vector<std::string>{"run", "plan"}, {"verify", "plan"},
+        {"profile", "plan", "--hw", testing::source_path("tests/data/hw/fixture.yaml")}}) {
+    const testing::CommandResult r = run_autopar(command, dir_);
+    EXPECT_EQ(r.exit_code, 2) << command[0] << ": " << r.err;
+    EXPECT_TRUE(std::regex_match(r.err, line)) << command[0] << ": " << r.err;
+  }
 }
 
 }  // namespace
