@@ -220,7 +220,8 @@ double available_memory_bytes() {
 // A run of `plan` with `devices` of its devices in this process needs about their state and
 // activations (the plan's memory model) and the model's weights once: refused, before any of
 // it is allocated, where that is more than the machine has.
-Status check_run_memory(const BuiltPlan& shapes, int64_t devices, const std::string& dir) {
+Status check_run_memory(const BuiltPlan& shapes, int64_t devices, const std::string& where,
+                        const std::string& what = "running the plan") {
   const double available = available_memory_bytes();
   if (available <= 0) return Status::ok();
   const std::vector<RoleMemory> roles = plan_memory(shapes.plan);
@@ -237,14 +238,24 @@ Status check_run_memory(const BuiltPlan& shapes, int64_t devices, const std::str
   if (need <= available) return Status::ok();
   constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   return error(
-      "{}: running the plan needs about {:.1f} GiB ({} device{} in this process: state and "
+      "{}: {} needs about {:.1f} GiB ({} device{} in this process: state and "
       "activations {:.1f} GiB; the model's weights {:.1f} GiB) and this machine has {:.1f} GiB "
       "available",
-      dir, need / kGiB, here, here == 1 ? "" : "s", (need - weights) / kGiB, weights / kGiB,
+      where, what, need / kGiB, here, here == 1 ? "" : "s", (need - weights) / kGiB, weights / kGiB,
       available / kGiB);
 }
 
 }  // namespace
+
+Status check_training_memory(const std::string& model, const std::string& loss,
+                             const std::string& optimizer, const DimFlags& dims) {
+  ASSIGN_OR_RETURN(PlanSource given, plan_source(loss, optimizer, dims));
+  // What one device holds for it, as a plan of one device would: where the model cannot be
+  // planned, the training run says why itself.
+  auto shapes = build_plan(model, Scheme{}, given, model, false);
+  if (!shapes.is_ok()) return Status::ok();
+  return check_run_memory(*shapes, 1, model, "training on one device");
+}
 
 StatusOr<BuiltPlan> load_plan(const std::string& dir, bool weights, int64_t devices_here) {
   ASSIGN_OR_RETURN(PlanManifest manifest, read_plan_manifest(dir));

@@ -52,6 +52,10 @@ StatusOr<Graph> load_model_at(const std::string& model, int64_t batch,
 // its devices in this process (0: all of them, as threads) that needs more memory than the
 // machine has is refused first, in one line, before the weights are made.
 StatusOr<BuiltPlan> load_plan(const std::string& dir, bool weights, int64_t devices_here = 0);
+// A one-device training run of `model` (run MODEL --train) that needs more memory than the
+// machine has is refused in one line, before the weights are made.
+Status check_training_memory(const std::string& model, const std::string& loss,
+                             const std::string& optimizer, const DimFlags& dims);
 // Initial state from the model and `steps` steps of synthetic microbatches.
 StatusOr<runtime::PlanFeeds> plan_feeds(const BuiltPlan& built, int steps, uint64_t seed);
 

@@ -61,9 +61,8 @@ Status run_inference(const RunFlags& flags) {
   ImportOptions import_options;  // --no-fusion, --keep-constants
   import_options.fuse_patterns = !flags.dims.no_fusion;
   import_options.constant_weights_trainable = !flags.dims.keep_constants;
-  ASSIGN_OR_RETURN(BoundModel bound,
-                   import_for_inputs(model, std::move(inputs), flags.model, model_dir, nullptr,
-                                     import_options));
+  ASSIGN_OR_RETURN(BoundModel bound, import_for_inputs(model, std::move(inputs), flags.model,
+                                                       model_dir, nullptr, import_options));
   std::vector<runtime::Feed> feeds(bound.feeds.begin(), bound.feeds.end());
   runtime::RunStats stats;
   std::vector<TensorPtr> outputs;
@@ -127,6 +126,8 @@ Status run_inference(const RunFlags& flags) {
 Status run_training(RunFlags& flags) {
   if (flags.threads < 0) return error("--threads {}: must be 0 (all cores) or more", flags.threads);
   if (flags.batches < 1) return error("--batches {}: must be at least 1", flags.batches);
+  RETURN_IF_ERROR(check_training_memory(flags.model, flags.training.loss, flags.training.optimizer,
+                                        flags.dims));
   ASSIGN_OR_RETURN(Graph model, load_trainable_model(flags.model, flags.dims));
   RETURN_IF_ERROR(check_trainable_opset(model, flags.model, false));
   ASSIGN_OR_RETURN(LossSpec loss, flags.training.loss_spec(model));

@@ -229,22 +229,36 @@ TEST_F(PlanErrors, PlanWithBatchFlag) {
 // weights alone are 650 GiB) is refused in one line before its weights are made, by every
 // command that runs it.
 TEST_F(PlanErrors, PlanTooLargeForThisMachine) {
-  const testing::CommandResult t = run_autopar(
-      {"transform", "gpt3-175b", "--scheme", scheme("mesh: {dp: 1}\nbatch: {global: 1}\n"), "-o",
-       "plan"},
-      dir_);
+  const testing::CommandResult t =
+      run_autopar({"transform", "gpt3-175b", "--scheme",
+                   scheme("mesh: {dp: 1}\nbatch: {global: 1}\n"), "-o", "plan"},
+                  dir_);
   ASSERT_EQ(t.exit_code, 0) << t.err;
   const std::regex line(
       "autopar: error: plan: running the plan needs about 3548\\.2 GiB \\(1 device in this "
       "process: state and activations 2897\\.7 GiB; the model's weights 650\\.5 GiB\\) and "
       "this machine has [0-9]+\\.[0-9] GiB available\n");
   for (const std::vector<std::string>& command :
-       {std::vector<std::string>{"run", "plan"}, {"verify", "plan"},
+       {std::vector<std::string>{"run", "plan"},
+        {"verify", "plan"},
         {"profile", "plan", "--hw", testing::source_path("tests/data/hw/fixture.yaml")}}) {
     const testing::CommandResult r = run_autopar(command, dir_);
     EXPECT_EQ(r.exit_code, 2) << command[0] << ": " << r.err;
     EXPECT_TRUE(std::regex_match(r.err, line)) << command[0] << ": " << r.err;
   }
+}
+
+// So is a one-device training run of such a model, before its weights are made.
+TEST_F(PlanErrors, TrainingTooLargeForThisMachine) {
+  const testing::CommandResult r =
+      run_autopar({"run", "gpt3-175b", "--train", "--batch", "1", "--steps", "1"}, dir_);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_TRUE(std::regex_match(
+      r.err, std::regex("autopar: error: gpt3-175b: training on one device needs about 3548\\.2 "
+                        "GiB \\(1 device in this process: state and activations 2897\\.7 GiB; "
+                        "the model's weights 650\\.5 GiB\\) and this machine has [0-9]+\\.[0-9] "
+                        "GiB available\n")))
+      << r.err;
 }
 
 }  // namespace
