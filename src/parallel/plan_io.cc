@@ -221,7 +221,11 @@ Status write_plan(const Plan& plan, const std::string& dir, const PlanWriteOptio
     }
   }
   fs::remove(dir + "/manifest.yaml", ec);
-  if (ec) return error("{}/manifest.yaml: cannot replace it: {}", dir, ec.message());
+  if (ec) {
+    const std::string why = ec.message();
+    discard();
+    return error("{}/manifest.yaml: cannot replace it: {}", dir, why);
+  }
   // Role files of an earlier plan with more roles than this one.
   std::vector<fs::path> stale;
   for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
