@@ -55,6 +55,17 @@ Status parse_zero(const YAML::Node& node, const Reader& r, SearchSpace& space);
 Status parse_recompute(const YAML::Node& node, const Reader& r, SearchSpace& space);
 Status parse_precision(const YAML::Node& node, const Reader& r, SearchSpace& space);
 
+// One scheme per value of `values`, `set` giving it to a copy of `base`.
+template <typename T, typename Set>
+std::vector<Scheme> one_per(const Scheme& base, const std::vector<T>& values, Set set) {
+  std::vector<Scheme> out;
+  for (const T& value : values) {
+    out.push_back(base);
+    set(out.back(), value);
+  }
+  return out;
+}
+
 std::vector<Scheme> expand_pipeline(const Scheme& base, const SearchSpace& space, int32_t layers);
 std::vector<Scheme> expand_tensor(const Scheme& base, const SearchSpace& space, int32_t layers);
 std::vector<Scheme> expand_zero(const Scheme& base, const SearchSpace& space, int32_t layers);

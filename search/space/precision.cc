@@ -14,13 +14,7 @@ Status parse_precision(const YAML::Node& node, const Reader& r, SearchSpace& spa
 }
 
 std::vector<Scheme> expand_precision(const Scheme& base, const SearchSpace& space, int32_t) {
-  std::vector<Scheme> out;
-  for (Precision precision : space.precision) {
-    Scheme s = base;
-    s.precision = precision;
-    out.push_back(std::move(s));
-  }
-  return out;
+  return one_per(base, space.precision, [](Scheme& s, Precision p) { s.precision = p; });
 }
 
 }  // namespace autopar::space

@@ -14,13 +14,7 @@ Status parse_recompute(const YAML::Node& node, const Reader& r, SearchSpace& spa
 }
 
 std::vector<Scheme> expand_recompute(const Scheme& base, const SearchSpace& space, int32_t) {
-  std::vector<Scheme> out;
-  for (Recompute recompute : space.recompute) {
-    Scheme s = base;
-    s.recompute = recompute;
-    out.push_back(std::move(s));
-  }
-  return out;
+  return one_per(base, space.recompute, [](Scheme& s, Recompute r) { s.recompute = r; });
 }
 
 }  // namespace autopar::space

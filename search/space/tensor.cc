@@ -16,13 +16,9 @@ Status parse_tensor(const YAML::Node& node, const Reader& r, SearchSpace& space)
 
 // One scheme per tensor strategy under tp > 1; without tp the strategy changes nothing.
 std::vector<Scheme> expand_tensor(const Scheme& base, const SearchSpace& space, int32_t) {
-  std::vector<Scheme> out;
-  for (size_t t = 0; t < (base.tp() > 1 ? space.tensor.size() : 1); ++t) {
-    Scheme s = base;
-    s.tensor = space.tensor[t];
-    out.push_back(std::move(s));
-  }
-  return out;
+  const std::vector<TensorStrategy> tried =
+      base.tp() > 1 ? space.tensor : std::vector<TensorStrategy>{space.tensor.front()};
+  return one_per(base, tried, [](Scheme& s, TensorStrategy t) { s.tensor = t; });
 }
 
 }  // namespace autopar::space

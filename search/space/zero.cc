@@ -12,18 +12,12 @@ Status parse_zero(const YAML::Node& node, const Reader& r, SearchSpace& space) {
 
 // One scheme per ZeRO stage; without dp, only stage 0.
 std::vector<Scheme> expand_zero(const Scheme& base, const SearchSpace& space, int32_t) {
-  std::vector<Scheme> out;
+  std::vector<int> stages;
   for (int zero : space.zero) {
-    if (base.dp() == 1 && zero != 0) continue;
-    Scheme s = base;
-    s.zero = zero;
-    out.push_back(std::move(s));
+    if (base.dp() > 1 || zero == 0) stages.push_back(zero);
   }
-  if (out.empty()) {
-    out.push_back(base);
-    out.back().zero = 0;
-  }
-  return out;
+  if (stages.empty()) stages.push_back(0);
+  return one_per(base, stages, [](Scheme& s, int zero) { s.zero = zero; });
 }
 
 }  // namespace autopar::space

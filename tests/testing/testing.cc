@@ -28,6 +28,19 @@ Graph tiny_linear_graph() {
   return b.finish();
 }
 
+Graph two_layer_mlp(bool with_data) {
+  GraphBuilder b("mlp");
+  b.set_with_data(with_data);
+  const ValueId x = b.input("x", DType::kFloat32, {4, 8});
+  b.set_layer(0);
+  const ValueId w0 = b.parameter("w0", {8, 8}, ParamInit::normal(0.1f));
+  const ValueId h0 = b.op1("Relu", {b.op1("MatMul", {x, w0})});
+  b.set_layer(1);
+  const ValueId w1 = b.parameter("w1", {8, 8}, ParamInit::normal(0.1f));
+  b.output(b.op1("Relu", {b.op1("MatMul", {h0, w1})}), "y");
+  return b.finish();
+}
+
 std::string source_path(const std::string& relative) {
   return std::string(AUTOPAR_SOURCE_DIR) + "/" + relative;
 }

@@ -11,6 +11,10 @@ namespace autopar::testing {
 // x[batch=2,4] · w[4,3] + b[3] → relu, with seeded data.
 Graph tiny_linear_graph();
 
+// x[4, 8] → MatMul w0 → Relu (layer 0) → MatMul w1 → Relu (layer 1) → y; parameters with
+// seeded data when `with_data`.
+Graph two_layer_mlp(bool with_data);
+
 // Absolute path of a file under the source tree.
 std::string source_path(const std::string& relative);
 

@@ -11,23 +11,12 @@
 
 #include "autopar/ir/builder.h"
 #include "autopar/parallel/lowering.h"
+#include "testing/testing.h"
 
 namespace autopar {
 namespace {
 
 namespace fs = std::filesystem;
-
-Graph two_layer_mlp() {
-  GraphBuilder b("mlp");
-  const ValueId x = b.input("x", DType::kFloat32, {4, 8});
-  b.set_layer(0);
-  const ValueId w0 = b.parameter("w0", {8, 8}, ParamInit::normal(0.1f));
-  const ValueId h0 = b.op1("Relu", {b.op1("MatMul", {x, w0})});
-  b.set_layer(1);
-  const ValueId w1 = b.parameter("w1", {8, 8}, ParamInit::normal(0.1f));
-  b.output(b.op1("Relu", {b.op1("MatMul", {h0, w1})}), "y");
-  return b.finish();
-}
 
 Plan plan_of(const std::string& yaml) {
   auto scheme = parse_scheme(yaml, "scheme");
@@ -35,7 +24,7 @@ Plan plan_of(const std::string& yaml) {
   LoweringOptions options;
   options.loss.kind = LossKind::kMse;
   options.optimizer.kind = OptimizerKind::kSgd;
-  auto plan = lower(two_layer_mlp(), *scheme, options);
+  auto plan = lower(testing::two_layer_mlp(true), *scheme, options);
   EXPECT_TRUE(plan.is_ok()) << plan.status().message();
   return std::move(plan).value();
 }

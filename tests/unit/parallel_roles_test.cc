@@ -11,23 +11,10 @@
 
 #include "autopar/ir/builder.h"
 #include "autopar/parallel/lowering.h"
+#include "testing/testing.h"
 
 namespace autopar {
 namespace {
-
-// x [4, 8] → MatMul w0 → Relu (layer 0) → MatMul w1 → Relu (layer 1) → y.
-Graph two_layer_mlp() {
-  GraphBuilder b("mlp");
-  b.set_with_data(false);
-  const ValueId x = b.input("x", DType::kFloat32, {4, 8});
-  b.set_layer(0);
-  const ValueId w0 = b.parameter("w0", {8, 8}, ParamInit::normal(0.1f));
-  const ValueId h0 = b.op1("Relu", {b.op1("MatMul", {x, w0})});
-  b.set_layer(1);
-  const ValueId w1 = b.parameter("w1", {8, 8}, ParamInit::normal(0.1f));
-  b.output(b.op1("Relu", {b.op1("MatMul", {h0, w1})}), "y");
-  return b.finish();
-}
 
 Scheme scheme_of(const std::string& yaml) {
   auto scheme = parse_scheme(yaml, "scheme");
@@ -121,7 +108,7 @@ std::map<std::string, int> ops_by_program(const Role& role) {
 }
 
 TEST(BuildRoles, CutsTwoLayersIntoTwoRanks) {
-  const Graph model = two_layer_mlp();
+  const Graph model = testing::two_layer_mlp(false);
   auto lowered =
       lower_to_spmd(model, scheme_of("mesh: {pp: 2}\nbatch: {global: 4, micro: 2}\n"), training());
   ASSERT_TRUE(lowered.is_ok()) << lowered.status().message();
@@ -161,7 +148,7 @@ TEST(BuildRoles, CutsTwoLayersIntoTwoRanks) {
 }
 
 TEST(BuildRoles, FullRecomputeReRunsTheForwardInTheBackward) {
-  const Graph model = two_layer_mlp();
+  const Graph model = testing::two_layer_mlp(false);
   auto plain = lower_to_spmd(model, scheme_of("mesh: {pp: 2}\nbatch: {global: 4}\n"), training());
   auto full = lower_to_spmd(
       model, scheme_of("mesh: {pp: 2}\nbatch: {global: 4}\nrecompute: full\n"), training());

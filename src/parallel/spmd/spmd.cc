@@ -353,18 +353,24 @@ StatusOr<SpmdResult> Spmd::run() {
 
 Status Spmd::place_outputs() {
   Graph& dst = result_.graph;
+  // `v` in `layout` as a graph output, emitted as its producer's phase and layer read it
+  // (`phase` where it has none); the output's dst value.
+  auto output = [&](ValueId v, const Layout& layout, Phase phase) -> StatusOr<ValueId> {
+    const NodeId producer_id = src_.value(v).producer;
+    const Node* producer = producer_id != kNoId ? &src_.node(producer_id) : nullptr;
+    Node where;
+    where.name = src_.value(v).name;
+    where.phase = producer ? producer->phase : phase;
+    where.layer = producer ? producer->layer : -1;
+    ASSIGN_OR_RETURN(ValueId x, local_as(v, layout, where));
+    result_.origin.resize(dst.num_nodes(), producer_id);
+    dst.add_output(x);
+    return x;
+  };
   // New state values in their storage layouts.
   for (const auto& [s, next] : in_.updates) {
     if (local_[s] == kNoId) place_state(s, Layout::replicated(src_.value(s).shape.rank()));
-    const Node* producer =
-        src_.value(next).producer != kNoId ? &src_.node(src_.value(next).producer) : nullptr;
-    Node where;
-    where.name = src_.value(next).name;
-    where.phase = producer ? producer->phase : Phase::kOptimizer;
-    where.layer = producer ? producer->layer : -1;
-    ASSIGN_OR_RETURN(ValueId x, local_as(next, *layout_[s], where));
-    result_.origin.resize(dst.num_nodes(), producer ? src_.value(next).producer : -1);
-    dst.add_output(x);
+    ASSIGN_OR_RETURN(ValueId x, output(next, *layout_[s], Phase::kOptimizer));
     for (StateSpec& spec : result_.state) {
       if (spec.name == src_.value(s).name) spec.output = dst.value(x).name;
     }
@@ -374,15 +380,8 @@ Status Spmd::place_outputs() {
     if (local_[p] == kNoId) place_state(p, Layout::replicated(src_.value(p).shape.rank()));
   }
   auto replicated_output = [&](ValueId v) -> StatusOr<std::string> {
-    const Node* producer =
-        src_.value(v).producer != kNoId ? &src_.node(src_.value(v).producer) : nullptr;
-    Node where;
-    where.name = src_.value(v).name;
-    where.phase = producer ? producer->phase : Phase::kForward;
-    where.layer = producer ? producer->layer : -1;
-    ASSIGN_OR_RETURN(ValueId x, local_as(v, Layout::replicated(src_.value(v).shape.rank()), where));
-    result_.origin.resize(dst.num_nodes(), producer ? src_.value(v).producer : -1);
-    dst.add_output(x);
+    ASSIGN_OR_RETURN(ValueId x,
+                     output(v, Layout::replicated(src_.value(v).shape.rank()), Phase::kForward));
     return dst.value(x).name;
   };
   if (in_.loss != kNoId) {
