@@ -12,11 +12,11 @@
 #include <optional>
 #include <set>
 
-#include <yaml-cpp/yaml.h>
 #include <nlohmann/json.hpp>
 
 #include <tbb/global_control.h>
 
+#include "autopar/search/regress_suite.h"
 #include "autopar/zoo/zoo.h"
 #include "autotune.h"
 
@@ -35,8 +35,6 @@ constexpr double kSearchFloorS = 0.25;
 // (rounding in the last digits is not an improvement).
 constexpr double kImprovedBelow = 1e-6;
 
-const std::vector<std::string> kCaseFields = {"name", "model", "hw", "nodes", "space", "batch"};
-
 struct RegressFlags {
   std::string suite;
   std::string baseline;
@@ -46,25 +44,6 @@ struct RegressFlags {
   // whose verdicts must not depend on the machine's load).
   std::string search_time = "check";
   int threads = 0;  // 0: every core
-};
-
-struct SuiteCase {
-  std::string name;
-  std::string model;  // a zoo name
-  std::string hw;     // as written: a profile name or a YAML file
-  std::string space;  // as written
-  int64_t nodes = 1;
-  int64_t batch = 0;
-  std::string hw_path;     // resolved
-  std::string space_path;  // resolved
-};
-
-// One case's numbers: a baseline entry or a fresh measurement.
-struct Recorded {
-  double step_time_s = 0;
-  double search_time_s = 0;
-  std::string scheme;  // the best scheme's YAML
-  int64_t candidates_evaluated = 0;
 };
 
 enum class Verdict { kPass, kImproved, kRegressed, kRecorded };
@@ -77,174 +56,6 @@ struct Outcome {
   std::vector<std::string> reasons;  // why it regressed
   std::vector<std::string> notes;    // changes that pass
 };
-
-// Relative paths in a suite are relative to the repository root, the parent of configs/:
-// the suite then means the same cases whatever directory autopar runs in.
-std::filesystem::path repository_root() {
-  return std::filesystem::path(AUTOPAR_CONFIG_DIR).parent_path();
-}
-
-std::string resolve(const std::string& path) {
-  const std::filesystem::path p(path);
-  return p.is_absolute() ? path : (repository_root() / p).lexically_normal().string();
-}
-
-bool is_zoo_name(const std::string& name) {
-  const auto& entries = zoo_entries();
-  return std::any_of(entries.begin(), entries.end(),
-                     [&](const ZooEntry& e) { return e.name == name; });
-}
-
-std::vector<std::string> profile_names() {
-  std::vector<std::string> names;
-  std::error_code ec;
-  for (const auto& entry :
-       std::filesystem::directory_iterator(std::string(AUTOPAR_CONFIG_DIR) + "/hw", ec)) {
-    if (entry.path().extension() == ".yaml") names.push_back(entry.path().stem().string());
-  }
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
-StatusOr<std::string> case_text(const YAML::Node& node, const std::string& suite,
-                                const std::string& field) {
-  if (!node) return error("{}: {}: missing", suite, field);
-  if (!node.IsScalar() || node.Scalar().empty())
-    return error("{}: {}: expected a non-empty string", suite, field);
-  return node.Scalar();
-}
-
-StatusOr<int64_t> case_count(const YAML::Node& node, const std::string& suite,
-                             const std::string& field) {
-  if (!node) return error("{}: {}: missing", suite, field);
-  int64_t value = 0;
-  if (!node.IsScalar() || !YAML::convert<int64_t>::decode(node, value))
-    return error("{}: {}: expected an integer", suite, field);
-  if (value < 1) return error("{}: {}: {} must be at least 1", suite, field, value);
-  return value;
-}
-
-StatusOr<SuiteCase> read_case(const YAML::Node& node, const std::string& suite, size_t index) {
-  const std::string where = fmt::format("cases[{}]", index);
-  if (!node.IsMap())
-    return error("{}: {}: expected a mapping of {}", suite, where, fmt::join(kCaseFields, ", "));
-  for (const auto& entry : node) {
-    const std::string key = entry.first.Scalar();
-    if (std::find(kCaseFields.begin(), kCaseFields.end(), key) == kCaseFields.end())
-      return error("{}: {}.{}: unknown field (known: {})", suite, where, key,
-                   fmt::join(kCaseFields, ", "));
-  }
-  SuiteCase c;
-  ASSIGN_OR_RETURN(c.name, case_text(node["name"], suite, where + ".name"));
-  ASSIGN_OR_RETURN(c.model, case_text(node["model"], suite, where + ".model"));
-  ASSIGN_OR_RETURN(c.hw, case_text(node["hw"], suite, where + ".hw"));
-  ASSIGN_OR_RETURN(c.nodes, case_count(node["nodes"], suite, where + ".nodes"));
-  ASSIGN_OR_RETURN(c.space, case_text(node["space"], suite, where + ".space"));
-  ASSIGN_OR_RETURN(c.batch, case_count(node["batch"], suite, where + ".batch"));
-
-  if (!is_zoo_name(c.model))
-    return error("{}: {}.model: '{}' is not a zoo model (autopar zoo lists them)", suite, where,
-                 c.model);
-  // A name without a slash or .yaml is a profile of configs/hw/; anything else is a file.
-  const bool is_file =
-      c.hw.find('/') != std::string::npos || std::filesystem::path(c.hw).extension() == ".yaml";
-  std::error_code ec;
-  if (is_file) {
-    c.hw_path = resolve(c.hw);
-    if (!std::filesystem::is_regular_file(c.hw_path, ec))
-      return error("{}: {}.hw: {}: no such file", suite, where, c.hw_path);
-  } else {
-    c.hw_path = std::string(AUTOPAR_CONFIG_DIR) + "/hw/" + c.hw + ".yaml";
-    if (!std::filesystem::is_regular_file(c.hw_path, ec))
-      return error("{}: {}.hw: '{}' is not a profile (profiles: {}) nor a .yaml file", suite, where,
-                   c.hw, fmt::join(profile_names(), ", "));
-  }
-  c.space_path = resolve(c.space);
-  if (!std::filesystem::is_regular_file(c.space_path, ec))
-    return error("{}: {}.space: {}: no such file", suite, where, c.space_path);
-  return c;
-}
-
-// The suite's cases, checked down to each field; errors name the suite and the field.
-StatusOr<std::vector<SuiteCase>> read_suite(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) return error("{}: no such file", path);
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::Exception& e) {
-    return error("{}: line {}: {}", path, e.mark.line + 1, e.msg);
-  }
-  if (!root.IsMap())
-    return error("{}: a suite is a mapping {{cases: [{{{}}}, ...]}}", path,
-                 fmt::join(kCaseFields, ", "));
-  for (const auto& entry : root) {
-    if (entry.first.Scalar() != "cases")
-      return error("{}: {}: unknown field (known: cases)", path, entry.first.Scalar());
-  }
-  const YAML::Node cases = root["cases"];
-  if (!cases) return error("{}: cases: missing", path);
-  if (!cases.IsSequence() || cases.size() == 0)
-    return error("{}: cases: expected a non-empty list of cases", path);
-  std::vector<SuiteCase> out;
-  std::map<std::string, size_t> index_of_name;
-  for (size_t i = 0; i < cases.size(); ++i) {
-    ASSIGN_OR_RETURN(SuiteCase c, read_case(cases[i], path, i));
-    auto [it, inserted] = index_of_name.emplace(c.name, i);
-    if (!inserted)
-      return error("{}: cases[{}].name: '{}' is also the name of cases[{}]", path, i, c.name,
-                   it->second);
-    out.push_back(std::move(c));
-  }
-  return out;
-}
-
-// The baseline's entries by case name, each checked down to its fields.
-StatusOr<std::map<std::string, Recorded>> read_baseline(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec))
-    return error("{}: no such file (run with --update to write it)", path);
-  std::ifstream in(path);
-  nlohmann::json root;
-  try {
-    root = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    // "[json.exception.parse_error.101] parse error at line 3, ...": the part after the tag.
-    std::string what = e.what();
-    const size_t tag = what.find("] ");
-    if (tag != std::string::npos) what = what.substr(tag + 2);
-    return error("{}: {}", path, what);
-  }
-  if (!root.is_object()) return error("{}: expected an object of cases by name", path);
-  std::map<std::string, Recorded> out;
-  for (const auto& [name, entry] : root.items()) {
-    if (!entry.is_object())
-      return error(
-          "{}: {}: expected an object with step_time_s, search_time_s, scheme, "
-          "candidates_evaluated",
-          path, name);
-    auto number = [&](const char* key, bool positive) -> StatusOr<double> {
-      if (!entry.contains(key)) return error("{}: {}.{}: missing", path, name, key);
-      const nlohmann::json& v = entry[key];
-      if (!v.is_number() || (positive ? v.get<double>() <= 0 : v.get<double>() < 0))
-        return error("{}: {}.{}: expected a {} number", path, name, key,
-                     positive ? "positive" : "non-negative");
-      return v.get<double>();
-    };
-    Recorded r;
-    ASSIGN_OR_RETURN(r.step_time_s, number("step_time_s", true));
-    ASSIGN_OR_RETURN(r.search_time_s, number("search_time_s", false));
-    if (!entry.contains("scheme") || !entry["scheme"].is_string())
-      return error("{}: {}.scheme: expected the best scheme's YAML as a string", path, name);
-    r.scheme = entry["scheme"].get<std::string>();
-    if (!entry.contains("candidates_evaluated") ||
-        !entry["candidates_evaluated"].is_number_integer())
-      return error("{}: {}.candidates_evaluated: expected an integer", path, name);
-    r.candidates_evaluated = entry["candidates_evaluated"].get<int64_t>();
-    out.emplace(name, std::move(r));
-  }
-  return out;
-}
 
 // Pretty JSON in the suite's order, keys in a fixed order: diffs of the file show what moved.
 Status write_baseline(const std::string& path, const std::vector<Outcome>& outcomes) {
@@ -391,16 +202,16 @@ Status run_regress(const RegressFlags& f, int* exit_code) {
   if (f.threads > 0)
     threads.emplace(tbb::global_control::max_allowed_parallelism, static_cast<size_t>(f.threads));
   const auto started = std::chrono::steady_clock::now();
-  ASSIGN_OR_RETURN(std::vector<SuiteCase> cases, read_suite(f.suite));
+  ASSIGN_OR_RETURN(std::vector<SuiteCase> cases, read_regress_suite(f.suite, AUTOPAR_CONFIG_DIR));
 
   // The baseline is checked whole before any search, so a missing entry fails at once rather
   // than after every search has run. --update only shows the old numbers next to the new.
   std::map<std::string, Recorded> baseline;
   if (f.update) {
-    auto old = read_baseline(f.baseline);
+    auto old = read_regress_baseline(f.baseline);
     if (old.is_ok()) baseline = std::move(old).value();
   } else {
-    ASSIGN_OR_RETURN(baseline, read_baseline(f.baseline));
+    ASSIGN_OR_RETURN(baseline, read_regress_baseline(f.baseline));
     for (size_t i = 0; i < cases.size(); ++i) {
       if (!baseline.count(cases[i].name))
         return error(
