@@ -5,11 +5,11 @@
 // bench/baselines/.
 #include <algorithm>
 #include <cstdio>
-#include <map>
-#include <stdexcept>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
+#include <stdexcept>
 
 #include <fmt/format.h>
 #include <onnx/onnx_pb.h>
@@ -119,12 +119,9 @@ void add_tensors(Corpus& corpus) {
   const std::vector<float> floats = {1.5f, -2.0f, 0.0f, 3.25f, 1e-3f, -7.0f};
   const std::vector<int64_t> ints = {0, 3, -1, 7};
   std::vector<std::pair<std::string, Tensor>> tensors = {
-      {"f32_2x3", Tensor::from_float({2, 3}, floats)},
-      {"i64_4", Tensor::from_int64({4}, ints)},
-      {"i64_scalar", Tensor::scalar_int64(42)},
-      {"f16_2x2", Tensor(DType::kFloat16, {2, 2})},
-      {"bf16_3", Tensor(DType::kBFloat16, {3})},
-      {"f64_1x2", Tensor(DType::kFloat64, {1, 2})},
+      {"f32_2x3", Tensor::from_float({2, 3}, floats)}, {"i64_4", Tensor::from_int64({4}, ints)},
+      {"i64_scalar", Tensor::scalar_int64(42)},        {"f16_2x2", Tensor(DType::kFloat16, {2, 2})},
+      {"bf16_3", Tensor(DType::kBFloat16, {3})},       {"f64_1x2", Tensor(DType::kFloat64, {1, 2})},
       {"bool_2", Tensor(DType::kBool, {2})},
   };
   for (const auto& [name, tensor] : tensors) {

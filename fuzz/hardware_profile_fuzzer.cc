@@ -23,7 +23,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (auto collective : {Collective::kAllReduce, Collective::kAllGather,
                           Collective::kReduceScatter, Collective::kAllToAll}) {
     for (const auto* group : {&within, &across}) {
-      for (double bytes : {0.0, 4.0, 1e6, 1e12}) (void)collective_cost(profile, collective, bytes, *group);
+      for (double bytes : {0.0, 4.0, 1e6, 1e12})
+        (void)collective_cost(profile, collective, bytes, *group);
     }
   }
   return 0;

@@ -10,6 +10,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!scheme.is_ok()) return 0;
   LoweringOptions options;
   options.shapes_only = true;
-  for (const char* model : {"mlp", "gpt-tiny"}) (void)lower(fuzz::tiny_model(model), *scheme, options);
+  for (const char* model : {"mlp", "gpt-tiny"})
+    (void)lower(fuzz::tiny_model(model), *scheme, options);
   return 0;
 }

@@ -15,6 +15,7 @@
 
 #include "autopar/cost/simulator.h"
 #include "autopar/ops/op_def.h"
+#include "autopar/support/files.h"
 #include "autotune.h"
 #include "export.h"
 
@@ -201,6 +202,9 @@ std::string baselines_text(const SearchResult& result, const Tuning& t) {
 
 // Builds the plan with weights and runs a few steps on this machine: the mean step.
 StatusOr<double> measure(const Tuning& t, const Scheme& scheme) {
+  // Shape-only first: a plan too large for this machine is refused before its weights exist.
+  ASSIGN_OR_RETURN(BuiltPlan shapes, build_plan(t.model, scheme, t.source, "scheme", false));
+  RETURN_IF_ERROR(check_run_memory(shapes, 0, "--measure-top", "measuring the plan"));
   ASSIGN_OR_RETURN(BuiltPlan built, build_plan(t.model, scheme, t.source, "scheme", true));
   constexpr int kSteps = 4;
   ASSIGN_OR_RETURN(runtime::PlanFeeds feeds, plan_feeds(built, kSteps, 1));
@@ -285,11 +289,9 @@ Status run_autotune(const AutotuneFlags& f) {
   ASSIGN_OR_RETURN(BuiltPlan built, build_plan(t.model, best.scheme, t.source, "autotune", false));
   RETURN_IF_ERROR(write_plan(built.plan, f.out));
   ASSIGN_OR_RETURN(Simulation sim, simulate(built.plan, t.profile, true));
-  {
-    std::ofstream trace(f.out + "/trace.json");
-    trace << chrome_trace(built.plan, sim);
-    if (!trace) return error("-o {}: cannot write trace.json", f.out);
-  }
+  if (Status s = write_file_atomic(f.out + "/trace.json", chrome_trace(built.plan, sim));
+      !s.is_ok())
+    return error("-o {}", s.message());
   const std::string header =
       fmt::format("{} on {} × {} ({} devices), global batch {}, space {}", f.model, t.profile.nodes,
                   t.profile.name, t.problem.devices, t.problem.global_batch, f.space);
@@ -302,15 +304,15 @@ Status run_autotune(const AutotuneFlags& f) {
   if (!f.export_to.empty()) {
     ASSIGN_OR_RETURN(exported, export_scheme(f.export_to, best.scheme, built.model));
   }
-  {
-    std::ofstream report(f.out + "/report.md");
-    report << "# autotune: " << header << "\n\n"
-           << summary << "\n\n```\n"
-           << table(result.top, t, measured) << "```\n\nBaselines:\n\n```\n"
-           << baselines_text(result, t) << "```\n\nThe best scheme (scheme.yaml):\n\n```yaml\n"
-           << best.scheme.to_yaml() << "```\n";
-    std::ofstream(f.out + "/scheme.yaml") << best.scheme.to_yaml();
-    if (!report) return error("-o {}: cannot write report.md", f.out);
+  const std::string report = fmt::format(
+      "# autotune: {}\n\n{}\n\n```\n{}```\n\nBaselines:\n\n```\n{}```\n\n"
+      "The best scheme (scheme.yaml):\n\n```yaml\n{}```\n",
+      header, summary, table(result.top, t, measured), baselines_text(result, t),
+      best.scheme.to_yaml());
+  for (const auto& [name, text] : {std::pair<const char*, std::string>{"report.md", report},
+                                   {"scheme.yaml", best.scheme.to_yaml()}}) {
+    if (Status s = write_file_atomic(f.out + "/" + name, text); !s.is_ok())
+      return error("-o {}", s.message());
   }
 
   if (f.json) {

@@ -9,6 +9,7 @@
 
 #include "autopar/cost/calibrate.h"
 #include "autopar/runtime/cuda_executor.h"
+#include "autopar/support/files.h"
 #include "commands.h"
 
 namespace autopar::cli {
@@ -32,17 +33,9 @@ std::string today() {
 
 Status write_profile(const CalibrateFlags& f, const Calibration& cal, std::string header) {
   for (const std::string& line : cal.report) header += "#   " + line + "\n";
-  // Written under a temporary name and renamed: a killed calibration leaves the old profile.
-  const std::string temporary = f.out + ".partial";
-  {
-    std::ofstream out(temporary);
-    out << profile_yaml(cal.profile, header);
-    out.close();
-    if (!out) return error("-o {}: cannot write", f.out);
-  }
-  std::error_code ec;
-  std::filesystem::rename(temporary, f.out, ec);
-  if (ec) return error("-o {}: cannot write: {}", f.out, ec.message());
+  // A killed calibration leaves the old profile.
+  const Status written = write_file_atomic(f.out, profile_yaml(cal.profile, header));
+  if (!written.is_ok()) return error("-o {}", written.message());
   for (const std::string& line : cal.report) fmt::print("{}\n", line);
   fmt::print("{}: profile {} written (worst held-out error {:.1f}%)\n", f.out, cal.profile.name,
              cal.worst_held_out_error * 100);

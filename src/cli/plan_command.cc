@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
 
 #include <nlohmann/json.hpp>
@@ -205,23 +206,41 @@ StatusOr<BuiltPlan> build_plan(const std::string& model, Scheme scheme, const Pl
 
 namespace {
 
-// What the machine can give a process now (MemAvailable of /proc/meminfo), or 0 where unknown.
+// The number in a one-line file (a cgroup's limit or usage), or nullopt where the file is
+// absent or says "max".
+std::optional<double> file_number(const char* path) {
+  std::ifstream in(path);
+  double value = 0;
+  if (!(in >> value)) return std::nullopt;
+  return value;
+}
+
+}  // namespace
+
 double available_memory_bytes() {
+  double available = 0;
   std::ifstream meminfo("/proc/meminfo");
   std::string key;
   double kib = 0;
   std::string unit;
   while (meminfo >> key >> kib >> unit) {
-    if (key == "MemAvailable:") return kib * 1024.0;
+    if (key == "MemAvailable:") available = kib * 1024.0;
   }
-  return 0;
+  if (available <= 0) return 0;
+  const std::pair<const char*, const char*> cgroups[] = {
+      {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"},
+      {"/sys/fs/cgroup/memory/memory.limit_in_bytes",
+       "/sys/fs/cgroup/memory/memory.usage_in_bytes"}};
+  for (const auto& [limit_file, usage_file] : cgroups) {
+    const std::optional<double> limit = file_number(limit_file);
+    const std::optional<double> usage = file_number(usage_file);
+    if (limit && usage && *limit > *usage) available = std::min(available, *limit - *usage);
+  }
+  return available;
 }
 
-// A run of `plan` with `devices` of its devices in this process needs about their state and
-// activations (the plan's memory model) and the model's weights once: refused, before any of
-// it is allocated, where that is more than the machine has.
 Status check_run_memory(const BuiltPlan& shapes, int64_t devices, const std::string& where,
-                        const std::string& what = "running the plan") {
+                        const std::string& what) {
   const double available = available_memory_bytes();
   if (available <= 0) return Status::ok();
   const std::vector<RoleMemory> roles = plan_memory(shapes.plan);
@@ -244,8 +263,6 @@ Status check_run_memory(const BuiltPlan& shapes, int64_t devices, const std::str
       where, what, need / kGiB, here, here == 1 ? "" : "s", (need - weights) / kGiB, weights / kGiB,
       available / kGiB);
 }
-
-}  // namespace
 
 Status check_training_memory(const std::string& model, const std::string& loss,
                              const std::string& optimizer, const DimFlags& dims) {
@@ -274,7 +291,7 @@ StatusOr<BuiltPlan> load_plan(const std::string& dir, bool weights, int64_t devi
     // The plan shape-only first: what running it needs, checked before the weights exist.
     ASSIGN_OR_RETURN(BuiltPlan shapes, build_plan(manifest.source.model, manifest.scheme,
                                                   manifest.source, dir + "/manifest.yaml", false));
-    RETURN_IF_ERROR(check_run_memory(shapes, devices_here, dir));
+    RETURN_IF_ERROR(check_run_memory(shapes, devices_here, dir, "running the plan"));
   }
   ASSIGN_OR_RETURN(BuiltPlan built, build_plan(manifest.source.model, manifest.scheme,
                                                manifest.source, dir + "/manifest.yaml", weights));

@@ -52,6 +52,15 @@ StatusOr<Graph> load_model_at(const std::string& model, int64_t batch,
 // its devices in this process (0: all of them, as threads) that needs more memory than the
 // machine has is refused first, in one line, before the weights are made.
 StatusOr<BuiltPlan> load_plan(const std::string& dir, bool weights, int64_t devices_here = 0);
+// What the machine can give a process now, or 0 where unknown: MemAvailable of /proc/meminfo,
+// and no more than the process's cgroup (a container's memory limit, v2 or v1) has left.
+double available_memory_bytes();
+// A run of `shapes.plan` (built shape-only) with `devices` of its devices in this process (0:
+// all) needs about their state and activations (the plan's memory model) and the model's
+// weights once: refused in one line, "<where>: <what> needs about ...", before any of it is
+// allocated, where that is more than the machine (or its container) has available.
+Status check_run_memory(const BuiltPlan& shapes, int64_t devices, const std::string& where,
+                        const std::string& what);
 // A one-device training run of `model` (run MODEL --train) that needs more memory than the
 // machine has is refused in one line, before the weights are made.
 Status check_training_memory(const std::string& model, const std::string& loss,

@@ -17,6 +17,7 @@
 #include <tbb/global_control.h>
 
 #include "autopar/search/regress_suite.h"
+#include "autopar/support/files.h"
 #include "autopar/zoo/zoo.h"
 #include "autotune.h"
 
@@ -72,14 +73,8 @@ Status write_baseline(const std::string& path, const std::vector<Outcome>& outco
   std::error_code ec;
   const std::filesystem::path target(path);
   if (target.has_parent_path()) std::filesystem::create_directories(target.parent_path(), ec);
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary);
-    out << root.dump(2) << "\n";
-    if (!out) return error("--baseline {}: cannot write {}", path, temporary);
-  }
-  std::filesystem::rename(temporary, path, ec);
-  if (ec) return error("--baseline {}: cannot replace it: {}", path, ec.message());
+  const Status written = write_file_atomic(path, root.dump(2) + "\n");
+  if (!written.is_ok()) return error("--baseline {}", written.message());
   return Status::ok();
 }
 

@@ -78,6 +78,16 @@ Status run_inference(const RunFlags& flags) {
     runtime::ExecutorOptions options;
     options.num_threads = flags.threads;
     ASSIGN_OR_RETURN(executor, runtime::Executor::create(std::move(bound.graph), options));
+    // The model and its inputs are in memory already; what the run adds is its activations.
+    const double need = static_cast<double>(executor->planned_peak_bytes());
+    const double available = available_memory_bytes();
+    constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+    if (available > 0 && need > available) {
+      return error(
+          "{}: running it on these inputs needs about {:.1f} GiB of activations and this "
+          "machine has {:.1f} GiB available",
+          flags.model, need / kGiB, available / kGiB);
+    }
     ASSIGN_OR_RETURN(outputs, executor->run(feeds, &stats));
   }
   const Graph& g = cuda ? cuda->graph() : executor->graph();

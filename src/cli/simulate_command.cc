@@ -7,6 +7,7 @@
 #include "autopar/cost/compute.h"
 #include "autopar/cost/simulator.h"
 #include "autopar/ops/op_def.h"
+#include "autopar/support/files.h"
 #include "commands.h"
 #include "plan_command.h"
 
@@ -27,9 +28,8 @@ Status run_simulate(const SimulateFlags& f) {
   ASSIGN_OR_RETURN(HardwareProfile profile, cluster_profile(f.hw, f.nodes, devices, "plan"));
   ASSIGN_OR_RETURN(Simulation sim, simulate(built.plan, profile, !f.trace.empty()));
   if (!f.trace.empty()) {
-    std::ofstream out(f.trace);
-    out << chrome_trace(built.plan, sim);
-    if (!out) return error("--trace {}: cannot write", f.trace);
+    const Status written = write_file_atomic(f.trace, chrome_trace(built.plan, sim));
+    if (!written.is_ok()) return error("--trace {}", written.message());
   }
   // Model FLOPs: the forward of every microbatch and a backward of twice that (the standard
   // count, whatever a plan recomputes), over the devices' peak for the plan's arithmetic.

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "autopar/onnx/onnx_import.h"
+#include "autopar/support/files.h"
 
 namespace autopar {
 namespace {
@@ -147,11 +148,10 @@ onnx::ModelProto export_onnx(const Graph& graph, const ExportOptions& options) {
 }
 
 Status write_onnx_file(const Graph& graph, const std::string& path, const ExportOptions& options) {
-  onnx::ModelProto model = export_onnx(graph, options);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return error("{}: cannot open for writing", path);
-  if (!model.SerializeToOstream(&out)) return error("{}: write failed", path);
-  return Status::ok();
+  std::string bytes;
+  if (!export_onnx(graph, options).SerializeToString(&bytes))
+    return error("{}: cannot write: the model does not serialize (over 2 GiB?)", path);
+  return write_file_atomic(path, bytes);
 }
 
 }  // namespace autopar

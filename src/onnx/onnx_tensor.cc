@@ -6,6 +6,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "autopar/support/files.h"
+
 namespace autopar {
 namespace {
 
@@ -199,11 +201,10 @@ StatusOr<Tensor> read_tensor_file(const std::string& path, std::string* name) {
 }
 
 Status write_tensor_file(const std::string& path, const Tensor& tensor, const std::string& name) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out || !tensor_to_proto(tensor, name).SerializeToOstream(&out)) {
-    return error("{}: cannot write", path);
-  }
-  return Status::ok();
+  std::string bytes;
+  if (!tensor_to_proto(tensor, name).SerializeToString(&bytes))
+    return error("{}: cannot write: the tensor does not serialize (over 2 GiB?)", path);
+  return write_file_atomic(path, bytes);
 }
 
 }  // namespace autopar

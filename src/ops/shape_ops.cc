@@ -643,7 +643,8 @@ Status infer_constant(InferenceContext& ctx) {
   if (attrs.size() != 1) {
     return ctx.fail("expects exactly one value attribute, got {}", attrs.size());
   }
-  const auto& [name, a] = *attrs.begin();
+  const std::string& name = attrs.begin()->first;
+  const Attribute& a = attrs.begin()->second;
   using Kind = Attribute::Kind;
   auto expect = [&](Kind kind) -> Status {
     if (a.kind() == kind) return Status::ok();

@@ -109,6 +109,34 @@ StatusOr<Executor> Executor::create(Graph graph, const ExecutorOptions& options)
   return e;
 }
 
+int64_t Executor::planned_peak_bytes() const {
+  // As run() counts: a fused group's stored values, then each node's outputs, each freed
+  // after its last reader.
+  const Graph& g = *graph_;
+  int64_t live = 0, peak = 0;
+  auto release = [&](NodeId id) {
+    for (ValueId dead : release_[id]) live -= g.value(dead).num_bytes();
+  };
+  for (NodeId id = 0; id < g.num_nodes(); ++id) {
+    if (const int k = group_starting_at_[id]; k >= 0) {
+      const FusedGroup& group = (*groups_)[k];
+      for (size_t i = 0; i < group.internals.size(); ++i) {
+        if (group.escapes[i]) live += g.value(group.internals[i]).num_bytes();
+      }
+      peak = std::max(peak, live);
+      for (NodeId member = group.first; member <= group.last; ++member) release(member);
+      id = group.last;
+      continue;
+    }
+    for (ValueId out : g.node(id).outputs) {
+      if (out != kNoId) live += g.value(out).num_bytes();
+    }
+    peak = std::max(peak, live);
+    release(id);
+  }
+  return peak;
+}
+
 StatusOr<std::vector<TensorPtr>> Executor::run(const std::vector<Feed>& feeds,
                                                RunStats* stats) const {
   const Graph& g = *graph_;

@@ -1,6 +1,8 @@
 // autopar autotune's user errors: one line naming the flag, file or space field, exit 2.
 #include <filesystem>
 #include <fstream>
+#include <regex>
+#include <sstream>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -69,6 +71,37 @@ TEST_F(AutotuneErrors, MeasuringMoreDevicesThanCores) {
                "most " +
                    std::to_string(std::max(1u, std::thread::hardware_concurrency())) +
                    " (one per core); measure with a calibrated cpu-local profile and --nodes 1");
+}
+
+// A plan to measure that needs more memory than this machine has is refused before its weights
+// are made: gpt3-175b on one device of a profile with 10 PB of device memory.
+TEST_F(AutotuneErrors, MeasuringAPlanTooLargeForThisMachine) {
+  std::ifstream in(dir_ + "/hw.yaml");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string profile = text.str();
+  for (const auto& [from, to] :
+       {std::pair<std::string, std::string>{"devices_per_node: 8", "devices_per_node: 1"},
+        {"devices_per_group: 8", "devices_per_group: 1"},
+        {"memory_bytes: 80e9", "memory_bytes: 1e16"}}) {
+    const size_t at = profile.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    profile.replace(at, from.size(), to);
+  }
+  std::ofstream(dir_ + "/hw.yaml") << profile;
+  std::ofstream(dir_ + "/space.yaml") << "mesh: {tp: [1], pp: [1]}\nrecompute: [none]\n";
+  const testing::CommandResult r = testing::run_autopar(
+      {"autotune", "gpt3-175b", "--hw", "hw.yaml", "--space", "space.yaml", "--batch", "1",
+       "--measure-top", "1", "--simulate-top", "0", "-o", "plan"},
+      dir_);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_TRUE(std::regex_match(
+      r.err, std::regex("autopar: error: --measure-top: measuring the plan needs about "
+                        "[0-9]+\\.[0-9] GiB \\(1 device in this process: state and activations "
+                        "[0-9]+\\.[0-9] GiB; the model's weights 650\\.5 GiB\\) and this "
+                        "machine has [0-9]+\\.[0-9] GiB available\n")))
+      << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/plan"));
 }
 
 TEST_F(AutotuneErrors, MissingSpaceFile) {

@@ -2,6 +2,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <regex>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -361,6 +362,25 @@ TEST_F(RunErrors, InputDim) {
   input(0, Tensor(DType::kFloat32, {2, 5}));
   expect_error({"run", "linear.onnx", "--inputs", "in"},
                "autopar: error: linear.onnx: input 'x' dim 1: expected 4, got 5");
+}
+
+// A run whose activations need more memory than the machine has is refused before any is
+// allocated: x[1000, 1] expanded to [1000, 1e8] floats is 372.5 GiB.
+TEST_F(RunErrors, ActivationsTooLargeForThisMachine) {
+  testing::OnnxProto m;
+  m.input("x", onnx::TensorProto::FLOAT, {"batch", 1});
+  m.initializer(testing::int64_tensor("shape", {2}, {1, 100000000}));
+  m.node("Expand", "expand", {"x", "shape"}, {}, {"y"});
+  m.output("y", onnx::TensorProto::FLOAT, {"batch", 100000000});
+  write("expand.onnx", m);
+  input(0, Tensor(DType::kFloat32, {1000, 1}));
+  const testing::CommandResult r = run_autopar({"run", "expand.onnx", "--inputs", "in"}, dir_);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_TRUE(std::regex_match(
+      r.err, std::regex("autopar: error: expand\\.onnx: running it on these inputs needs about "
+                        "372\\.5 GiB of activations and this machine has [0-9]+\\.[0-9] GiB "
+                        "available\n")))
+      << r.err;
 }
 
 TEST_F(RunErrors, NotATensorFile) {

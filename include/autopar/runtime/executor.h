@@ -71,6 +71,9 @@ class Executor {
 
   const Graph& graph() const { return *graph_; }
   int num_threads() const { return num_threads_; }
+  // What a run's RunStats::peak_activation_bytes will be, from the static shapes and the
+  // buffer lifetimes planned, before anything is allocated.
+  int64_t planned_peak_bytes() const;
 
  private:
   Executor() = default;
