@@ -172,7 +172,9 @@ StatusOr<std::map<std::string, Recorded>> parse_regress_baseline(std::string_vie
   }
   if (!root.is_object()) return error("{}: expected an object of cases by name", path);
   std::map<std::string, Recorded> out;
-  for (const auto& [name, entry] : root.items()) {
+  for (const auto& item : root.items()) {
+    const std::string& name = item.key();
+    const nlohmann::json& entry = item.value();
     if (!entry.is_object())
       return error(
           "{}: {}: expected an object with step_time_s, search_time_s, scheme, "

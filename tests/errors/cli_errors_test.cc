@@ -307,7 +307,7 @@ TEST_F(CliErrors, ZooBadOption) {
 
 TEST_F(CliErrors, ZooUnwritableOutput) {
   expect_error({"zoo", "gpt-tiny", "-o", "missing/dir/gpt.onnx"},
-               "autopar: error: missing/dir/gpt.onnx: cannot open for writing");
+               "autopar: error: missing/dir/gpt.onnx: cannot write: No such file or directory");
 }
 
 // ---- autopar run: inputs that do not fit the model ----------------------------------
