@@ -1,6 +1,7 @@
 // The ONNX checker, applied so that shape-only models pass.
 #include "autopar/onnx/onnx_check.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <unordered_set>
@@ -22,9 +23,10 @@ bool is_shape_only_initializer(const onnx::TensorProto& t, std::string_view mode
   bool has_data = t.has_raw_data() || t.float_data_size() || t.int32_data_size() ||
                   t.int64_data_size() || t.double_data_size() || t.uint64_data_size() ||
                   t.string_data_size();
-  int64_t elements = 1;
-  for (int64_t d : t.dims()) elements *= d;
-  return !has_data && elements != 0;
+  // An empty tensor (a zero dim) needs no data; the product of the dims may not fit an int64.
+  const bool empty =
+      std::any_of(t.dims().begin(), t.dims().end(), [](int64_t d) { return d == 0; });
+  return !has_data && !empty;
 }
 
 void detach_initializers_without_inline_data(onnx::ModelProto& model) {

@@ -58,6 +58,7 @@ std::optional<std::vector<int64_t>> int64_values(const TensorProto& t) {
   for (int64_t d : t.dims()) {
     if (d < 0 || d > 64) return std::nullopt;  // axes lists are short
     count *= d;
+    if (count > 64) return std::nullopt;
   }
   std::vector<int64_t> values;
   if (t.has_raw_data()) {

@@ -253,9 +253,17 @@ StatusOr<PlanManifest> read_plan_manifest(const std::string& dir) {
   const std::string path = dir + "/manifest.yaml";
   if (!std::filesystem::exists(path))
     return error("{}: no plan here (manifest.yaml is missing)", dir);
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in) return error("{}: cannot read it", path);
+  return parse_plan_manifest(text.str(), path);
+}
+
+StatusOr<PlanManifest> parse_plan_manifest(std::string_view yaml, const std::string& path) {
   YAML::Node root;
   try {
-    root = YAML::LoadFile(path);
+    root = YAML::Load(std::string(yaml));
   } catch (const YAML::Exception& e) {
     return error("{}:{}: {}", path, e.mark.line + 1, e.msg);
   }

@@ -7,6 +7,7 @@
 #include "autopar/ir/model_summary.h"
 #include "autopar/ir/text.h"
 #include "autopar/ir/verify.h"
+#include "autopar/onnx/onnx_check.h"
 #include "autopar/onnx/onnx_export.h"
 #include "autopar/onnx/onnx_import.h"
 #include "autopar/runtime/executor.h"
@@ -342,6 +343,22 @@ TEST(OnnxImport, UnsupportedOpsAreKeptWithOnnxTypes) {
   EXPECT_EQ(g.value(g.outputs()[0]).shape.dims, (std::vector<int64_t>{3, 2}));
   EXPECT_EQ(s.nodes_without_flops, 1);
   EXPECT_DOUBLE_EQ(s.flops_forward, 2.0 * 3 * 4 * 2);
+}
+
+// An initializer without data is shape-only unless a dim is zero, however large its dims'
+// product (found by the onnx_external_data fuzzer: 2^32 · 2^32 wrapped to 0 and the tensor
+// was taken for an empty one, and 1161125198363750400 · 18 overflowed).
+TEST(ShapeOnlyInitializers, DimsWhoseProductOverflows) {
+  onnx::TensorProto t;
+  t.set_name("w");
+  t.set_data_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : {int64_t{1} << 32, int64_t{1} << 32}) t.add_dims(d);
+  EXPECT_TRUE(is_shape_only_initializer(t, ""));
+  t.clear_dims();
+  for (int64_t d : {int64_t{1161125198363750400}, int64_t{18}}) t.add_dims(d);
+  EXPECT_TRUE(is_shape_only_initializer(t, ""));
+  t.add_dims(0);
+  EXPECT_FALSE(is_shape_only_initializer(t, ""));
 }
 
 }  // namespace

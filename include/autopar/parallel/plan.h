@@ -146,6 +146,8 @@ struct PlanManifest {
   int64_t roles = 0;
 };
 StatusOr<PlanManifest> read_plan_manifest(const std::string& dir);
+// The same from the manifest's text; errors name `path`.
+StatusOr<PlanManifest> parse_plan_manifest(std::string_view yaml, const std::string& path);
 
 // Checks that the role files of `dir` are exactly the ONNX of `plan`'s role graphs (a plan is
 // run from its lowering, which must be the one on disk).
