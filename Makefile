@@ -42,8 +42,15 @@ TSAN_SELECTION = (Communicator|VerifyPlan|Search|Determinism|PlanProperty|Runtim
 $(ASAN_BUILD)/CMakeCache.txt: $(DEPS_STAMP) CMakeLists.txt
 	$(SANITIZER_CMAKE) -B $(ASAN_BUILD) -DAUTOPAR_SANITIZE=address -DAUTOPAR_FUZZ=ON
 
-$(TSAN_BUILD)/CMakeCache.txt: $(DEPS_STAMP) CMakeLists.txt
-	$(SANITIZER_CMAKE) -B $(TSAN_BUILD) -DAUTOPAR_SANITIZE=thread
+# TSan needs a libtbb built with it (scripts/build-tsan-tbb.sh: Debian's source, about 4 min).
+TSAN_TBB ?= $(TSAN_BUILD)/tsan-tbb
+
+$(TSAN_TBB)/version: $(DEPS_STAMP) scripts/build-tsan-tbb.sh
+	JOBS=$(JOBS) bash scripts/build-tsan-tbb.sh $(abspath $(TSAN_TBB))
+
+$(TSAN_BUILD)/CMakeCache.txt: $(DEPS_STAMP) CMakeLists.txt $(TSAN_TBB)/version
+	$(SANITIZER_CMAKE) -B $(TSAN_BUILD) -DAUTOPAR_SANITIZE=thread \
+	  -DAUTOPAR_TSAN_TBB=$(abspath $(TSAN_TBB))/lib
 
 test-asan: $(ASAN_BUILD)/CMakeCache.txt
 	cmake --build $(ASAN_BUILD) -j $(JOBS) --target $(ASAN_TESTS)

@@ -39,5 +39,6 @@ std::string seconds_text(double seconds);
 
 void add_autotune_command(CLI::App& app, Command& command);
 void add_regress_command(CLI::App& app, Command& command, int* exit_code);
+void add_validate_command(CLI::App& app, Command& command, int* exit_code);
 
 }  // namespace autopar::cli

@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   autopar::cli::add_calibrate_command(app, command);
   autopar::cli::add_autotune_command(app, command);
   autopar::cli::add_regress_command(app, command, &exit_code);
+  autopar::cli::add_validate_command(app, command, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -354,6 +354,31 @@ Status check_wiring(const onnx::GraphProto& g, std::string_view source) {
   return Status::ok();
 }
 
+// Window attributes are positive (the ONNX spec's rule for every op that has them). ONNX's
+// own shape inference divides by strides and dilations unchecked, so a zero there must be
+// refused before it runs (an integer division by zero ends the process). Subgraphs included.
+Status check_window_attributes(const onnx::GraphProto& g, std::string_view source) {
+  static const std::set<std::string> kPositive = {"strides", "dilations", "kernel_shape", "group"};
+  for (int i = 0; i < g.node_size(); ++i) {
+    const onnx::NodeProto& node = g.node(i);
+    for (const onnx::AttributeProto& a : node.attribute()) {
+      if (kPositive.count(a.name())) {
+        std::vector<int64_t> values(a.ints().begin(), a.ints().end());
+        if (a.type() == onnx::AttributeProto::INT) values.push_back(a.i());
+        for (int64_t v : values) {
+          if (v >= 1) continue;
+          const std::string name = node.name().empty() ? fmt::format("#{}", i) : node.name();
+          return error("{}: node '{}' ({}): attribute {}: {} is not positive", source, name,
+                       node.op_type(), a.name(), v);
+        }
+      }
+      if (a.has_g()) RETURN_IF_ERROR(check_window_attributes(a.g(), source));
+      for (const auto& sub : a.graphs()) RETURN_IF_ERROR(check_window_attributes(sub, source));
+    }
+  }
+  return Status::ok();
+}
+
 int64_t default_opset(const onnx::ModelProto& model) {
   for (const auto& opset : model.opset_import()) {
     if (opset.domain().empty() || opset.domain() == "ai.onnx") return opset.version();
@@ -736,6 +761,7 @@ StatusOr<Graph> import_onnx(const onnx::ModelProto& given, const ImportOptions& 
   const onnx::ModelProto& readable = converted ? *converted : given;
   RETURN_IF_ERROR(check_onnx_model(readable, source));
   RETURN_IF_ERROR(check_wiring(readable.graph(), source));
+  RETURN_IF_ERROR(check_window_attributes(readable.graph(), source));
   RETURN_IF_ERROR(check_tensors(readable.graph(), model_dir, source));
   ASSIGN_OR_RETURN(const onnx::ModelProto original, upgrade_opset(readable, source, given_options.upgrade_below));
   ASSIGN_OR_RETURN(Metadata meta, read_metadata(original, source));

@@ -160,6 +160,21 @@ TEST_F(CliErrors, OpsetTooNew) {
       "autopar: error: new.onnx: ai.onnx opset 22 is newer than the newest supported (21)");
 }
 
+// An old-opset model is upgraded through ONNX's shape inference, which divides by strides:
+// a zero one is refused first (it ended autopar with SIGFPE).
+TEST_F(CliErrors, ZeroStride) {
+  testing::OnnxProto m(9);
+  m.input("x", onnx::TensorProto::FLOAT, {1, 3, 8, 8});
+  m.weight("w", {4, 3, 3, 3});
+  m.node("Conv", "conv1", {"x", "w"},
+         {testing::attr_ints("kernel_shape", {3, 3}), testing::attr_ints("strides", {1, 0})},
+         {"y"});
+  m.output("y", onnx::TensorProto::FLOAT, {1, 4, 6, 6});
+  expect_error({"inspect", write("conv.onnx", m)},
+               "autopar: error: conv.onnx: node 'conv1' (Conv): attribute strides: 0 is not "
+               "positive");
+}
+
 // Opsets 18..21 read as 17; what has no opset-17 form is refused, naming the node.
 TEST_F(CliErrors, OpsetConversionRefusals) {
   {

@@ -345,6 +345,29 @@ TEST(OnnxImport, UnsupportedOpsAreKeptWithOnnxTypes) {
   EXPECT_DOUBLE_EQ(s.flops_forward, 2.0 * 3 * 4 * 2);
 }
 
+// A zero stride or dilation is refused before ONNX's shape inference runs, which divides by
+// them (found by the ASan build of the mutation fuzz test: an opset-9 Conv with strides 0 ended
+// the process with SIGFPE inside the version converter's shape inference).
+TEST(OnnxImport, ZeroStridesAndDilationsAreRefusedBeforeShapeInference) {
+  for (const char* attribute : {"strides", "dilations", "kernel_shape"}) {
+    SCOPED_TRACE(attribute);
+    testing::OnnxProto m(9);
+    m.input("x", onnx::TensorProto::FLOAT, {1, 3, 8, 8});
+    m.weight("w", {4, 3, 3, 3});
+    std::vector<onnx::AttributeProto> attrs = {testing::attr_ints("kernel_shape", {3, 3})};
+    if (std::string(attribute) == "kernel_shape") {
+      attrs[0] = testing::attr_ints("kernel_shape", {3, 0});
+    } else {
+      attrs.push_back(testing::attr_ints(attribute, {1, 0}));
+    }
+    m.node("Conv", "conv", {"x", "w"}, attrs, {"y"});
+    m.output("y", onnx::TensorProto::FLOAT, {1, 4, 6, 6});
+    EXPECT_EQ(import_error(m.model(), batch(1)),
+              fmt::format("model.onnx: node 'conv' (Conv): attribute {}: 0 is not positive",
+                          attribute));
+  }
+}
+
 // An initializer without data is shape-only unless a dim is zero, however large its dims'
 // product (found by the onnx_external_data fuzzer: 2^32 · 2^32 wrapped to 0 and the tensor
 // was taken for an empty one, and 1161125198363750400 · 18 overflowed).
