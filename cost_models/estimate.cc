@@ -131,6 +131,12 @@ class LayerCostBuilder {
   const StateSpec* state_of(ValueId v) const {
     return spec_of_[v] >= 0 ? &specs_[spec_of_[v]] : nullptr;
   }
+  // A Cast of a parameter: its copy in the compute dtype.
+  bool is_parameter_copy(const Node& node) const {
+    if (node.op_type != "Cast" || node.inputs.empty() || node.inputs[0] == kNoId) return false;
+    const StateSpec* s = state_of(node.inputs[0]);
+    return s != nullptr && s->is_parameter;
+  }
   double node_seconds(NodeId n) const {
     if ((*compute_)[n] >= 0) return (*compute_)[n];
     return device_node_seconds(profile_, mesh_, g_, g_.node(n), 0);
@@ -309,6 +315,8 @@ void LayerCostBuilder::state_bytes() {
     shared.bytes = bytes;
     if (s.is_parameter) {
       c.parameter_bytes += bytes;
+      shared.elements = bytes / static_cast<double>(dtype_size(s.dtype));
+      c.parameter_elements += shared.elements;
     } else if (s.init == StateSpec::Init::kZeros) {
       c.gradient_bytes += bytes;
       shared.kind = SharedState::Kind::kGradient;
@@ -393,6 +401,8 @@ void LayerCostBuilder::values() {
       for (int32_t l = from; l < last_forward; ++l) forward_cut[l] += bytes;
       if (read_by_backward && written_[v] < 0) {
         (last_backward > from ? c.stash_later_bytes : c.stash_bytes) += bytes;
+        if (is_parameter_copy(producer))
+          (last_backward > from ? c.parameter_copy_later_bytes : c.parameter_copy_bytes) += bytes;
         full_work_.push_back(v);
         selective_work_.push_back(v);
       }
@@ -427,6 +437,8 @@ void LayerCostBuilder::recompute() {
         if (!kept[v] && written_[v] < 0) {
           kept[v] = true;
           costs_.layers[layer_[p]].selective_stash_bytes += bytes_of(g_.value(v));
+          if (is_parameter_copy(g_.node(p)))
+            costs_.layers[layer_[p]].selective_parameter_copy_bytes += bytes_of(g_.value(v));
         }
         return false;
       });
@@ -672,12 +684,17 @@ struct StageCost {
   double send_forward = 0, send_backward = 0;  // to the next stage / from it
   double stash = 0, forward_peak = 0, backward_out = 0, backward_peak = 0;
   double parameters = 0, gradients = 0, optimizer = 0;
+  double parameter_copies = 0, parameter_elements = 0;  // stashed copies; elements held
 };
 
 // One pipeline rank's sums over its chunks.
 struct RankCost {
   double forward = 0, backward = 0, compute = 0, tail = 0, update = 0;
   RoleMemory memory;
+  // For a framework's accounting: the stashed parameter copies (per microbatch over the
+  // rank's chunks), the parameter elements held, and the programs' peak without the backward's
+  // gradient outputs (a framework adds them into its gradient buffers as they come).
+  double parameter_copies = 0, parameter_elements = 0, framework_transient = 0;
 };
 
 // The layer ranges of the scheme's `stages` virtual stages (balanced by FLOPs where it names
@@ -729,6 +746,7 @@ std::vector<StageCost> stage_costs(const LayerCosts& costs, const Scheme& scheme
       st.forward_compute += c.forward_compute;
       st.forward += c.forward_compute + c.forward_comm;
       st.parameters += c.parameter_bytes;
+      st.parameter_elements += c.parameter_elements;
       st.gradients += c.gradient_bytes;
       st.optimizer += c.optimizer_bytes;
       st.forward_peak = std::max(st.forward_peak, c.forward_peak_bytes);
@@ -737,7 +755,12 @@ std::vector<StageCost> stage_costs(const LayerCosts& costs, const Scheme& scheme
       st.update += c.update_compute + c.update_comm;
       if (!full) {
         st.stash += selective ? c.selective_stash_bytes : c.stash_bytes;
-        if (!selective && l < last) st.stash += c.stash_later_bytes;
+        st.parameter_copies +=
+            selective ? c.selective_parameter_copy_bytes : c.parameter_copy_bytes;
+        if (!selective && l < last) {
+          st.stash += c.stash_later_bytes;
+          st.parameter_copies += c.parameter_copy_later_bytes;
+        }
       }
     }
     // The backward walks the layers in reverse; reductions queue on the communication
@@ -789,6 +812,9 @@ std::vector<RankCost> rank_costs(const LayerCosts& costs, const std::vector<Stag
     r.memory.stash_bytes += st.stash;
     r.memory.transient_bytes =
         std::max({r.memory.transient_bytes, st.forward_peak, st.backward_out + st.backward_peak});
+    r.parameter_copies += st.parameter_copies;
+    r.parameter_elements += st.parameter_elements;
+    r.framework_transient = std::max({r.framework_transient, st.forward_peak, st.backward_peak});
   }
 
   // Shared state on the ranks other than its first layer's.
@@ -804,6 +830,7 @@ std::vector<RankCost> rank_costs(const LayerCosts& costs, const std::vector<Stag
       if (held[r]) continue;
       held[r] = true;
       RoleMemory& m = rank[r].memory;
+      rank[r].parameter_elements += shared.elements;
       (shared.kind == SharedState::Kind::kParameter  ? m.parameter_bytes
        : shared.kind == SharedState::Kind::kGradient ? m.gradient_bytes
                                                      : m.optimizer_bytes) += shared.bytes;
@@ -813,17 +840,70 @@ std::vector<RankCost> rank_costs(const LayerCosts& costs, const std::vector<Stag
   return rank;
 }
 
+// A training rank's memory as the framework of `policy` holds it, from autopar's own: the
+// state by the bytes per parameter the framework keeps (Megatron-LM's "18 bytes per parameter"
+// with mixed precision and Adam, 6 + 12/d with its distributed optimizer; DeepSpeed's ZeRO
+// stages; PyTorch FSDP's sharded fp32 parameters and gradients), the stash without the
+// half-precision weight copies where the framework holds those once, and the programs' peaks
+// without the backward's gradient outputs, which it adds into its gradient buffers as they
+// come. The optimizer's slots are the plan's own (sharded by ZeRO as the frameworks shard them).
+void apply_framework(MemoryPolicy policy, const Scheme& scheme, const RankCost& rank,
+                     RoleMemory& memory) {
+  const int zero = scheme.dp() > 1 ? scheme.zero : 0;
+  const double d = static_cast<double>(scheme.dp());
+  const bool half = scheme.precision != Precision::kFp32;
+  // Elements of the parameters per device before ZeRO-3's dp sharding.
+  const double params = rank.parameter_elements * (zero == 3 ? d : 1.0);
+  const double weights = half ? 2.0 : 4.0;  // the weights the forward reads
+  const double master = half ? 4.0 : 0.0;   // fp32 master weights beside them
+  const double slots = memory.optimizer_bytes;
+  bool copies_stashed = false;
+  switch (policy) {
+    case MemoryPolicy::kAutopar:
+      return;
+    case MemoryPolicy::kMegatron:
+      memory.parameter_bytes = weights * params / (zero == 3 ? d : 1.0);
+      memory.gradient_bytes = 4.0 * params / (zero == 3 ? d : 1.0);  // fp32 main gradients
+      memory.optimizer_bytes = slots + master * params / (zero >= 1 ? d : 1.0);
+      break;
+    case MemoryPolicy::kDeepSpeed: {
+      // fp16 gradients beside fp16 weights; BF16_Optimizer accumulates them in fp32.
+      const double gradient = scheme.precision == Precision::kFp16 ? 2.0 : 4.0;
+      memory.parameter_bytes = weights * params / (zero == 3 ? d : 1.0);
+      memory.gradient_bytes = gradient * params / (zero >= 2 ? d : 1.0);
+      memory.optimizer_bytes = slots + master * params / (zero >= 1 ? d : 1.0);
+      break;
+    }
+    case MemoryPolicy::kFsdp:
+      // fp32 parameters (the master weights), sharded from SHARD_GRAD_OP on; that one keeps the
+      // gathered compute-dtype weights from forward to backward. Below FULL_SHARD autocast's
+      // weight copies are saved for the backward per microbatch.
+      memory.parameter_bytes =
+          4.0 * params / (zero >= 2 ? d : 1.0) + (zero == 2 && half ? weights * params : 0.0);
+      memory.gradient_bytes = 4.0 * params / (zero >= 2 ? d : 1.0);
+      memory.optimizer_bytes = slots;
+      copies_stashed = zero < 3;
+      break;
+  }
+  if (!copies_stashed)
+    memory.stash_bytes = std::max(0.0, memory.stash_bytes - rank.parameter_copies);
+  memory.transient_bytes = rank.framework_transient;
+}
+
 // Each rank's memory: its state, and its activations as its schedule keeps microbatches in
-// flight; a rank over the device's memory makes the scheme infeasible.
+// flight, as the scheme's memory policy (or the profile's) holds them; a rank over the
+// device's memory makes the scheme infeasible.
 void add_memory(Estimate& e, const LayerCosts& costs, const Scheme& scheme,
                 const std::vector<RankCost>& rank, const HardwareProfile& profile) {
   const int64_t p = scheme.pp();
   const int64_t v = scheme.schedule == PipelineSchedule::kInterleaved ? scheme.chunks : 1;
   const int64_t m = scheme.microbatches();
   const double reserve = profile.device.reserved_bytes;
+  const MemoryPolicy policy = scheme.memory_policy.value_or(profile.memory_policy);
   for (int64_t r = 0; r < p; ++r) {
     RoleMemory memory = rank[r].memory;
     if (costs.training) {
+      apply_framework(policy, scheme, rank[r], memory);
       memory.in_flight = in_flight(scheme.schedule, r, p, v, m);
       const double stash = v > 1 ? memory.stash_bytes / static_cast<double>(v) : memory.stash_bytes;
       memory.activation_bytes =

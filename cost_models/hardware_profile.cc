@@ -262,6 +262,14 @@ StatusOr<HardwareProfile> parse_hardware_profile(std::string_view yaml, std::str
   const YAML::Node device = root["device"];
   if (!device || !device.IsMap()) return r.fail("device", "missing");
   RETURN_IF_ERROR(parse_device(r, device, p));
+  if (const YAML::Node policy = root["memory_policy"]) {
+    const auto named = policy.IsScalar() ? memory_policy_named(policy.Scalar()) : std::nullopt;
+    if (!named) {
+      return r.fail("memory_policy", "'{}' is not one of autopar, megatron, deepspeed, fsdp",
+                    policy.IsScalar() ? policy.Scalar() : std::string("?"));
+    }
+    p.memory_policy = *named;
+  }
   const YAML::Node topology = root["topology"];
   if (!topology || !topology.IsMap()) return r.fail("topology", "missing");
   RETURN_IF_ERROR(parse_topology(r, topology, p));

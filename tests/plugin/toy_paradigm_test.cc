@@ -93,7 +93,7 @@ TEST(ToyParadigm, OwnsItsFieldsErrors) {
   // A field no paradigm owns is still refused, and the message lists the registered ones.
   EXPECT_EQ(parse_scheme("replicate_first: true\n", "s").status().message(),
             "s: replicate_first: unknown field (known: mesh, devices, batch, tensor, zero, "
-            "pipeline, recompute, precision, replicate_last)");
+            "memory_policy, pipeline, recompute, precision, replicate_last)");
 }
 
 }  // namespace

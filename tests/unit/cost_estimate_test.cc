@@ -294,3 +294,115 @@ TEST(CollapseLayers, EstimateMatchesTheWholeModel) {
 
 }  // namespace
 }  // namespace autopar
+
+namespace autopar {
+namespace {
+
+// The copies of a layer's weights in the compute dtype are known apart from its activations:
+// 2 bytes per weight element (the closed form above counts them), which a framework holding
+// half-precision weights keeps once, with its state.
+TEST(ClosedForm, WeightCopiesAreKnownApart) {
+  ZooOptions zoo;
+  zoo.with_weights = false;
+  zoo.batch = 2;
+  auto model = build_zoo_model("gpt-tiny", zoo);
+  ASSERT_TRUE(model.is_ok());
+  auto scheme = parse_scheme("batch: {global: 2, micro: 2}\nprecision: bf16\n", "scheme");
+  ASSERT_TRUE(scheme.is_ok());
+  auto lowered = lower_to_spmd(*model, *scheme, training_options(*model));
+  ASSERT_TRUE(lowered.is_ok()) << lowered.status().message();
+  const LayerCosts costs = layer_costs_of(*lowered, *model, *scheme, fixture_profile());
+  double weights = 0;
+  for (ValueId p : model->parameters()) {
+    const Value& v = model->value(p);
+    if (v.name.rfind("h.1.", 0) == 0 && v.name.find("weight") != std::string::npos)
+      weights += static_cast<double>(v.shape.num_elements());
+  }
+  const LayerCost& layer = costs.layers[1];
+  EXPECT_EQ(layer.parameter_copy_bytes + layer.parameter_copy_later_bytes, 2 * weights);
+}
+
+// Korthikanti et al. 2022, table 2: a transformer layer under Megatron's tensor parallelism
+// over t devices stashes s·b·h·(10 + 24/t + 5·a·s/(h·t)) bytes of half-precision activations.
+// The zoo's GPT has no dropout, so its count is derived without the three dropout masks
+// (s·b·h, s·b·h, a·s²·b/t) and the attention dropout's output (2·a·s²·b/t):
+//   replicated: the two norms' inputs (2·2·s·b·h), their outputs, read by the QKV and first MLP
+//     projections (2·2·s·b·h): 8·s·b·h;
+//   split over t: Q and K (4·s·b·h), V (2·s·b·h), the attention output read by its projection
+//     (2·s·b·h), the GELU's input and output (8·s·b·h each): 24·s·b·h/t; the softmax output,
+//     read by its product with V and its own gradient: 2·a·s²·b/t.
+// On GPT-3 175B's hidden size and heads (h 12288, a 96, s 2048, b 1, t 8) under fp16.
+TEST(ClosedForm, MegatronLayerStashAtGpt3Scale) {
+  ZooOptions zoo;
+  zoo.with_weights = false;
+  zoo.batch = 1;
+  zoo.layers = 3;
+  zoo.hidden = 12288;
+  zoo.heads = 96;
+  zoo.seq = 2048;
+  zoo.vocab = 51200;
+  auto model = build_zoo_model("gpt", zoo);
+  ASSERT_TRUE(model.is_ok()) << model.status().message();
+  auto scheme = parse_scheme(
+      "mesh: {tp: 8}\nbatch: {global: 1, micro: 1}\ntensor: megatron\nprecision: fp16\n", "s");
+  ASSERT_TRUE(scheme.is_ok());
+  LoweringOptions options = training_options(*model);
+  options.shapes_only = true;
+  auto lowered = lower_to_spmd(*model, *scheme, options);
+  ASSERT_TRUE(lowered.is_ok()) << lowered.status().message();
+  auto profile =
+      read_hardware_profile("dgx-a100-80g", std::string(AUTOPAR_SOURCE_DIR) + "/configs/hw");
+  ASSERT_TRUE(profile.is_ok());
+  const LayerCosts costs = layer_costs_of(*lowered, *model, *scheme, *profile);
+  const double s = 2048, b = 1, h = 12288, a = 96, t = 8;
+  const double expected = 8 * s * b * h + 24 * s * b * h / t + 2 * a * s * s * b / t;
+  const LayerCost& layer = costs.layers[1];
+  const double activations = layer.stash_bytes + layer.stash_later_bytes -
+                             layer.parameter_copy_bytes - layer.parameter_copy_later_bytes;
+  EXPECT_NEAR(activations / expected, 1.0, 0.02) << activations << " vs " << expected;
+  // The paper's formula exceeds this by the dropout terms alone.
+  const double paper = s * b * h * (10 + 24 / t + 5 * a * s / (h * t));
+  EXPECT_NEAR(paper - expected, 2 * s * b * h + 3 * a * s * s * b / t, 1.0);
+}
+
+// State per device as each framework holds it (bytes per parameter P over d replicas, Adam,
+// bf16): Megatron-LM 18 (2 weights + 4 main gradients + 4 master + 8 Adam), with its
+// distributed optimizer (ZeRO 1) 6 + 12/d; DeepSpeed ZeRO 2 with BF16_Optimizer 2 + 16/d;
+// PyTorch FSDP FULL_SHARD 16/d; autopar's own runtime fp32 weights and Adam, 12 (one
+// microbatch per replica: no gradient accumulators).
+TEST(MemoryPolicy, StateBytesPerParameter) {
+  const ModelAt model_at = zoo_at("gpt-tiny");
+  auto model = model_at(4);
+  ASSERT_TRUE(model.is_ok());
+  auto count = zoo_parameter_count("gpt-tiny", ZooOptions{});
+  ASSERT_TRUE(count.is_ok());
+  const double p = static_cast<double>(*count), d = 2;
+  Estimator estimator(model_at, training_options(*model), fixture_profile());
+  struct Expect {
+    const char* fields;
+    double bytes_per_parameter;
+  };
+  const Expect cases[] = {{"memory_policy: megatron\nzero: 0", 18},
+                          {"memory_policy: megatron\nzero: 1", 6 + 12 / d},
+                          {"memory_policy: deepspeed\nzero: 2", 2 + 16 / d},
+                          {"memory_policy: fsdp\nzero: 3", 16 / d},
+                          {"memory_policy: autopar\nzero: 0", 12}};
+  for (const Expect& c : cases) {
+    SCOPED_TRACE(c.fields);
+    auto scheme = parse_scheme(
+        fmt::format("mesh: {{dp: 2}}\nbatch: {{global: 4, micro: 2}}\nprecision: bf16\n{}\n",
+                    c.fields),
+        "s");
+    ASSERT_TRUE(scheme.is_ok()) << scheme.status().message();
+    auto e = estimator.estimate(*scheme);
+    ASSERT_TRUE(e.is_ok()) << e.status().message();
+    const RoleMemory& m = e->memory[0];
+    const double state = m.parameter_bytes + m.gradient_bytes + m.optimizer_bytes;
+    const double expected = c.bytes_per_parameter * p;
+    // The optimizer's step counts (one scalar per parameter tensor) come on top.
+    EXPECT_NEAR(state, expected, 4.0 * 64) << state / p << " bytes per parameter";
+  }
+}
+
+}  // namespace
+}  // namespace autopar

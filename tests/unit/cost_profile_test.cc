@@ -113,6 +113,8 @@ TEST(HardwareProfile, ErrorsNameTheField) {
             "p.yaml: device.collective_overhead_s: 0 must be positive");
   EXPECT_EQ(with("reserved_bytes: 2e9", "reserved_bytes: 2e9\n  free_views: often"),
             "p.yaml: device.free_views: expected true or false");
+  EXPECT_EQ(with("name: fixture", "name: fixture\nmemory_policy: nemo"),
+            "p.yaml: memory_policy: 'nemo' is not one of autopar, megatron, deepspeed, fsdp");
   // All optional: a GPU profile leaves them out (no per-program cost, NCCL's own streams).
   auto p = parse_hardware_profile(kFixture, "p.yaml");
   ASSERT_TRUE(p.is_ok());
@@ -361,6 +363,16 @@ TEST(ShippedProfiles, HgxH200HasTheH100ComputeAndMoreMemory) {
 TEST(ShippedProfiles, GpuFrameworksRunViewsWithoutKernels) {
   for (const char* name : {"dgx-a100-80g", "dgx-h100", "hgx-h200"})
     EXPECT_TRUE(shipped(name).device.free_views) << name;
+}
+
+// The GPU profiles price memory as Megatron-LM holds it; the fixture (and any profile that
+// says nothing) as autopar's runtime does.
+TEST(ShippedProfiles, GpuProfilesHoldMemoryAsMegatronDoes) {
+  for (const char* name : {"dgx-a100-80g", "dgx-h100", "hgx-h200"})
+    EXPECT_EQ(shipped(name).memory_policy, MemoryPolicy::kMegatron) << name;
+  auto fixture = parse_hardware_profile(kFixture, "fixture.yaml");
+  ASSERT_TRUE(fixture.is_ok());
+  EXPECT_EQ(fixture->memory_policy, MemoryPolicy::kAutopar);
 }
 
 TEST(ShippedProfiles, EveryProfileLeavesMostMemoryToThePlan) {

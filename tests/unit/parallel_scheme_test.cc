@@ -91,9 +91,11 @@ TEST(Scheme, Errors) {
   EXPECT_EQ(error_of("mesh: {dp: 0}"),
             "s.yaml: mesh: mesh axis 'dp' has size 0 (must be at least 1)");
   EXPECT_EQ(error_of("mesh: {dp: two}"), "s.yaml: mesh.dp: 'two' is not an integer");
+  EXPECT_EQ(error_of("memory_policy: nemo"),
+            "s.yaml: memory_policy: 'nemo' is not one of autopar, megatron, deepspeed, fsdp");
   EXPECT_EQ(error_of("meshes: {dp: 2}"),
-            "s.yaml: meshes: unknown field (known: mesh, devices, batch, tensor, zero, pipeline, "
-            "recompute, precision)");
+            "s.yaml: meshes: unknown field (known: mesh, devices, batch, tensor, zero, "
+            "memory_policy, pipeline, recompute, precision)");
   EXPECT_EQ(error_of("mesh: {pp: 2}\npipeline: {stages: [[0, 1], [3, 4]]}"),
             "s.yaml: pipeline.stages[1]: [3, 4] must start at layer 2 and not end before it");
   EXPECT_EQ(error_of("mesh: {pp: 2}\npipeline: {stages: [[0, 3]]}"),

@@ -35,10 +35,15 @@ struct LayerCost {
   double full_compute = 0, full_comm = 0, selective_compute = 0;
 
   double parameter_bytes = 0, gradient_bytes = 0, optimizer_bytes = 0;
+  double parameter_elements = 0;  // the parameters' elements this device holds (its shards)
   // Forward values kept for the backward, one microbatch: those the layer's own backward
   // reads, those a later layer's backward reads (the residual stream), and what recompute
   // selective keeps instead (outputs of kept ops); recompute full keeps what a rank receives.
   double stash_bytes = 0, stash_later_bytes = 0, selective_stash_bytes = 0;
+  // The part of each that is parameters cast to the compute dtype: a framework holding
+  // half-precision weights keeps them once, with its state, not per microbatch.
+  double parameter_copy_bytes = 0, parameter_copy_later_bytes = 0;
+  double selective_parameter_copy_bytes = 0;
   double forward_peak_bytes = 0;   // the layer's own forward values alive at once
   double backward_peak_bytes = 0;  // the same in its backward
   double backward_out_bytes = 0;   // backward values the update reads (gradients)
@@ -55,6 +60,7 @@ struct LayerCost {
 struct SharedState {
   std::vector<int32_t> layers;  // sorted; the first one's LayerCost counts it already
   double bytes = 0;
+  double elements = 0;  // of a parameter
   enum class Kind : uint8_t { kParameter, kGradient, kOptimizer } kind = Kind::kParameter;
 };
 

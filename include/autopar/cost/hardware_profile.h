@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "autopar/ir/dtype.h"
+#include "autopar/parallel/memory_policy.h"
 #include "autopar/support/status.h"
 
 namespace autopar {
@@ -104,6 +105,9 @@ struct HardwareProfile {
   int64_t devices_per_node = 1;
   std::vector<Tier> tiers;  // innermost first
   int64_t nodes = 1;        // a cluster of this many nodes (--nodes)
+  // Whose memory accounting the estimate follows on this machine (a scheme may name its own):
+  // autopar's runtime unless the profile says which framework its users run.
+  MemoryPolicy memory_policy = MemoryPolicy::kAutopar;
 
   int64_t num_devices() const { return devices_per_node * nodes; }
   // The innermost tier whose groups hold every device of `group` (device ids, nodes of

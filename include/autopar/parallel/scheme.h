@@ -11,6 +11,7 @@
 
 #include "autopar/ir/graph.h"
 #include "autopar/parallel/device_mesh.h"
+#include "autopar/parallel/memory_policy.h"
 #include "autopar/support/status.h"
 
 namespace autopar {
@@ -47,6 +48,8 @@ struct Scheme {
   int zero = 0;  // 0..3
   Recompute recompute = Recompute::kNone;
   Precision precision = Precision::kFp32;
+  // The memory policy the scheme is priced under; unset: the hardware profile's.
+  std::optional<MemoryPolicy> memory_policy;
   // Fields of paradigms without a parse function of their own (Paradigm::parse), as a
   // registered paradigm may be: field name → its value's YAML text, read and checked by the
   // paradigm's configure.

@@ -3,6 +3,28 @@
 // their storage layout (stages 1, 2) or stay shards that every use gathers (3).
 #include "paradigms.h"
 
+namespace autopar {
+namespace {
+
+const std::initializer_list<std::pair<const char*, MemoryPolicy>> kMemoryPolicies = {
+    {"autopar", MemoryPolicy::kAutopar},
+    {"megatron", MemoryPolicy::kMegatron},
+    {"deepspeed", MemoryPolicy::kDeepSpeed},
+    {"fsdp", MemoryPolicy::kFsdp}};
+
+}  // namespace
+
+const char* memory_policy_name(MemoryPolicy policy) { return name_of(policy, kMemoryPolicies); }
+
+std::optional<MemoryPolicy> memory_policy_named(std::string_view name) {
+  for (const auto& [n, policy] : kMemoryPolicies) {
+    if (name == n) return policy;
+  }
+  return std::nullopt;
+}
+
+}  // namespace autopar
+
 namespace autopar::paradigm_files {
 
 Status configure_zero(const Scheme& scheme, const Graph&, int32_t, LoweringPolicy& policy) {
@@ -11,6 +33,9 @@ Status configure_zero(const Scheme& scheme, const Graph&, int32_t, LoweringPolic
 }
 
 Status parse_zero(const YAML::Node& root, const SchemeReader& r, Scheme& s) {
+  if (const YAML::Node policy = root["memory_policy"]) {
+    ASSIGN_OR_RETURN(s.memory_policy, r.choice(policy, "memory_policy", kMemoryPolicies));
+  }
   const YAML::Node zero = root["zero"];
   if (!zero) return Status::ok();
   ASSIGN_OR_RETURN(int64_t stage, r.integer(zero, "zero"));

@@ -1,0 +1,20 @@
+// The memory policy of a plan: whose accounting of state and activations its memory follows.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace autopar {
+
+// Who holds a plan's state and activations when it runs, and so how much memory they take:
+// autopar's own runtime (as its plans are written), or a framework running the scheme:
+// Megatron-LM (half-precision weights, fp32 main gradients, fp32 master weights and Adam; ZeRO
+// 1 and 2 as its distributed optimizer, 3 as its FSDP), DeepSpeed (ZeRO 0-3) or PyTorch FSDP
+// (ZeRO 3 FULL_SHARD, 2 SHARD_GRAD_OP, 0 DDP with autocast).
+enum class MemoryPolicy : uint8_t { kAutopar, kMegatron, kDeepSpeed, kFsdp };
+const char* memory_policy_name(MemoryPolicy policy);
+// The policy of a name (autopar, megatron, deepspeed, fsdp); nullopt for any other.
+std::optional<MemoryPolicy> memory_policy_named(std::string_view name);
+
+}  // namespace autopar
