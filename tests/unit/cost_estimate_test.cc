@@ -363,6 +363,22 @@ TEST(ClosedForm, MegatronLayerStashAtGpt3Scale) {
   // The paper's formula exceeds this by the dropout terms alone.
   const double paper = s * b * h * (10 + 24 / t + 5 * a * s / (h * t));
   EXPECT_NEAR(paper - expected, 2 * s * b * h + 3 * a * s * s * b / t, 1.0);
+
+  // Megatron-SP: the norms' inputs (the residual stream) are sequence shards, 2·2·s·b·h/t; the
+  // projections read their inputs gathered, 2·2·s·b·h (Megatron-LM keeps the shards and
+  // gathers them again in the backward, 2·2·s·b·h/t: the paper's 34/t, less its dropout).
+  auto sp_scheme = parse_scheme(
+      "mesh: {tp: 8}\nbatch: {global: 1, micro: 1}\ntensor: megatron-sp\nprecision: fp16\n", "s");
+  ASSERT_TRUE(sp_scheme.is_ok());
+  auto sp = lower_to_spmd(*model, *sp_scheme, options);
+  ASSERT_TRUE(sp.is_ok()) << sp.status().message();
+  const LayerCosts sp_costs = layer_costs_of(*sp, *model, *sp_scheme, *profile);
+  const LayerCost& sp_layer = sp_costs.layers[1];
+  const double sp_activations = sp_layer.stash_bytes + sp_layer.stash_later_bytes -
+                                sp_layer.parameter_copy_bytes - sp_layer.parameter_copy_later_bytes;
+  const double sp_expected =
+      4 * s * b * h / t + 4 * s * b * h + 24 * s * b * h / t + 2 * a * s * s * b / t;
+  EXPECT_NEAR(sp_activations / sp_expected, 1.0, 0.02) << sp_activations << " vs " << sp_expected;
 }
 
 // State per device as each framework holds it (bytes per parameter P over d replicas, Adam,

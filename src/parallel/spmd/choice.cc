@@ -198,9 +198,37 @@ Status Spmd::lower_node(NodeId id) {
     return cost + pricing_.compute(id, static_cast<double>(own->degree[k])) +
            storage_cost(node, s) + constant_split_cost(node, s);
   };
+  // Megatron-SP's recipe: the forward's norms run on sequence shards over tp, and the
+  // projections (and their gradients' products with the weights) on their parameter shards,
+  // gathering the sequence first, never sequence-split on a whole parameter.
+  const bool sp_recipe = policy_.tp_activations == SpmdPolicy::TpActivations::kReduceScatter &&
+                         node.phase != Phase::kOptimizer;
+  bool weighted = false;
+  if (sp_recipe && node.domain.empty() &&
+      (node.op_type == "MatMul" || node.op_type == "Gemm" || node.op_type == "Conv" ||
+       node.op_type == "ConvTranspose")) {
+    for (ValueId in : node.inputs) weighted = weighted || (in != kNoId && is_weight(in));
+  }
+  const bool sequence_norm = sp_recipe && node.phase == Phase::kForward && node.domain.empty() &&
+                             node.op_type == "LayerNormalization" && !node.outputs.empty() &&
+                             node.outputs[0] != kNoId &&
+                             attribute_dim(src_.value(node.outputs[0])) >= 0;
+  auto recipe_allows = [&](const OpStrategy& s) {
+    if (sequence_norm && (s.outputs.empty() ||
+                          s.outputs[0].dim_of("tp") != attribute_dim(src_.value(node.outputs[0]))))
+      return false;
+    if (!weighted) return true;
+    bool activation_split = false, weight_split = false;
+    for (size_t i = 0; i < s.inputs.size() && i < node.inputs.size(); ++i) {
+      if (node.inputs[i] == kNoId || !s.inputs[i].uses("tp")) continue;
+      (is_weight(node.inputs[i]) ? weight_split : activation_split) = true;
+    }
+    return !activation_split || weight_split;
+  };
   const Choice* best = nullptr;
   double best_cost = kInfinite;
   for (const Choice& c : candidates) {
+    if (sp_recipe && !recipe_allows(*c.strategy)) continue;
     const double cost = c.own >= 0 ? own_cost(c.own) : strategy_cost(id, *c.strategy);
     if (cost < best_cost) {
       best_cost = cost;

@@ -92,14 +92,26 @@ double Spmd::step_cost(const ReshardStep& step, ValueId v, const Layout& from, c
   // (The update slices whole values onto its state's shards: that is no activation.)
   const bool update_slice =
       step.kind == ReshardStep::Kind::kSlice && consumer.phase == Phase::kOptimizer;
-  if (over_tp && !constant && !update_slice &&
+  // (Megatron-SP's backward reshards as it must: its projections keep to their parameter
+  // shards by the strategy choice, and a gradient may take any split, as an embedding's
+  // scatter into its table's shard needs.)
+  const bool sp_backward = policy_.tp_activations == SpmdPolicy::TpActivations::kReduceScatter &&
+                           consumer.phase == Phase::kBackward;
+  // Nor does it move a parameter between tp shards: its products with the weights use them as
+  // the forward stores them.
+  if (over_tp && sp_backward && is_weight(v)) return kInfinite;
+  if (over_tp && !constant && !update_slice && !sp_backward &&
       policy_.tp_activations != SpmdPolicy::TpActivations::kAny && !is_weight(v)) {
-    // Megatron-SP enters a sequence-parallel region only by reduce-scattering a row
-    // projection's sum onto the sequence ([batch, seq, hidden]) or the image rows; slicing a
-    // whole activation there would let the matmuls run sequence-split instead of on their
-    // parameter shards.
+    // Megatron-SP enters a sequence-parallel region by reduce-scattering a row projection's
+    // sum onto the sequence ([batch, seq, hidden]) or the image rows, or by slicing a whole
+    // activation (or moving another split) onto it, as Megatron-LM scatters the embeddings'
+    // output, so that the residual stream and its norms run on shards. (The projections still
+    // run on their parameter shards: the strategy choice gathers their inputs.)
+    const int64_t onto = step.kind == ReshardStep::Kind::kAllToAll ? step.to_dim : step.dim;
     const bool onto_sequence =
-        step.kind == ReshardStep::Kind::kReduceScatter && step.dim == attribute_dim(value);
+        (step.kind == ReshardStep::Kind::kReduceScatter || step.kind == ReshardStep::Kind::kSlice ||
+         step.kind == ReshardStep::Kind::kAllToAll) &&
+        onto == attribute_dim(value);
     if (step.kind != ReshardStep::Kind::kAllGather && step.kind != ReshardStep::Kind::kAllReduce &&
         (policy_.tp_activations == SpmdPolicy::TpActivations::kFromParameters || !onto_sequence)) {
       return kInfinite;
@@ -141,6 +153,11 @@ double Spmd::step_cost(const ReshardStep& step, ValueId v, const Layout& from, c
     // the split (state in its storage layout: the update runs where its state lives); for
     // activations it stands for the gather that a later consumer will need to undo it.
     case ReshardStep::Kind::kSlice:
+      // Megatron-SP's scatter onto the sequence is local; what gathers it again is priced
+      // where that happens (before the next column projection).
+      if (over_tp && policy_.tp_activations == SpmdPolicy::TpActivations::kReduceScatter &&
+          step.dim == attribute_dim(value))
+        break;
       if (!constant && !aligned_update(v, want, consumer))
         cost += pricing_.collective(Collective::kAllGather, bytes, axis);
       break;
