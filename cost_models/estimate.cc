@@ -876,10 +876,10 @@ void apply_framework(MemoryPolicy policy, const Scheme& scheme, const RankCost& 
     }
     case MemoryPolicy::kFsdp:
       // fp32 parameters (the master weights), sharded from SHARD_GRAD_OP on; that one keeps the
-      // gathered compute-dtype weights from forward to backward. Below FULL_SHARD autocast's
-      // weight copies are saved for the backward per microbatch.
+      // gathered weights (in the compute dtype) from forward to backward. Below FULL_SHARD
+      // autocast's weight copies are saved for the backward per microbatch.
       memory.parameter_bytes =
-          4.0 * params / (zero >= 2 ? d : 1.0) + (zero == 2 && half ? weights * params : 0.0);
+          4.0 * params / (zero >= 2 ? d : 1.0) + (zero == 2 ? weights * params : 0.0);
       memory.gradient_bytes = 4.0 * params / (zero >= 2 ? d : 1.0);
       memory.optimizer_bytes = slots;
       copies_stashed = zero < 3;

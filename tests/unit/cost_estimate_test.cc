@@ -384,7 +384,8 @@ TEST(ClosedForm, MegatronLayerStashAtGpt3Scale) {
 // State per device as each framework holds it (bytes per parameter P over d replicas, Adam,
 // bf16): Megatron-LM 18 (2 weights + 4 main gradients + 4 master + 8 Adam), with its
 // distributed optimizer (ZeRO 1) 6 + 12/d; DeepSpeed ZeRO 2 with BF16_Optimizer 2 + 16/d;
-// PyTorch FSDP FULL_SHARD 16/d; autopar's own runtime fp32 weights and Adam, 12 (one
+// PyTorch FSDP FULL_SHARD 16/d, SHARD_GRAD_OP 2 + 16/d (the gathered bf16 weights kept from
+// forward to backward); autopar's own runtime fp32 weights and Adam, 12 (one
 // microbatch per replica: no gradient accumulators).
 TEST(MemoryPolicy, StateBytesPerParameter) {
   const ModelAt model_at = zoo_at("gpt-tiny");
@@ -402,6 +403,7 @@ TEST(MemoryPolicy, StateBytesPerParameter) {
                           {"memory_policy: megatron\nzero: 1", 6 + 12 / d},
                           {"memory_policy: deepspeed\nzero: 2", 2 + 16 / d},
                           {"memory_policy: fsdp\nzero: 3", 16 / d},
+                          {"memory_policy: fsdp\nzero: 2", 2 + 16 / d},
                           {"memory_policy: autopar\nzero: 0", 12}};
   for (const Expect& c : cases) {
     SCOPED_TRACE(c.fields);
