@@ -14,6 +14,8 @@ namespace autopar {
 namespace {
 
 const std::vector<std::string> kFileFields = {"publication", "runs"};
+// Clusters beyond this many nodes are no published run (and their device counts overflow).
+constexpr int64_t kMaxNodes = 1'000'000;
 const std::vector<std::string> kRunFields = {"name",  "source", "model",     "hw",
                                              "nodes", "scheme", "published", "assumed"};
 const std::vector<std::string> kModelFields = {"zoo",   "layers", "hidden", "heads",  "seq",
@@ -194,6 +196,8 @@ StatusOr<ValidationRun> read_run(const YAML::Node& node, const std::string& sour
   RETURN_IF_ERROR(read_model(node["model"], source, g.path("model"), run));
   ASSIGN_OR_RETURN(run.hw, g.text("hw"));
   ASSIGN_OR_RETURN(run.nodes, g.count("nodes"));
+  if (run.nodes > kMaxNodes)
+    return g.fail("nodes", fmt::format("{} is more than {}", run.nodes, kMaxNodes));
   if (!node["scheme"] || !node["scheme"].IsMap())
     return g.fail("scheme", "expected a scheme mapping");
   YAML::Emitter emitter;

@@ -185,6 +185,7 @@ int main(int argc, char** argv) {
     corpus.add_files("hardware_profile", "tests/data/hw", ".yaml");
     corpus.add_files("regress_suite", "configs/regress", ".yaml");
     corpus.add_files("regress_baseline", "bench/baselines", ".json");
+    corpus.add_files("validation_suite", "configs/validation", ".yaml");
     corpus.report();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fuzz_seeds: %s\n", e.what());

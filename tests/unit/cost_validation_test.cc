@@ -157,6 +157,11 @@ TEST(Validation, ErrorsNameTheFileRunAndField) {
   expect_error(std::string(kModel) + "    scheme: {mesh: {dp: 3}, batch: {global: 8}}\n" +
                    "    published: {iteration_s: 1}\n",
                "v.yaml: runs[0] (r).scheme: batch.global: 8 is not divisible by dp = 3");
+  expect_error(
+      "    model: {zoo: gpt-tiny}\n    hw: dgx-a100-80g\n    nodes: 9000000000000000000\n"
+      "    scheme: {mesh: {dp: 2}, batch: {global: 8}}\n"
+      "    published: {iteration_s: 1}\n",
+      "v.yaml: runs[0] (r).nodes: 9000000000000000000 is more than 1000000");
   expect_error("    model: {zoo: llama, layers: 2}\n    hw: x\n    nodes: 1\n",
                "v.yaml: runs[0] (r).model.zoo: 'llama' is not a zoo model (autopar zoo --list)");
   expect_error(std::string(kModel) + "    scheme: {mesh: {dp: 2}, batch: {global: 8}}\n" +
