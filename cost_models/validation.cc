@@ -94,12 +94,6 @@ class Fields {
   std::string where_;
 };
 
-bool is_zoo_name(const std::string& name) {
-  const auto& entries = zoo_entries();
-  return std::any_of(entries.begin(), entries.end(),
-                     [&](const ZooEntry& e) { return e.name == name; });
-}
-
 Status read_model(const YAML::Node& node, const std::string& source, const std::string& where,
                   ValidationRun& run) {
   Fields f(node, source, where);

@@ -35,12 +35,6 @@ struct SuitePaths {
   }
 };
 
-bool is_zoo_name(const std::string& name) {
-  const auto& entries = zoo_entries();
-  return std::any_of(entries.begin(), entries.end(),
-                     [&](const ZooEntry& e) { return e.name == name; });
-}
-
 StatusOr<std::string> case_text(const YAML::Node& node, const std::string& suite,
                                 const std::string& field) {
   if (!node) return error("{}: {}: missing", suite, field);

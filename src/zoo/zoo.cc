@@ -369,6 +369,12 @@ const std::vector<ZooEntry>& zoo_entries() {
   return entries;
 }
 
+bool is_zoo_name(std::string_view name) {
+  const auto& entries = zoo_entries();
+  return std::any_of(entries.begin(), entries.end(),
+                     [&](const ZooEntry& e) { return e.name == name; });
+}
+
 StatusOr<int64_t> zoo_parameter_count(std::string_view name, const ZooOptions& options) {
   ASSIGN_OR_RETURN(Config config, resolve_config(name, options));
   return checked_parameter_count(name, config);

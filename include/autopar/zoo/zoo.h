@@ -42,6 +42,8 @@ struct ZooEntry {
 
 // Every preset and family, in a stable order.
 const std::vector<ZooEntry>& zoo_entries();
+// Whether `name` is one of them.
+bool is_zoo_name(std::string_view name);
 
 // Builds the named model. Errors (unknown name, heads not dividing hidden, ...) name the
 // option at fault.
