@@ -49,7 +49,11 @@ std::optional<OpClass> op_class_of(const Graph& g, const Node& n) {
   if (n.domain == kAutoparDomain) return std::nullopt;
   const std::string& op = n.op_type;
   if (n.domain == kTrainingDomain) {
-    return op == "LayerNormalizationGrad" ? OpClass::kNorm : OpClass::kElementwise;
+    // Row reductions are norms; the rest (GELU, SwiGLU, rotary embeddings, Adam) stream.
+    return op == "LayerNormalizationGrad" || op == "RMSNormalization" ||
+                   op == "RMSNormalizationGrad"
+               ? OpClass::kNorm
+               : OpClass::kElementwise;
   }
   if (op == "MatMul" || op == "Gemm") {
     // Attention multiplies two batched activations (scores, their weighted sum). A weight has

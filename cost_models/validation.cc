@@ -18,8 +18,9 @@ const std::vector<std::string> kFileFields = {"publication", "runs"};
 constexpr int64_t kMaxNodes = 1'000'000;
 const std::vector<std::string> kRunFields = {"name",  "source", "model",     "hw",
                                              "nodes", "scheme", "published", "assumed"};
-const std::vector<std::string> kModelFields = {"zoo",   "layers", "hidden", "heads",  "seq",
-                                               "vocab", "image",  "patch",  "classes"};
+const std::vector<std::string> kModelFields = {"zoo",      "layers", "hidden", "heads",
+                                               "kv_heads", "ffn",    "seq",    "vocab",
+                                               "image",    "patch",  "classes"};
 const std::vector<std::string> kPublishedFields = {"iteration_s",  "tflops_per_gpu", "mfu",
                                                    "tokens_per_s", "samples_per_s",  "flops",
                                                    "peak_tflops",  "memory_gib"};
@@ -104,7 +105,8 @@ Status read_model(const YAML::Node& node, const std::string& source, const std::
   }
   const std::pair<const char*, std::optional<int64_t> ZooOptions::*> dims[] = {
       {"layers", &ZooOptions::layers}, {"hidden", &ZooOptions::hidden},
-      {"heads", &ZooOptions::heads},   {"seq", &ZooOptions::seq},
+      {"heads", &ZooOptions::heads},   {"kv_heads", &ZooOptions::kv_heads},
+      {"ffn", &ZooOptions::ffn},       {"seq", &ZooOptions::seq},
       {"vocab", &ZooOptions::vocab},   {"image", &ZooOptions::image},
       {"patch", &ZooOptions::patch},   {"classes", &ZooOptions::classes}};
   for (const auto& dim : dims) {

@@ -141,7 +141,7 @@ void add_plans(Corpus& corpus, const fs::path& scratch) {
        "mesh: {pp: 2}\nbatch: {global: 4, micro: 1}\npipeline: {schedule: 1f1b}\n"
        "recompute: full\n"},
   };
-  auto given = cli::plan_source("", "adam", cli::DimFlags{});
+  auto given = cli::plan_source("", "", "adam", cli::DimFlags{});
   if (!given.is_ok()) throw std::runtime_error(given.status().message());
   int index = 0;
   for (const auto& [model, yaml] : plans) {

@@ -13,7 +13,8 @@
 namespace autopar {
 namespace {
 
-const std::vector<std::string> kCaseFields = {"name", "model", "hw", "nodes", "space", "batch"};
+const std::vector<std::string> kCaseFields = {"name",  "model", "hw", "nodes",
+                                              "space", "batch", "seq"};
 
 struct SuitePaths {
   std::string source;
@@ -74,6 +75,9 @@ StatusOr<SuiteCase> read_case(const YAML::Node& node, const SuitePaths& paths, s
   ASSIGN_OR_RETURN(c.nodes, case_count(node["nodes"], suite, where + ".nodes"));
   ASSIGN_OR_RETURN(c.space, case_text(node["space"], suite, where + ".space"));
   ASSIGN_OR_RETURN(c.batch, case_count(node["batch"], suite, where + ".batch"));
+  if (node["seq"]) {
+    ASSIGN_OR_RETURN(c.seq, case_count(node["seq"], suite, where + ".seq"));
+  }
 
   if (!is_zoo_name(c.model))
     return error("{}: {}.model: '{}' is not a zoo model (autopar zoo lists them)", suite, where,

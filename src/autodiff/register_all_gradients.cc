@@ -32,6 +32,46 @@ Status gelu_rule(GradientBuilder& b) {
   });
 }
 
+// RMSNormalization: dX and X̂ from one RMSNormalizationGrad; dScale = Σ dY·X̂ over the rows.
+Status rms_norm_rule(GradientBuilder& b) {
+  Attributes attrs;
+  for (const char* name : {"axis", "epsilon"}) {
+    if (const Attribute* a = b.node().attr(name)) attrs[name] = *a;
+  }
+  const std::vector<ValueId> fused = b.op_n("RMSNormalizationGrad", {b.GO(0), b.I(0), b.I(1)},
+                                            std::move(attrs), 2, kTrainingDomain);
+  RETURN_IF_ERROR(maybe_grad(b, 0, [&] { return fused[0]; }));
+  return maybe_grad(b, 1, [&] {
+    return b.unbroadcast(b.op("Mul", {b.GO(0), fused[1]}), b.dims(b.I(1)));
+  });
+}
+
+// RotaryEmbedding is a rotation per position: its gradient rotates back. The tables are
+// constants.
+Status rotary_rule(GradientBuilder& b) {
+  if (b.node().attr_int("inverse", 0) != 0)
+    return b.fail("an inverse RotaryEmbedding is not differentiated");
+  return maybe_grad(b, 0, [&] {
+    return b.op_n("RotaryEmbedding", {b.GO(0), b.I(1), b.I(2)}, {{"inverse", int64_t{1}}}, 1,
+                  kTrainingDomain)[0];
+  });
+}
+
+// SwiGLU: both gradients from one SwiGLUGrad.
+Status swiglu_rule(GradientBuilder& b) {
+  const std::vector<ValueId> fused =
+      b.op_n("SwiGLUGrad", {b.GO(0), b.I(0), b.I(1)}, {}, 2, kTrainingDomain);
+  RETURN_IF_ERROR(maybe_grad(b, 0, [&] { return fused[0]; }));
+  return maybe_grad(b, 1, [&] { return fused[1]; });
+}
+
+void add_training_gradient(OpRegistry& registry, std::string_view op_type, GradientFn rule) {
+  OpDef* def = registry.find_mutable(kTrainingDomain, op_type);  // ai.autopar.training
+  assert(def && def->gradient_kind == GradientKind::kUndeclared);
+  def->gradient_kind = GradientKind::kRule;
+  def->gradient = std::move(rule);
+}
+
 }  // namespace
 
 void register_all_gradients(OpRegistry& registry) {
@@ -41,10 +81,10 @@ void register_all_gradients(OpRegistry& registry) {
   register_conv_gradients(registry);           // Conv ConvTranspose pooling
   register_shape_gradients(registry);          // Reshape Transpose Slice Gather Pad ...
   register_reduce_gradients(registry);         // ReduceMean ReduceSum ReduceMax
-  OpDef* gelu = registry.find_mutable(kTrainingDomain, "Gelu");  // ai.autopar.training
-  assert(gelu && gelu->gradient_kind == GradientKind::kUndeclared);
-  gelu->gradient_kind = GradientKind::kRule;
-  gelu->gradient = gelu_rule;
+  add_training_gradient(registry, "Gelu", gelu_rule);
+  add_training_gradient(registry, "RMSNormalization", rms_norm_rule);
+  add_training_gradient(registry, "RotaryEmbedding", rotary_rule);
+  add_training_gradient(registry, "SwiGLU", swiglu_rule);
 }
 
 }  // namespace autopar

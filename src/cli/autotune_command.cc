@@ -218,7 +218,7 @@ Status run_autotune(const AutotuneFlags& f) {
   std::optional<tbb::global_control> threads;
   if (f.threads > 0)
     threads.emplace(tbb::global_control::max_allowed_parallelism, static_cast<size_t>(f.threads));
-  ASSIGN_OR_RETURN(PlanSource given, plan_source(f.loss, f.optimizer, f.dims));
+  ASSIGN_OR_RETURN(PlanSource given, plan_source(f.model, f.loss, f.optimizer, f.dims));
   if (f.top < 1) return error("--top {}: must be at least 1", f.top);
   if (f.simulate_top < 0) return error("--simulate-top {}: must be at least 0", f.simulate_top);
   if (f.measure_top < 0) return error("--measure-top {}: must be at least 0", f.measure_top);

@@ -17,20 +17,22 @@ namespace autopar::cli {
 // What a subcommand runs once its flags are parsed; a failed Status is a user error.
 using Command = std::function<Status()>;
 
-// --batch and --dim NAME=N, shared by every command that reads a model.
+// --batch, --seq and --dim NAME=N, shared by every command that reads a model.
 struct DimFlags {
   std::optional<int64_t> batch;
+  std::optional<int64_t> seq;  // a zoo model's sequence length (recorded as the dim "seq")
   std::vector<std::string> dims;
-  bool no_fusion = false;        // --no-fusion: keep written-out LayerNorms and GELUs
-  bool keep_constants = false;   // --keep-constants: Constant-node weights stay constant
+  bool no_fusion = false;       // --no-fusion: keep written-out LayerNorms and GELUs
+  bool keep_constants = false;  // --keep-constants: Constant-node weights stay constant
 
   void add_to(CLI::App& command, std::optional<int64_t> default_batch = std::nullopt);
   StatusOr<ImportOptions> import_options() const;
-  // Whether the user gave --batch or --dim (not just the default).
+  // Whether the user gave --batch, --seq or --dim (not just the default).
   bool given() const;
 
  private:
   CLI::Option* batch_option_ = nullptr;
+  CLI::Option* seq_option_ = nullptr;
   CLI::Option* dim_option_ = nullptr;
 };
 

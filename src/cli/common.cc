@@ -19,6 +19,24 @@ bool names_zoo_model(const std::string& model) {
                      [&](const ZooEntry& entry) { return entry.name == model; });
 }
 
+Status seq_on_file(const std::string& model) {
+  return error("--seq: {} is an ONNX file; bind its sequence dim with --dim NAME=N", model);
+}
+
+// A zoo model's options at the bound dims: --batch (or `default_batch`) and "seq" (--seq), the
+// only dims a zoo model has.
+StatusOr<ZooOptions> zoo_options(const ImportOptions& options, int64_t default_batch) {
+  ZooOptions zoo;
+  zoo.batch = options.batch.value_or(default_batch);
+  for (const auto& [name, n] : options.dims) {
+    if (name != kZooSeqDim)
+      return error("--dim {}={}: zoo models have only the batch and seq dims (use --batch, --seq)",
+                   name, n);
+    zoo.seq = n;
+  }
+  return zoo;
+}
+
 }  // namespace
 
 void DimFlags::add_to(CLI::App& command, std::optional<int64_t> default_batch) {
@@ -28,6 +46,9 @@ void DimFlags::add_to(CLI::App& command, std::optional<int64_t> default_batch) {
       "size bound to the model's batch dim (named batch, batch_size or N, or the "
       "leading dim of each input)" +
           (default_batch ? fmt::format("; default {}", *default_batch) : ""));
+  seq_option_ = command.add_option(
+      "--seq", seq,
+      "sequence length of a zoo model (gpt, llama, bert; an ONNX file's is bound with --dim)");
   dim_option_ =
       command.add_option("--dim", dims, "NAME=N: size bound to the symbolic dim NAME (repeatable)");
   command.add_flag("--no-fusion", no_fusion,
@@ -39,7 +60,8 @@ void DimFlags::add_to(CLI::App& command, std::optional<int64_t> default_batch) {
 }
 
 bool DimFlags::given() const {
-  return (batch_option_ && batch_option_->count() > 0) || (dim_option_ && dim_option_->count() > 0);
+  return (batch_option_ && batch_option_->count() > 0) ||
+         (seq_option_ && seq_option_->count() > 0) || (dim_option_ && dim_option_->count() > 0);
 }
 
 StatusOr<ImportOptions> DimFlags::import_options() const {
@@ -62,6 +84,11 @@ StatusOr<ImportOptions> DimFlags::import_options() const {
     if (!options.dims.emplace(name, value).second)
       return error("--dim {}: '{}' is bound twice", text, name);
   }
+  if (seq) {
+    if (*seq <= 0) return error("--seq {}: must be positive", *seq);
+    if (!options.dims.emplace(std::string(kZooSeqDim), *seq).second)
+      return error("--seq {}: the dim 'seq' is bound twice (by --dim)", *seq);
+  }
   return options;
 }
 
@@ -78,16 +105,14 @@ StatusOr<LoadedModel> load_model(const std::string& model, const DimFlags& dims)
   ASSIGN_OR_RETURN(ImportOptions options, dims.import_options());
   LoadedModel loaded;
   if (names_zoo_model(model)) {
-    if (!options.dims.empty())
-      return error("--dim: zoo models have only the batch dim (use --batch)");
-    ZooOptions zoo;
+    ASSIGN_OR_RETURN(ZooOptions zoo, zoo_options(options, 1));
     zoo.with_weights = false;
-    zoo.batch = options.batch.value_or(1);
     ASSIGN_OR_RETURN(loaded.graph, build_zoo_model(model, zoo));
     loaded.origin = "zoo model";
     loaded.import.layer_source = "zoo";
     return loaded;
   }
+  if (dims.seq) return seq_on_file(model);
   ASSIGN_OR_RETURN(loaded.graph, read_onnx_file(model, options, &loaded.import));
   loaded.origin = "ONNX file";
   return loaded;
@@ -145,13 +170,11 @@ StatusOr<OptimizerSpec> TrainingFlags::optimizer_spec() const {
 StatusOr<Graph> load_trainable_model(const std::string& model, const DimFlags& dims) {
   ASSIGN_OR_RETURN(ImportOptions options, dims.import_options());
   if (names_zoo_model(model)) {
-    if (!options.dims.empty())
-      return error("--dim: zoo models have only the batch dim (use --batch)");
-    ZooOptions zoo;
+    ASSIGN_OR_RETURN(ZooOptions zoo, zoo_options(options, 4));
     zoo.with_weights = true;
-    zoo.batch = options.batch.value_or(4);
     return build_zoo_model(model, zoo);
   }
+  if (dims.seq) return seq_on_file(model);
   return read_onnx_file(model, options);
 }
 

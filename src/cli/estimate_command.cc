@@ -24,7 +24,7 @@ struct EstimateFlags {
 
 Status run_estimate(const EstimateFlags& f) {
   ASSIGN_OR_RETURN(Scheme scheme, read_scheme_file(f.scheme));
-  ASSIGN_OR_RETURN(PlanSource given, plan_source(f.loss, f.optimizer, f.dims));
+  ASSIGN_OR_RETURN(PlanSource given, plan_source(f.model, f.loss, f.optimizer, f.dims));
   const int64_t devices = scheme.mesh.num_devices();
   ASSIGN_OR_RETURN(HardwareProfile profile, cluster_profile(f.hw, f.nodes, devices, "scheme"));
   ASSIGN_OR_RETURN(BuiltPlan resolved, resolve_model(f.model, scheme, given, f.scheme, false));

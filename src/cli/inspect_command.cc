@@ -62,7 +62,8 @@ nlohmann::json summary_json(const std::string& model, const Graph& graph, const 
       {"nodes_without_flops", s.nodes_without_flops},
       {"unsupported_ops", s.unsupported_ops},
       {"shape_only", s.shape_only},
-      {"layers", {{"count", s.layers.count}, {"source", loaded.import.layer_source}, {"kinds", kinds}}},
+      {"layers",
+       {{"count", s.layers.count}, {"source", loaded.import.layer_source}, {"kinds", kinds}}},
       {"inputs", values_json(graph, graph.inputs())},
       {"outputs", values_json(graph, graph.outputs())},
       {"folded_nodes", loaded.import.folded_nodes},
@@ -71,6 +72,9 @@ nlohmann::json summary_json(const std::string& model, const Graph& graph, const 
        {{"layer_norms", loaded.import.fusion.layer_norms},
         {"gelus", loaded.import.fusion.gelus},
         {"tanh_gelus", loaded.import.fusion.tanh_gelus},
+        {"rms_norms", loaded.import.fusion.rms_norms},
+        {"rotary_embeddings", loaded.import.fusion.rotaries},
+        {"swiglus", loaded.import.fusion.swiglus},
         {"raised_opset_from", loaded.import.fusion.raised_from
                                   ? nlohmann::json(loaded.import.fusion.raised_from)
                                   : nlohmann::json(nullptr)}}},
@@ -79,12 +83,11 @@ nlohmann::json summary_json(const std::string& model, const Graph& graph, const 
       {"upgraded_from_opset", loaded.import.upgraded_from_opset
                                   ? nlohmann::json(loaded.import.upgraded_from_opset)
                                   : nlohmann::json(nullptr)},
-      {"opset_conversion",
-       loaded.import.converted_from_opset
-           ? nlohmann::json{{"from", loaded.import.converted_from_opset},
-                            {"to", kOpsetConvertedTo},
-                            {"rewritten_nodes", loaded.import.converted_nodes}}
-           : nlohmann::json(nullptr)},
+      {"opset_conversion", loaded.import.converted_from_opset
+                               ? nlohmann::json{{"from", loaded.import.converted_from_opset},
+                                                {"to", kOpsetConvertedTo},
+                                                {"rewritten_nodes", loaded.import.converted_nodes}}
+                               : nlohmann::json(nullptr)},
   };
 }
 
@@ -101,28 +104,33 @@ void print_summary(const std::string& model, const Graph& graph, const ModelSumm
   }
   if (loaded.import.converted_from_opset) {
     fmt::print("opset        {} read as {} ({} node{} rewritten)\n",
-               loaded.import.converted_from_opset, kOpsetConvertedTo,
-               loaded.import.converted_nodes, loaded.import.converted_nodes == 1 ? "" : "s");
+               loaded.import.converted_from_opset, kOpsetConvertedTo, loaded.import.converted_nodes,
+               loaded.import.converted_nodes == 1 ? "" : "s");
   }
   if (const FusionReport& f = loaded.import.fusion; f.fused() > 0) {
     std::vector<std::string> parts;
-    if (f.layer_norms) parts.push_back(fmt::format("{} LayerNorm{}", f.layer_norms,
-                                                   f.layer_norms == 1 ? "" : "s"));
+    if (f.layer_norms)
+      parts.push_back(fmt::format("{} LayerNorm{}", f.layer_norms, f.layer_norms == 1 ? "" : "s"));
     if (f.gelus) parts.push_back(fmt::format("{} GELU{} (erf)", f.gelus, f.gelus == 1 ? "" : "s"));
     if (f.tanh_gelus) {
-      parts.push_back(
-          fmt::format("{} GELU{} (tanh)", f.tanh_gelus, f.tanh_gelus == 1 ? "" : "s"));
+      parts.push_back(fmt::format("{} GELU{} (tanh)", f.tanh_gelus, f.tanh_gelus == 1 ? "" : "s"));
     }
+    auto count = [&](int n, const char* what) {
+      if (n) parts.push_back(fmt::format("{} {}{}", n, what, n == 1 ? "" : "s"));
+    };
+    count(f.rms_norms, "RMSNorm");
+    count(f.rotaries, "rotary embedding");
+    count(f.swiglus, "SwiGLU");
     fmt::print("fused        {} written out{}\n", fmt::join(parts, ", "),
                f.raised_from ? fmt::format(" (opset {} raised to 17)", f.raised_from) : "");
   }
-  fmt::print("params       {} trainable ({}{}{})\n", with_commas(s.params),
-             human_bytes(s.param_bytes), s.shape_only ? ", shape-only" : "",
-             loaded.import.constant_weights
-                 ? fmt::format(", {} Constant-node weight{} among them",
-                               loaded.import.constant_weights,
-                               loaded.import.constant_weights == 1 ? "" : "s")
-                 : "");
+  fmt::print(
+      "params       {} trainable ({}{}{})\n", with_commas(s.params), human_bytes(s.param_bytes),
+      s.shape_only ? ", shape-only" : "",
+      loaded.import.constant_weights
+          ? fmt::format(", {} Constant-node weight{} among them", loaded.import.constant_weights,
+                        loaded.import.constant_weights == 1 ? "" : "s")
+          : "");
   if (loaded.import.untied_parameters) {
     fmt::print("             {} written as Identity of an equal parameter, trained as their own\n",
                loaded.import.untied_parameters);
@@ -140,8 +148,8 @@ void print_summary(const std::string& model, const Graph& graph, const ModelSumm
     fmt::print("layers       none found\n");
   } else {
     fmt::print("layers       {} ({}, {} kind{})\n", s.layers.count,
-               loaded.import.layer_source.empty() ? "builder" : loaded.import.layer_source, s.layers.kinds.size(),
-               s.layers.kinds.size() == 1 ? "" : "s");
+               loaded.import.layer_source.empty() ? "builder" : loaded.import.layer_source,
+               s.layers.kinds.size(), s.layers.kinds.size() == 1 ? "" : "s");
     for (const LayerKind& kind : s.layers.kinds) {
       fmt::print("             {} × {} nodes, {} params: layers {}\n", kind.layers.size(),
                  kind.nodes, with_commas(kind.params), fmt::join(kind.layers, ","));

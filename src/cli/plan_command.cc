@@ -76,12 +76,15 @@ int64_t batch_of(const Graph& g) {
 
 }  // namespace
 
-StatusOr<PlanSource> plan_source(const std::string& loss, const std::string& optimizer,
-                                 const DimFlags& dims) {
+StatusOr<PlanSource> plan_source(const std::string& model, const std::string& loss,
+                                 const std::string& optimizer, const DimFlags& dims) {
+  if (dims.seq && !is_zoo(model))
+    return error("--seq: {} is an ONNX file; bind its sequence dim with --dim NAME=N", model);
   PlanSource given;
   given.loss = loss;
   given.optimizer = optimizer;
   if (dims.batch && dims.given()) given.dims.emplace_back("batch", *dims.batch);
+  if (dims.seq) given.dims.emplace_back(std::string(kZooSeqDim), *dims.seq);
   given.no_fusion = dims.no_fusion;
   given.keep_constants = dims.keep_constants;
   for (const std::string& text : dims.dims) {
@@ -266,7 +269,7 @@ Status check_run_memory(const BuiltPlan& shapes, int64_t devices, const std::str
 
 Status check_training_memory(const std::string& model, const std::string& loss,
                              const std::string& optimizer, const DimFlags& dims) {
-  ASSIGN_OR_RETURN(PlanSource given, plan_source(loss, optimizer, dims));
+  ASSIGN_OR_RETURN(PlanSource given, plan_source(model, loss, optimizer, dims));
   // What one device holds for it, as a plan of one device would: where the model cannot be
   // planned, the training run says why itself.
   auto shapes = build_plan(model, Scheme{}, given, model, false);
@@ -348,7 +351,7 @@ Status run_transform(const TransformFlags& f) {
                    fmt::join(names, ", "));
   }
   ASSIGN_OR_RETURN(Scheme scheme, read_scheme_file(f.scheme));
-  ASSIGN_OR_RETURN(PlanSource given, plan_source(f.loss, f.optimizer, f.dims));
+  ASSIGN_OR_RETURN(PlanSource given, plan_source(f.model, f.loss, f.optimizer, f.dims));
   if (f.hw.empty() && f.nodes != 1) return error("--nodes {}: needs --hw", f.nodes);
   given.hw = f.hw;
   given.nodes = f.nodes;

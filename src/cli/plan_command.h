@@ -39,9 +39,10 @@ StatusOr<BuiltPlan> build_plan(const std::string& model, Scheme scheme, const Pl
 // and the lowering options: everything build_plan does before lowering.
 StatusOr<BuiltPlan> resolve_model(const std::string& model, Scheme scheme, const PlanSource& given,
                                   const std::string& scheme_source, bool weights);
-// --loss, --optimizer, --batch and --dim as a plan's source.
-StatusOr<PlanSource> plan_source(const std::string& loss, const std::string& optimizer,
-                                 const DimFlags& dims);
+// --loss, --optimizer, --batch, --seq and --dim as the source of a plan of `model` (--seq
+// binds a zoo model's sequence only).
+StatusOr<PlanSource> plan_source(const std::string& model, const std::string& loss,
+                                 const std::string& optimizer, const DimFlags& dims);
 // The model shape-only at `batch` samples, other dims as given, read with the source's
 // import flags (--no-fusion, --keep-constants).
 StatusOr<Graph> load_model_at(const std::string& model, int64_t batch,

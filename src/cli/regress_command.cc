@@ -223,6 +223,7 @@ Status run_regress(const RegressFlags& f, int* exit_code) {
     const SuiteCase& c = cases[i];
     PlanSource given;
     given.optimizer = "adam";
+    if (c.seq > 0) given.dims.emplace_back(std::string(kZooSeqDim), c.seq);
     auto tuning = prepare_tuning(c.model, c.hw_path, c.nodes, c.space_path, given, c.batch);
     if (!tuning.is_ok())
       return tuning.status().with_context(fmt::format("{}: cases[{}] ({})", f.suite, i, c.name));

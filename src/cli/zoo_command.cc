@@ -51,7 +51,7 @@ Status run_zoo(ZooFlags& flags) {
 void add_zoo_command(CLI::App& app, Command& command) {
   auto flags = std::make_shared<ZooFlags>();
   CLI::App* zoo = app.add_subcommand("zoo",
-                                     "write a built-in model (mlp, gpt, bert, resnet, vit "
+                                     "write a built-in model (mlp, gpt, llama, bert, resnet, vit "
                                      "and their presets) as ONNX");
   zoo->add_option("name", flags->name, "preset or family name; without one, lists them");
   zoo->add_option("-o,--output", flags->output, "file to write (default NAME.onnx)");
@@ -63,6 +63,9 @@ void add_zoo_command(CLI::App& app, Command& command) {
   zoo->add_option("--layers", flags->options.layers, "transformer layers (or mlp hidden layers)");
   zoo->add_option("--hidden", flags->options.hidden, "hidden size");
   zoo->add_option("--heads", flags->options.heads, "attention heads");
+  zoo->add_option("--kv-heads", flags->options.kv_heads,
+                  "key/value heads (llama; grouped-query attention)");
+  zoo->add_option("--ffn", flags->options.ffn, "SwiGLU intermediate size (llama)");
   zoo->add_option("--seq", flags->options.seq, "sequence length");
   zoo->add_option("--vocab", flags->options.vocab, "vocabulary size");
   zoo->add_option("--image", flags->options.image, "image side in pixels (vit, resnet)");

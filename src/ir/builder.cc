@@ -110,6 +110,16 @@ ValueId GraphBuilder::constant(std::string_view name, Tensor data) {
   return graph_.add_value(std::move(v));
 }
 
+ValueId GraphBuilder::constant_without_data(std::string_view name, DType dtype,
+                                            std::vector<int64_t> dims) {
+  Value v;
+  v.name = graph_.unique_value_name(scoped(name));
+  v.dtype = dtype;
+  v.shape = Shape(std::move(dims));
+  v.kind = ValueKind::kConstant;
+  return graph_.add_value(std::move(v));
+}
+
 ValueId GraphBuilder::constant_ints(std::string_view name, const std::vector<int64_t>& values) {
   return constant(name, Tensor::vector_int64(values));
 }

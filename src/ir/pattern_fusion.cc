@@ -99,8 +99,7 @@ bool is_cube(const Matcher& m, ValueId cube, ValueId x, std::vector<NodeId>& cov
   if (!outer) return false;
   const ValueId square = Matcher::other(*outer, x);
   const Node* inner = m.producer(square, "Mul");
-  if (!inner || inner->inputs[0] != x || inner->inputs[1] != x ||
-      !m.sole(square, "Mul"))
+  if (!inner || inner->inputs[0] != x || inner->inputs[1] != x || !m.sole(square, "Mul"))
     return false;
   covered.push_back(m.id_of(inner));
   covered.push_back(m.id_of(outer));
@@ -199,8 +198,7 @@ std::optional<Match> match_tanh_gelu(const Matcher& m, const Node& tanh) {
     std::vector<NodeId> covered;
     const ValueId cube = m.times_constant(*cubic, 0.044715);
     if (cube == kNoId || !m.sole(cube, "Mul") || !is_cube(m, cube, x, covered)) continue;
-    covered.insert(covered.end(),
-                   {m.id_of(cubic), m.id_of(sum), m.id_of(scale), m.id_of(&tanh)});
+    covered.insert(covered.end(), {m.id_of(cubic), m.id_of(sum), m.id_of(scale), m.id_of(&tanh)});
     const Node* add = m.sole(tanh.outputs[0], "Add");
     if (!add || m.times_constant(*add, 1.0) != tanh.outputs[0]) return std::nullopt;
     covered.push_back(m.id_of(add));
@@ -276,7 +274,7 @@ std::optional<Match> match_layer_norm(const Matcher& m, const Node& mean) {
   const ValueId gamma = Matcher::other(*scale, div->outputs[0]);
   if (!is_affine_weight(g, gamma, normalised, xv.dtype)) return std::nullopt;
   Match match;
-  match.covered = {m.id_of(&mean), m.id_of(sub),  m.id_of(pow),  m.id_of(var),
+  match.covered = {m.id_of(&mean),   m.id_of(sub),  m.id_of(pow), m.id_of(var),
                    m.id_of(add_eps), m.id_of(sqrt), m.id_of(div), m.id_of(scale)};
   ValueId y = scale->outputs[0];
   ValueId beta = kNoId;
@@ -305,6 +303,178 @@ std::optional<Match> match_layer_norm(const Matcher& m, const Node& mean) {
   return match;
 }
 
+// x·r·γ with r = 1/√(mean(x²) + ε) over trailing dims, as Hugging Face's LlamaRMSNorm exports:
+// Pow(x, 2), ReduceMean, Add ε, Sqrt, then 1/· (Div(1, ·) or Reciprocal) times x, or x
+// divided by it, and the weight's Mul.
+std::optional<Match> match_rms_norm(const Matcher& m, const Node& pow) {
+  const Graph& g = m.graph();
+  if (pow.inputs.size() != 2 || !m.scalar(pow.inputs[1], 2.0, 1e-6)) return std::nullopt;
+  const ValueId x = pow.inputs[0];
+  const Node* mean = m.sole(pow.outputs[0], "ReduceMean");
+  if (!mean) return std::nullopt;
+  const auto axis = trailing_mean_axis(g, *mean);
+  if (!axis) return std::nullopt;
+  const Node* add_eps = m.sole(mean->outputs[0], "Add");
+  if (!add_eps) return std::nullopt;
+  const auto epsilon = m.scalar_value(Matcher::other(*add_eps, mean->outputs[0]));
+  if (!epsilon || *epsilon < 0) return std::nullopt;
+  const Node* sqrt = m.sole(add_eps->outputs[0], "Sqrt");
+  if (!sqrt) return std::nullopt;
+  Match match;
+  match.covered = {m.id_of(&pow), m.id_of(mean), m.id_of(add_eps), m.id_of(sqrt)};
+  const ValueId root = sqrt->outputs[0];
+  ValueId normed = kNoId;
+  if (const Node* div = m.sole(root, "Div"); div && div->inputs[1] == root) {
+    if (div->inputs[0] == x) {  // x / √·
+      normed = div->outputs[0];
+      match.covered.push_back(m.id_of(div));
+    } else if (m.scalar(div->inputs[0], 1.0, 1e-6)) {  // x · (1 / √·)
+      const Node* mul = m.sole(div->outputs[0], "Mul");
+      if (!mul || Matcher::other(*mul, div->outputs[0]) != x) return std::nullopt;
+      normed = mul->outputs[0];
+      match.covered.push_back(m.id_of(div));
+      match.covered.push_back(m.id_of(mul));
+    }
+  } else if (const Node* reciprocal = m.sole(root, "Reciprocal")) {
+    const Node* mul = m.sole(reciprocal->outputs[0], "Mul");
+    if (!mul || Matcher::other(*mul, reciprocal->outputs[0]) != x) return std::nullopt;
+    normed = mul->outputs[0];
+    match.covered.push_back(m.id_of(reciprocal));
+    match.covered.push_back(m.id_of(mul));
+  }
+  if (normed == kNoId) return std::nullopt;
+  const Value& xv = g.value(x);
+  if (!is_floating(xv.dtype) || !xv.shape.is_static()) return std::nullopt;
+  const std::vector<int64_t> normalised(xv.shape.dims.begin() + *axis, xv.shape.dims.end());
+  const Node* scale = m.sole(normed, "Mul");
+  if (!scale) return std::nullopt;
+  const ValueId gamma = Matcher::other(*scale, normed);
+  if (!is_affine_weight(g, gamma, normalised, xv.dtype)) return std::nullopt;
+  match.covered.push_back(m.id_of(scale));
+  const ValueId y = scale->outputs[0];
+  if (!same_type(g, x, y)) return std::nullopt;
+  match.last = *std::max_element(match.covered.begin(), match.covered.end());
+  const size_t slash = mean->name.rfind('/');
+  match.fused.name = slash == std::string::npos
+                         ? mean->name + "/RMSNormalization"
+                         : mean->name.substr(0, slash + 1) + "RMSNormalization";
+  match.fused.op_type = "RMSNormalization";
+  match.fused.domain = std::string(kTrainingDomain);
+  match.fused.inputs = {x, gamma};
+  match.fused.outputs = {y};
+  match.fused.attrs["axis"] = *axis;
+  match.fused.attrs["epsilon"] = static_cast<float>(*epsilon);
+  match.fused.layer = mean->layer;
+  match.fused.phase = mean->phase;
+  return match;
+}
+
+// The constant int64 vector input `i` of `n`, or nullopt.
+std::optional<std::vector<int64_t>> const_ints(const Graph& g, const Node& n, size_t i) {
+  if (n.input(i) == kNoId || !g.value(n.inputs[i]).data) return std::nullopt;
+  return g.value(n.inputs[i]).data->to_int64_vector();
+}
+
+// A Slice of the last axis of `x` from `begin` to its end (or to `end` when it is not the
+// end) with step 1; returns its input.
+ValueId last_axis_slice(const Matcher& m, const Node* slice, int64_t begin, int64_t end) {
+  const Graph& g = m.graph();
+  if (!slice || slice->inputs.size() < 4 || slice->inputs.size() > 5) return kNoId;
+  const ValueId x = slice->inputs[0];
+  const int64_t rank = g.value(x).shape.rank();
+  const int64_t d = rank > 0 ? g.value(x).shape.dims.back() : 0;
+  const auto starts = const_ints(g, *slice, 1);
+  const auto ends = const_ints(g, *slice, 2);
+  const auto axes = const_ints(g, *slice, 3);
+  if (!starts || !ends || !axes || starts->size() != 1 || ends->size() != 1 || axes->size() != 1)
+    return kNoId;
+  if (slice->inputs.size() == 5) {
+    const auto steps = const_ints(g, *slice, 4);
+    if (!steps || *steps != std::vector<int64_t>{1}) return kNoId;
+  }
+  if ((*axes)[0] != -1 && (*axes)[0] != rank - 1) return kNoId;
+  const int64_t to = (*ends)[0] >= d ? d : (*ends)[0];
+  return (*starts)[0] == begin && to == end ? x : kNoId;
+}
+
+// x·cos + rotate_half(x)·sin, rotate_half(x) = Concat(Neg(x[..., d/2:]), x[..., :d/2]) on the
+// last axis, with constant tables of x's last two dims: Hugging Face's apply_rotary_pos_emb.
+std::optional<Match> match_rotary(const Matcher& m, const Node& concat) {
+  const Graph& g = m.graph();
+  if (concat.inputs.size() != 2 || concat.outputs.size() != 1) return std::nullopt;
+  const Node* neg = m.producer(concat.inputs[0], "Neg");
+  const Node* lo = m.producer(concat.inputs[1], "Slice");
+  if (!neg || !lo || m.sole(concat.inputs[0], "Concat") != &concat ||
+      m.sole(concat.inputs[1], "Concat") != &concat)
+    return std::nullopt;
+  const Node* hi = m.producer(neg->inputs[0], "Slice");
+  if (!hi || !m.sole(neg->inputs[0], "Neg")) return std::nullopt;
+  const ValueId x = lo->inputs.empty() ? kNoId : lo->inputs[0];
+  if (x == kNoId || !g.value(x).shape.is_static() || g.value(x).shape.rank() < 2)
+    return std::nullopt;
+  const std::vector<int64_t>& dims = g.value(x).shape.dims;
+  const int64_t d = dims.back();
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  const int64_t axis = concat.attr_int("axis", 0);
+  if (d % 2 != 0 || (axis != -1 && axis != rank - 1)) return std::nullopt;
+  if (last_axis_slice(m, lo, 0, d / 2) != x || last_axis_slice(m, hi, d / 2, d) != x)
+    return std::nullopt;
+  const Node* mul_sin = m.sole(concat.outputs[0], "Mul");
+  if (!mul_sin) return std::nullopt;
+  const ValueId sin = Matcher::other(*mul_sin, concat.outputs[0]);
+  const Node* add = m.sole(mul_sin->outputs[0], "Add");
+  if (!add) return std::nullopt;
+  const Node* mul_cos = m.producer(Matcher::other(*add, mul_sin->outputs[0]), "Mul");
+  if (!mul_cos || m.sole(mul_cos->outputs[0], "Add") != add) return std::nullopt;
+  const ValueId cos = Matcher::other(*mul_cos, x);
+  const std::vector<int64_t> table(dims.end() - 2, dims.end());
+  for (ValueId t : {sin, cos}) {
+    if (t == kNoId || g.value(t).kind != ValueKind::kConstant || g.value(t).shape.dims != table ||
+        g.value(t).dtype != g.value(x).dtype)
+      return std::nullopt;
+  }
+  if (!same_type(g, x, add->outputs[0])) return std::nullopt;
+  Match match;
+  match.covered = {m.id_of(lo),      m.id_of(hi),      m.id_of(neg), m.id_of(&concat),
+                   m.id_of(mul_sin), m.id_of(mul_cos), m.id_of(add)};
+  match.last = *std::max_element(match.covered.begin(), match.covered.end());
+  match.fused.name = add->name + "/RotaryEmbedding";
+  match.fused.op_type = "RotaryEmbedding";
+  match.fused.domain = std::string(kTrainingDomain);
+  match.fused.inputs = {x, cos, sin};
+  match.fused.outputs = {add->outputs[0]};
+  match.fused.layer = concat.layer;
+  match.fused.phase = concat.phase;
+  return match;
+}
+
+// silu(gate)·up with silu(g) = g·σ(g): Sigmoid, Mul by the gate, Mul by the up projection of
+// the same type and shape (LlamaMLP's act_fn(gate_proj(x)) * up_proj(x)).
+std::optional<Match> match_swiglu(const Matcher& m, const Node& sigmoid) {
+  const Graph& g = m.graph();
+  if (sigmoid.inputs.size() != 1 || sigmoid.outputs.size() != 1) return std::nullopt;
+  const ValueId gate = sigmoid.inputs[0];
+  const Node* silu = m.sole(sigmoid.outputs[0], "Mul");
+  if (!silu || Matcher::other(*silu, sigmoid.outputs[0]) != gate) return std::nullopt;
+  const Node* product = m.sole(silu->outputs[0], "Mul");
+  if (!product) return std::nullopt;
+  const ValueId up = Matcher::other(*product, silu->outputs[0]);
+  if (up == kNoId || up == gate || !same_type(g, gate, up) ||
+      !same_type(g, gate, product->outputs[0]))
+    return std::nullopt;
+  Match match;
+  match.covered = {m.id_of(&sigmoid), m.id_of(silu), m.id_of(product)};
+  match.last = *std::max_element(match.covered.begin(), match.covered.end());
+  match.fused.name = product->name + "/SwiGLU";
+  match.fused.op_type = "SwiGLU";
+  match.fused.domain = std::string(kTrainingDomain);
+  match.fused.inputs = {gate, up};
+  match.fused.outputs = {product->outputs[0]};
+  match.fused.layer = sigmoid.layer;
+  match.fused.phase = sigmoid.phase;
+  return match;
+}
+
 // Whether the graph can move to opset 17 for LayerNormalization: opsets 13 to 16 can (the
 // ops changed in 14 to 17 only widened their types or added attributes whose defaults keep
 // the old meaning), except that BatchNormalization's training outputs changed in 14.
@@ -314,8 +484,7 @@ bool can_raise_to_layer_norm_opset(const Graph& g) {
   if (opset < kLowestRaisedOpset) return false;
   for (NodeId id = 0; id < g.num_nodes(); ++id) {
     const Node& n = g.node(id);
-    if (n.op_type == "BatchNormalization" && n.domain.empty() && n.outputs.size() > 1 &&
-        opset < 14)
+    if (n.op_type == "BatchNormalization" && n.domain.empty() && n.outputs.size() > 1 && opset < 14)
       return false;
   }
   return true;
@@ -347,7 +516,9 @@ Graph apply(const Graph& g, std::vector<Match> matches) {
   return out;
 }
 
-enum class Patterns { kGelu, kAll };
+// kTraining: the chains ai.autopar.training ops stand for (GELU, RMSNorm, rotary embeddings,
+// SwiGLU); kAll: those and LayerNormalization.
+enum class Patterns { kTraining, kAll };
 
 Graph fuse(const Graph& g, Patterns patterns, FusionReport* report) {
   FusionReport counts;
@@ -371,12 +542,19 @@ Graph fuse(const Graph& g, Patterns patterns, FusionReport* report) {
       counts.gelus += take(match_erf_gelu(m, n));
     } else if (n.op_type == "Tanh") {
       counts.tanh_gelus += take(match_tanh_gelu(m, n));
+    } else if (n.op_type == "Pow") {
+      counts.rms_norms += take(match_rms_norm(m, n));
+    } else if (n.op_type == "Concat") {
+      counts.rotaries += take(match_rotary(m, n));
+    } else if (n.op_type == "Sigmoid") {
+      counts.swiglus += take(match_swiglu(m, n));
     } else if (n.op_type == "ReduceMean" && layer_norms) {
       counts.layer_norms += take(match_layer_norm(m, n));
     }
   }
   Graph out = apply(g, std::move(matches));
-  if (counts.gelus + counts.tanh_gelus > 0) out.opsets.try_emplace(std::string(kTrainingDomain), 1);
+  if (counts.gelus + counts.tanh_gelus + counts.rms_norms + counts.rotaries + counts.swiglus > 0)
+    out.opsets.try_emplace(std::string(kTrainingDomain), 1);
   if (counts.layer_norms > 0 && out.opset() < kLayerNormOpset) {
     counts.raised_from = out.opset();
     out.opsets[""] = kLayerNormOpset;
@@ -391,8 +569,8 @@ Graph fuse_exported_patterns(const Graph& graph, FusionReport* report) {
   return fuse(graph, Patterns::kAll, report);
 }
 
-Graph fuse_gelus(const Graph& graph, FusionReport* report) {
-  return fuse(graph, Patterns::kGelu, report);
+Graph fuse_training_patterns(const Graph& graph, FusionReport* report) {
+  return fuse(graph, Patterns::kTraining, report);
 }
 
 }  // namespace autopar

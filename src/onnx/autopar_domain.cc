@@ -256,14 +256,14 @@ void register_schemas() {
   layer_norm_grad.Attr("axis", "First normalised dim.", onnx::AttributeProto::INT, int64_t{-1});
   layer_norm_grad.Attr("epsilon", "Added to the variance.", onnx::AttributeProto::FLOAT, 1e-5f);
   onnx::OpSchemaRegistry::OpSchemaRegisterOnce{layer_norm_grad};
-  onnx::OpSchema gelu = training_schema(
-      "Gelu",
-      "Y = X·Φ(X) = ½·X·(1 + erf(X/√2)); with approximate 'tanh', "
-      "½·X·(1 + tanh(√(2/π)·(X + 0.044715·X³))) (ONNX's Gelu, opset 20).",
-      any_float, 0);
+  onnx::OpSchema gelu =
+      training_schema("Gelu",
+                      "Y = X·Φ(X) = ½·X·(1 + erf(X/√2)); with approximate 'tanh', "
+                      "½·X·(1 + tanh(√(2/π)·(X + 0.044715·X³))) (ONNX's Gelu, opset 20).",
+                      any_float, 0);
   gelu.Input(0, "X", "Input.", "T").Output(0, "Y", "Output.", "T");
-  gelu.Attr("approximate", "'none' (the error function) or 'tanh'.",
-            onnx::AttributeProto::STRING, std::string("none"));
+  gelu.Attr("approximate", "'none' (the error function) or 'tanh'.", onnx::AttributeProto::STRING,
+            std::string("none"));
   onnx::OpSchemaRegistry::OpSchemaRegisterOnce{gelu};
   onnx::OpSchema gelu_grad =
       training_schema("GeluGrad", "dX = dY·(Φ(X) + X·φ(X)), Gelu's gradient.", any_float, 1);
@@ -273,6 +273,58 @@ void register_schemas() {
   gelu_grad.Attr("approximate", "The forward Gelu's form: 'none' or 'tanh'.",
                  onnx::AttributeProto::STRING, std::string("none"));
   onnx::OpSchemaRegistry::OpSchemaRegisterOnce{gelu_grad};
+  onnx::OpSchema rms_norm = training_schema(
+      "RMSNormalization",
+      "Y = X·r·Scale over the dims from `axis` on, r = 1/√(mean(X²) + epsilon) (ONNX's "
+      "RMSNormalization, opset 23).",
+      any_float, 0);
+  rms_norm.Input(0, "X", "Input.", "T")
+      .Input(1, "Scale", "Scale over the normalised dims.", "T")
+      .Output(0, "Y", "Output.", "T");
+  rms_norm.Attr("axis", "First normalised dim.", onnx::AttributeProto::INT, int64_t{-1});
+  rms_norm.Attr("epsilon", "Added to the mean square.", onnx::AttributeProto::FLOAT, 1e-5f);
+  onnx::OpSchemaRegistry::OpSchemaRegisterOnce{rms_norm};
+  onnx::OpSchema rms_norm_grad = training_schema(
+      "RMSNormalizationGrad",
+      "RMSNormalization's gradient: with x̂ = x·r and g = dY·Scale, dX = r·(g − x̂·mean(g·x̂)); "
+      "X̂ is x̂.",
+      any_float, 1);
+  rms_norm_grad.Input(0, "dY", "Gradient of the output.", "T")
+      .Input(1, "X", "The forward input.", "T")
+      .Input(2, "Scale", "The forward scale.", "T")
+      .Output(0, "dX", "Gradient of the input.", "T")
+      .Output(1, "XHat", "The normalised input.", "T");
+  rms_norm_grad.Attr("axis", "First normalised dim.", onnx::AttributeProto::INT, int64_t{-1});
+  rms_norm_grad.Attr("epsilon", "Added to the mean square.", onnx::AttributeProto::FLOAT, 1e-5f);
+  onnx::OpSchemaRegistry::OpSchemaRegisterOnce{rms_norm_grad};
+  onnx::OpSchema rotary = training_schema(
+      "RotaryEmbedding",
+      "Rotary position embeddings, rotate-half form: Y = X·Cos + rotate_half(X)·Sin with "
+      "rotate_half(X) = concat(−X[..., d/2:], X[..., :d/2]); X is [..., seq, d], the tables "
+      "[seq, d]. inverse = 1 rotates back (the transpose, its gradient).",
+      any_float, 0);
+  rotary.Input(0, "X", "Input [..., seq, d].", "T")
+      .Input(1, "Cos", "Cosine table [seq, d].", "T")
+      .Input(2, "Sin", "Sine table [seq, d].", "T")
+      .Output(0, "Y", "Output.", "T");
+  rotary.Attr("inverse", "1: the inverse rotation.", onnx::AttributeProto::INT, int64_t{0});
+  onnx::OpSchemaRegistry::OpSchemaRegisterOnce{rotary};
+  onnx::OpSchema swiglu = training_schema(
+      "SwiGLU", "Y = Gate·σ(Gate)·Up (SiLU of the gate times the up projection).", any_float, 0);
+  swiglu.Input(0, "Gate", "Gate projection.", "T")
+      .Input(1, "Up", "Up projection.", "T")
+      .Output(0, "Y", "Output.", "T");
+  onnx::OpSchemaRegistry::OpSchemaRegisterOnce{swiglu};
+  onnx::OpSchema swiglu_grad = training_schema(
+      "SwiGLUGrad",
+      "SwiGLU's gradient: dGate = dY·Up·σ(g)·(1 + g·(1 − σ(g))), dUp = dY·g·σ(g), g = Gate.",
+      any_float, 1);
+  swiglu_grad.Input(0, "dY", "Gradient of the output.", "T")
+      .Input(1, "Gate", "The forward gate.", "T")
+      .Input(2, "Up", "The forward up projection.", "T")
+      .Output(0, "dGate", "Gradient of the gate.", "T")
+      .Output(1, "dUp", "Gradient of the up projection.", "T");
+  onnx::OpSchemaRegistry::OpSchemaRegisterOnce{swiglu_grad};
 }
 
 }  // namespace

@@ -868,6 +868,50 @@ std::optional<IterationSpace> slice_space(const Graph& g, const Node& n) {
   return space;
 }
 
+// Pad: every dim it leaves unpadded is a loop the output shares with its data input (a device
+// pads its block); padded dims stay whole. Pads (and axes) must be constants.
+std::optional<IterationSpace> pad_space(const Graph& g, const Node& n) {
+  if (n.inputs.empty() || n.inputs[0] == kNoId || n.outputs.size() != 1 || n.outputs[0] == kNoId)
+    return std::nullopt;
+  const std::vector<int64_t>& x = g.value(n.inputs[0]).shape.dims;
+  const std::vector<int64_t>& y = g.value(n.outputs[0]).shape.dims;
+  const auto rank = static_cast<int64_t>(x.size());
+  if (y.size() != x.size()) return std::nullopt;
+  std::vector<int64_t> pads, axes;
+  if (g.opset(n.domain) >= 11) {
+    if (n.input(1) == kNoId || !g.value(n.inputs[1]).data) return std::nullopt;
+    pads = g.value(n.inputs[1]).data->to_int64_vector();
+    if (n.input(3) != kNoId) {
+      if (!g.value(n.inputs[3]).data) return std::nullopt;
+      axes = g.value(n.inputs[3]).data->to_int64_vector();
+    }
+  } else {
+    pads = n.attr_ints("pads");
+  }
+  if (axes.empty()) {
+    for (int64_t d = 0; d < rank; ++d) axes.push_back(d);
+  }
+  if (pads.size() != 2 * axes.size()) return std::nullopt;
+  std::vector<bool> padded(static_cast<size_t>(rank), false);
+  for (size_t k = 0; k < axes.size(); ++k) {
+    const int64_t a = axes[k];
+    if (a < -rank || a >= rank) return std::nullopt;
+    if (pads[k] != 0 || pads[k + axes.size()] != 0) padded[a < 0 ? a + rank : a] = true;
+  }
+  IterationSpace space;
+  std::vector<int> map;
+  for (int64_t d = 0; d < rank; ++d) {
+    const bool whole = padded[d] || x[d] != y[d];
+    space.loops.push_back({fmt::format("d{}", d), x[d], LoopKind::kParallel, !whole});
+    map.push_back(whole ? -1 : static_cast<int>(d));
+  }
+  space.inputs = {map};
+  for (size_t k = 1; k < n.inputs.size(); ++k)
+    space.inputs.emplace_back(n.input(k) == kNoId ? 0 : g.value(n.inputs[k]).shape.rank(), -1);
+  space.outputs = {map};
+  return space;
+}
+
 // ScatterND: the slice dims its updates carry are parallel loops over the output's trailing
 // dims (a device scatters its block of every row). Its update rows are reduction loops, split
 // only when the scatter accumulates into zeros (a Gather's gradient: each device scatters its
@@ -930,7 +974,7 @@ void register_shape_ops(OpRegistry& registry) {
   add_data_op(registry, "Expand", infer_expand, {1}, std::nullopt, expand_space);
   add_data_op(registry, "Shape", infer_shape);
   add_data_op(registry, "Tile", infer_tile, {1});
-  add_data_op(registry, "Pad", infer_pad, {1, 2, 3}, std::vector<int>{1, 3});
+  add_data_op(registry, "Pad", infer_pad, {1, 2, 3}, std::vector<int>{1, 3}, pad_space);
   add_data_op(registry, "Constant", infer_constant);
   add_data_op(registry, "ConstantOfShape", infer_constant_of_shape, {0});
   add_data_op(registry, "Range", infer_range, {0, 1, 2});

@@ -1,6 +1,7 @@
 // Fused training ops (ai.autopar.training), as fused kernels run them: an optimizer's update of
-// one parameter and its slots in one pass over memory, and LayerNorm's gradient, instead of a
-// dozen elementwise and reduction nodes each reading and writing whole tensors.
+// one parameter and its slots in one pass over memory, LayerNorm's gradient, GELU, RMSNorm,
+// rotary embeddings and SwiGLU, instead of a dozen elementwise and reduction nodes each
+// reading and writing whole tensors.
 #include <algorithm>
 
 #include "families.h"
@@ -101,6 +102,113 @@ std::optional<IterationSpace> layer_norm_grad_space(const Graph& g, const Node& 
   return space_normalized_from_axis(g, n, 1);
 }
 
+// RMSNormalization(X, Scale) -> Y over the dims from `axis` on: y = x·r·scale with
+// r = 1/√(mean(x²) + epsilon) (ONNX's RMSNormalization, opset 23). RMSNormalizationGrad(dY,
+// X, Scale) -> dX, X̂ with x̂ = x·r and g = dY·scale: dX = r·(g − x̂·mean(g·x̂)); X̂ serves
+// the scale's gradient (Σ dY·x̂ over the rows).
+Status check_rms_scale(InferenceContext& ctx, size_t x_input, size_t scale_input) {
+  const DType dtype = ctx.input_dtype(x_input);
+  if (!is_floating(dtype)) return ctx.fail("{} must be floating", input_text(ctx, x_input));
+  int64_t axis = -1;
+  RETURN_IF_ERROR(read_int(ctx, "axis", axis));
+  RETURN_IF_ERROR(normalize_axis(ctx, "axis", ctx.input_rank(x_input), axis));
+  float epsilon = 1e-5f;
+  RETURN_IF_ERROR(read_float(ctx, "epsilon", epsilon));
+  if (!(epsilon >= 0.0f)) return ctx.fail("epsilon {} must not be negative", epsilon);
+  const std::vector<int64_t>& x = ctx.input_dims(x_input);
+  const std::vector<int64_t> normalized(x.begin() + axis, x.end());
+  const std::vector<int64_t>& scale = ctx.input_dims(scale_input);
+  if (ctx.input_dtype(scale_input) != dtype || scale.size() > normalized.size() ||
+      !std::equal(scale.begin(), scale.end(),
+                  normalized.end() - static_cast<std::ptrdiff_t>(scale.size())))
+    return ctx.fail("{} must be {} over the normalised dims", input_text(ctx, scale_input),
+                    dims_text(dtype, normalized));
+  return Status::ok();
+}
+
+Status infer_rms_norm(InferenceContext& ctx) {
+  RETURN_IF_ERROR(check_arity(ctx, 2, 2, 1, 1));
+  RETURN_IF_ERROR(check_rms_scale(ctx, 0, 1));
+  return set_output_checked(ctx, 0, ctx.input_dtype(0), ctx.input_dims(0));
+}
+
+Status infer_rms_norm_grad(InferenceContext& ctx) {
+  RETURN_IF_ERROR(check_arity(ctx, 3, 3, 2, 2));
+  RETURN_IF_ERROR(check_rms_scale(ctx, 1, 2));
+  if (ctx.input_dims(0) != ctx.input_dims(1) || ctx.input_dtype(0) != ctx.input_dtype(1))
+    return ctx.fail("{} must have the type and shape of {}", input_text(ctx, 0),
+                    input_text(ctx, 1));
+  RETURN_IF_ERROR(set_output_checked(ctx, 0, ctx.input_dtype(1), ctx.input_dims(1)));
+  return set_output_checked(ctx, 1, ctx.input_dtype(1), ctx.input_dims(1));
+}
+
+double rms_norm_flops(const Graph& g, const Node& n) { return 4.0 * input_elements(g, n, 0); }
+double rms_norm_grad_flops(const Graph& g, const Node& n) { return 8.0 * input_elements(g, n, 1); }
+
+std::optional<IterationSpace> rms_norm_space(const Graph& g, const Node& n) {
+  return space_normalized_from_axis(g, n, 0);
+}
+std::optional<IterationSpace> rms_norm_grad_space(const Graph& g, const Node& n) {
+  return space_normalized_from_axis(g, n, 1);
+}
+
+// RotaryEmbedding(X, Cos, Sin) -> Y, rotary position embeddings in the rotate-half form:
+// y = x·cos + rotate_half(x)·sin with rotate_half(x) = concat(−x[..., d/2:], x[..., :d/2]),
+// X [..., seq, d] and the tables [seq, d]. With inverse = 1 it rotates back,
+// y = x·cos − rotate_half(x·sin): the transpose of the forward map, so its own gradient.
+Status infer_rotary(InferenceContext& ctx) {
+  RETURN_IF_ERROR(check_arity(ctx, 3, 3, 1, 1));
+  const DType dtype = ctx.input_dtype(0);
+  if (!is_floating(dtype)) return ctx.fail("{} must be floating", input_text(ctx, 0));
+  const std::vector<int64_t>& x = ctx.input_dims(0);
+  if (x.size() < 2 || x.back() % 2 != 0)
+    return ctx.fail("{} must have rank 2 or more and an even last dim", input_text(ctx, 0));
+  const std::vector<int64_t> table(x.end() - 2, x.end());
+  for (size_t i = 1; i < 3; ++i) {
+    if (ctx.input_dims(i) != table || ctx.input_dtype(i) != dtype)
+      return ctx.fail("{} must be {} (the last two dims of {})", input_text(ctx, i),
+                      dims_text(dtype, table), input_text(ctx, 0));
+  }
+  const int64_t inverse = ctx.node().attr_int("inverse", 0);
+  if (inverse != 0 && inverse != 1) return ctx.fail("inverse {} is neither 0 nor 1", inverse);
+  return set_output_checked(ctx, 0, dtype, x);
+}
+
+double rotary_flops(const Graph& g, const Node& n) { return 3.0 * output_elements(g, n); }
+
+// Every dim of X is a parallel loop but the rotated one, which stays whole; the tables follow
+// the sequence loop (a device reads the rows of its positions).
+std::optional<IterationSpace> rotary_space(const Graph& g, const Node& n) {
+  if (n.input(0) == kNoId || g.value(n.inputs[0]).shape.rank() < 2) return std::nullopt;
+  return space_with_whole_axes(g, n, {g.value(n.inputs[0]).shape.rank() - 1});
+}
+
+// SwiGLU(Gate, Up) -> Y = silu(gate)·up with silu(g) = g·σ(g); SwiGLUGrad(dY, Gate, Up) ->
+// dGate = dY·up·σ(g)·(1 + g·(1 − σ(g))), dUp = dY·silu(g).
+Status infer_swiglu(InferenceContext& ctx) {
+  RETURN_IF_ERROR(check_arity(ctx, 2, 2, 1, 1));
+  if (!is_floating(ctx.input_dtype(0))) return ctx.fail("{} must be floating", input_text(ctx, 0));
+  if (ctx.input_dims(1) != ctx.input_dims(0) || ctx.input_dtype(1) != ctx.input_dtype(0))
+    return ctx.fail("{} must have the type and shape of {}", input_text(ctx, 1),
+                    input_text(ctx, 0));
+  return set_output_checked(ctx, 0, ctx.input_dtype(0), ctx.input_dims(0));
+}
+
+Status infer_swiglu_grad(InferenceContext& ctx) {
+  RETURN_IF_ERROR(check_arity(ctx, 3, 3, 2, 2));
+  if (!is_floating(ctx.input_dtype(1))) return ctx.fail("{} must be floating", input_text(ctx, 1));
+  for (size_t i : {size_t{0}, size_t{2}}) {
+    if (ctx.input_dims(i) != ctx.input_dims(1) || ctx.input_dtype(i) != ctx.input_dtype(1))
+      return ctx.fail("{} must have the type and shape of {}", input_text(ctx, i),
+                      input_text(ctx, 1));
+  }
+  RETURN_IF_ERROR(set_output_checked(ctx, 0, ctx.input_dtype(1), ctx.input_dims(1)));
+  return set_output_checked(ctx, 1, ctx.input_dtype(1), ctx.input_dims(1));
+}
+
+double swiglu_flops(const Graph& g, const Node& n) { return 5.0 * output_elements(g, n); }
+double swiglu_grad_flops(const Graph& g, const Node& n) { return 9.0 * input_elements(g, n, 1); }
+
 // An ai.autopar.training op with its parallel semantics; `gradient`: whether a rule will be
 // attached (register_all_gradients), else it carries none.
 void add_training_op(OpRegistry& registry, OpDef def, IterationSpaceFn space, bool gradient) {
@@ -150,6 +258,28 @@ void register_training_ops(OpRegistry& registry) {
                   make_op("LayerNormalizationGrad", infer_layer_norm_grad, layer_norm_grad_flops,
                           "12 per element (the statistics, two row means and the input gradient)"),
                   layer_norm_grad_space, false);
+  // RMSNormalization's, RotaryEmbedding's and SwiGLU's gradient rules build their Grad ops
+  // (RotaryEmbedding its inverse).
+  add_training_op(registry,
+                  make_op("RMSNormalization", infer_rms_norm, rms_norm_flops,
+                          "4 per element (the square, the row mean, the scaling and the weight)"),
+                  rms_norm_space, true);
+  add_training_op(registry,
+                  make_op("RMSNormalizationGrad", infer_rms_norm_grad, rms_norm_grad_flops,
+                          "8 per element (the statistics, a row mean and the input gradient)"),
+                  rms_norm_grad_space, false);
+  add_training_op(registry,
+                  make_op("RotaryEmbedding", infer_rotary, rotary_flops,
+                          "3 per element (two products and a sum)"),
+                  rotary_space, true);
+  add_training_op(registry,
+                  make_op("SwiGLU", infer_swiglu, swiglu_flops,
+                          "5 per element (the sigmoid counts 1, the exponential 1)"),
+                  broadcast_space, true);
+  add_training_op(registry,
+                  make_op("SwiGLUGrad", infer_swiglu_grad, swiglu_grad_flops,
+                          "9 per element (the sigmoid and both gradients)"),
+                  broadcast_space, false);
   // Gelu's gradient rule builds a GeluGrad.
   add_training_op(
       registry,

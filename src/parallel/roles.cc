@@ -389,8 +389,12 @@ StatusOr<std::vector<Role>> RoleBuilder::build() const {
 bool kept_by_selective_recompute(const Graph& g, const Node& node,
                                  const std::function<bool(ValueId)>& is_state) {
   if (is_comm(node)) return true;
-  static const char* const kKept[] = {"Gemm", "Conv", "ConvTranspose", "LayerNormalization",
-                                      "BatchNormalization"};
+  static const char* const kKept[] = {"Gemm",
+                                      "Conv",
+                                      "ConvTranspose",
+                                      "LayerNormalization",
+                                      "BatchNormalization",
+                                      "RMSNormalization"};
   for (const char* op : kKept) {
     if (node.op_type == op) return true;
   }

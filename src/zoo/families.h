@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -33,6 +34,18 @@ struct GptConfig {
   int64_t heads = 4;
   int64_t seq = 16;  // also the size of the learned position table
   int64_t vocab = 256;
+};
+
+struct LlamaConfig {
+  int64_t layers = 4;
+  int64_t hidden = 64;
+  int64_t heads = 4;     // query heads
+  int64_t kv_heads = 2;  // key/value heads, dividing heads (grouped-query attention)
+  int64_t ffn = 128;     // SwiGLU intermediate size
+  int64_t seq = 16;
+  int64_t vocab = 256;
+  double rope_theta = 10000.0;
+  float epsilon = 1e-5f;  // RMSNorm
 };
 
 struct BertConfig {
@@ -72,6 +85,7 @@ struct VitConfig {
 // that callers can reject configurations whose count does not fit int64.
 __int128 mlp_parameter_count(const MlpConfig& config);
 __int128 gpt_parameter_count(const GptConfig& config);
+__int128 llama_parameter_count(const LlamaConfig& config);
 __int128 bert_parameter_count(const BertConfig& config);
 __int128 resnet_parameter_count(const ResNetConfig& config);
 __int128 vit_parameter_count(const VitConfig& config);
@@ -79,6 +93,7 @@ __int128 vit_parameter_count(const VitConfig& config);
 // Builders; configurations are validated by the caller, so shape rules cannot fail.
 Graph build_mlp(const MlpConfig& config, const BuildSettings& settings);
 Graph build_gpt(const GptConfig& config, const BuildSettings& settings);
+Graph build_llama(const LlamaConfig& config, const BuildSettings& settings);
 Graph build_bert(const BertConfig& config, const BuildSettings& settings);
 Graph build_resnet(const ResNetConfig& config, const BuildSettings& settings);
 Graph build_vit(const VitConfig& config, const BuildSettings& settings);
@@ -115,6 +130,10 @@ class ZooBuilder {
   ValueId shared_ints(const std::string& name, const std::vector<int64_t>& values);
   ValueId shared_scalar(const std::string& name, float value);
   ValueId shared_tensor(const std::string& name, Tensor data);
+  // A shared table (a mask, rotary tables), made unless it is over 1 GiB in a model without
+  // weights: shape-only models of long sequences would otherwise hold gigabytes of constants.
+  ValueId shared_table(const std::string& name, DType dtype, std::vector<int64_t> dims,
+                       const std::function<Tensor()>& make);
 
   std::vector<ValueId> op(std::string_view op_type, std::vector<ValueId> inputs, Attributes attrs,
                           int num_outputs);
@@ -144,6 +163,10 @@ ValueId linear_gemm(ZooBuilder& zb, std::string_view module, ValueId x, int64_t 
                     ParamInit init);
 ValueId layer_norm(ZooBuilder& zb, std::string_view module, ValueId x, int64_t hidden,
                    float epsilon);
+// The additive causal mask [seq, seq] every layer of a decoder shares: -1e4 (GPT-2's
+// masked_bias) above the diagonal, so that exp() underflows to exactly zero without inf
+// arithmetic.
+ValueId causal_mask(ZooBuilder& zb, int64_t seq);
 // erf GELU in the exporter's form: Div(x, sqrt 2) -> Erf -> Add 1 -> Mul x -> Mul 0.5.
 ValueId gelu(ZooBuilder& zb, ValueId x);
 

@@ -1,6 +1,4 @@
 // The gpt family: GPT-2 / Megatron-style decoder with a tied output embedding.
-#include <algorithm>
-
 #include "families.h"
 
 namespace autopar::zoo {
@@ -24,14 +22,7 @@ Graph build_gpt(const GptConfig& c, const BuildSettings& settings) {
   for (int64_t i = 0; i < s; ++i) positions[i] = i;
   ValueId position_ids = zb.shared_ints("position_ids", positions);
 
-  // One additive causal mask for every layer: -1e4 (GPT-2's masked_bias) above the
-  // diagonal, so that exp() underflows to exactly zero without producing inf arithmetic.
-  Tensor mask_data(DType::kFloat32, {s, s});
-  std::span<float> mask = mask_data.mutable_data<float>();
-  for (int64_t i = 0; i < s; ++i) {
-    std::fill(mask.begin() + i * s + i + 1, mask.begin() + (i + 1) * s, -1e4f);
-  }
-  ValueId causal_mask = zb.shared_tensor("causal_mask", std::move(mask_data));
+  ValueId mask = causal_mask(zb, s);
 
   ValueId x;
   {
@@ -50,7 +41,7 @@ Graph build_gpt(const GptConfig& c, const BuildSettings& settings) {
       .heads = c.heads,
       .epsilon = 1e-5f,
       .scale = ScoreScale::kDivSqrt,
-      .mask = causal_mask,
+      .mask = mask,
       .init_stddev = 0.02f,
   };
   for (int64_t i = 0; i < c.layers; ++i) {

@@ -1,5 +1,6 @@
 // Building blocks shared by the zoo families: the module-scoped builder, Linear, LayerNorm,
 // GELU, multi-head attention and the pre-LayerNorm transformer block.
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -52,6 +53,22 @@ ValueId ZooBuilder::shared_tensor(const std::string& name, Tensor data) {
   return id;
 }
 
+ValueId ZooBuilder::shared_table(const std::string& name, DType dtype, std::vector<int64_t> dims,
+                                 const std::function<Tensor()>& make) {
+  auto it = shared_.find(name);
+  if (it != shared_.end()) return it->second;
+  // Tables up to 1 GiB always carry data (plans of shape-only models hold their constants);
+  // larger ones (the causal mask of a sequence over 16K) only with weights, which the zoo
+  // refuses at such lengths.
+  constexpr int64_t kLargestTableBytes = int64_t{1} << 30;
+  const bool with_data =
+      b_.with_data() || element_count(dims) * dtype_size(dtype) <= kLargestTableBytes;
+  ValueId id = with_data ? b_.constant(name, make())
+                         : b_.constant_without_data(name, dtype, std::move(dims));
+  shared_.emplace(name, id);
+  return id;
+}
+
 ValueId ZooBuilder::shared_ints(const std::string& name, const std::vector<int64_t>& values) {
   return shared_tensor(name, Tensor::vector_int64(values));
 }
@@ -100,6 +117,17 @@ ValueId layer_norm(ZooBuilder& zb, std::string_view module, ValueId x, int64_t h
   ValueId scale = zb.param("weight", {hidden}, ParamInit::ones());
   ValueId bias = zb.param("bias", {hidden}, ParamInit::zeros());
   return zb.op1("LayerNormalization", {x, scale, bias}, {{"axis", -1}, {"epsilon", epsilon}});
+}
+
+ValueId causal_mask(ZooBuilder& zb, int64_t seq) {
+  return zb.shared_table("causal_mask", DType::kFloat32, {seq, seq}, [seq] {
+    Tensor data(DType::kFloat32, {seq, seq});
+    std::span<float> mask = data.mutable_data<float>();
+    for (int64_t i = 0; i < seq; ++i) {
+      std::fill(mask.begin() + i * seq + i + 1, mask.begin() + (i + 1) * seq, -1e4f);
+    }
+    return data;
+  });
 }
 
 ValueId gelu(ZooBuilder& zb, ValueId x) {

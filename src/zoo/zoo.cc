@@ -16,17 +16,19 @@ namespace {
 
 using zoo::BertConfig;
 using zoo::GptConfig;
+using zoo::LlamaConfig;
 using zoo::MlpConfig;
 using zoo::ResNetConfig;
 using zoo::VitConfig;
 
-using Config = std::variant<MlpConfig, GptConfig, BertConfig, ResNetConfig, VitConfig>;
+using Config = std::variant<MlpConfig, GptConfig, LlamaConfig, BertConfig, ResNetConfig, VitConfig>;
 
 // Bounds that keep every shape product, byte count and allocation well inside int64 and
 // memory; a model beyond them is a typo, not a plan to make.
 constexpr int64_t kMaxDim = int64_t{1} << 24;
 constexpr __int128 kMaxElements = __int128{1} << 59;
-// The causal mask is one [seq, seq] float constant per model: at most 1 GiB.
+// The causal mask is one [seq, seq] float constant per model: at most 1 GiB with data
+// (shape-only models carry none).
 constexpr int64_t kMaxCausalSeq = 16384;
 // Generating data for more parameters than this would exhaust memory.
 constexpr int64_t kMaxParamsWithData = 2'000'000'000;
@@ -48,6 +50,19 @@ std::string format_count(__int128 n) {
 
 GptConfig gpt(int64_t layers, int64_t hidden, int64_t heads, int64_t seq, int64_t vocab) {
   return {.layers = layers, .hidden = hidden, .heads = heads, .seq = seq, .vocab = vocab};
+}
+
+// A Llama preset from its published configuration (Hugging Face's config.json).
+LlamaConfig llama(int64_t layers, int64_t hidden, int64_t heads, int64_t kv_heads, int64_t ffn,
+                  int64_t seq, int64_t vocab, double rope_theta) {
+  return {.layers = layers,
+          .hidden = hidden,
+          .heads = heads,
+          .kv_heads = kv_heads,
+          .ffn = ffn,
+          .seq = seq,
+          .vocab = vocab,
+          .rope_theta = rope_theta};
 }
 
 BertConfig bert(int64_t layers, int64_t hidden, int64_t heads, int64_t seq, int64_t vocab,
@@ -87,6 +102,7 @@ std::vector<Preset> make_presets() {
   // bert-tiny's position table follows --seq (max_positions 0), so the default 16 rows
   // keep every parallel degree up to 4 dividing the sequence.
   const BertConfig bert_tiny = bert(4, 64, 4, 16, 256, 0);
+  const LlamaConfig llama_tiny{};
   const ResNetConfig resnet_tiny{};
   const VitConfig vit_tiny{};
   return {
@@ -102,6 +118,13 @@ std::vector<Preset> make_presets() {
       {"gpt3-6.7b", "gpt", "GPT-3 6.7B", gpt(32, 4096, 32, 2048, 51200)},
       {"gpt3-13b", "gpt", "GPT-3 13B", gpt(40, 5120, 40, 2048, 51200)},
       {"gpt3-175b", "gpt", "GPT-3 175B", gpt(96, 12288, 96, 2048, 51200)},
+      {"llama", "llama", "Llama family with llama-tiny's defaults", llama_tiny},
+      {"llama-tiny", "llama", "small Llama for tests (grouped-query attention)", llama_tiny},
+      // Sequences of the published pretraining context: 4K for Llama 2, 8K for Llama 3.
+      {"llama2-7b", "llama", "Llama 2 7B", llama(32, 4096, 32, 32, 11008, 4096, 32000, 1e4)},
+      {"llama3-8b", "llama", "Llama 3 8B", llama(32, 4096, 32, 8, 14336, 8192, 128256, 5e5)},
+      {"llama3-70b", "llama", "Llama 3 70B", llama(80, 8192, 64, 8, 28672, 8192, 128256, 5e5)},
+      {"llama3-405b", "llama", "Llama 3 405B", llama(126, 16384, 128, 8, 53248, 8192, 128256, 5e5)},
       {"bert", "bert", "BERT family with bert-tiny's defaults", bert_tiny},
       {"bert-tiny", "bert", "small BERT for tests", bert_tiny},
       // Inputs of 128 tokens, the usual fine-tuning length; the table keeps BERT's 512.
@@ -148,9 +171,10 @@ struct Flag {
 };
 
 std::vector<Flag> all_flags(const ZooOptions& o) {
-  return {{"--layers", o.layers}, {"--hidden", o.hidden},   {"--heads", o.heads},
-          {"--seq", o.seq},       {"--vocab", o.vocab},     {"--image", o.image},
-          {"--patch", o.patch},   {"--classes", o.classes}, {"--inputs", o.inputs}};
+  return {{"--layers", o.layers},     {"--hidden", o.hidden}, {"--heads", o.heads},
+          {"--kv-heads", o.kv_heads}, {"--ffn", o.ffn},       {"--seq", o.seq},
+          {"--vocab", o.vocab},       {"--image", o.image},   {"--patch", o.patch},
+          {"--classes", o.classes},   {"--inputs", o.inputs}};
 }
 
 Status check_flags_apply(const ZooOptions& o, std::string_view family,
@@ -213,13 +237,39 @@ StatusOr<Config> resolve_gpt(GptConfig c, const ZooOptions& o, std::string_view 
   RETURN_IF_ERROR(resolve("--seq", o.seq, c.seq));
   RETURN_IF_ERROR(resolve("--vocab", o.vocab, c.vocab));
   RETURN_IF_ERROR(check_heads(c.heads, c.hidden));
-  if (c.seq > kMaxCausalSeq) {
-    return error("--seq: {} exceeds {}, the longest causal mask gpt builds", c.seq, kMaxCausalSeq);
-  }
   RETURN_IF_ERROR(check_elements(name, "the attention scores [batch, heads, seq, seq]",
                                  {o.batch, c.heads, c.seq, c.seq}));
   RETURN_IF_ERROR(check_elements(name, "the MLP activations [batch, seq, 4*hidden]",
                                  {o.batch, c.seq, 4, c.hidden}));
+  RETURN_IF_ERROR(
+      check_elements(name, "the logits [batch, seq, vocab]", {o.batch, c.seq, c.vocab}));
+  return Config(c);
+}
+
+StatusOr<Config> resolve_llama(LlamaConfig c, const ZooOptions& o, std::string_view name) {
+  RETURN_IF_ERROR(check_flags_apply(
+      o, "llama", {"--layers", "--hidden", "--heads", "--kv-heads", "--ffn", "--seq", "--vocab"}));
+  RETURN_IF_ERROR(resolve("--layers", o.layers, c.layers));
+  RETURN_IF_ERROR(resolve("--hidden", o.hidden, c.hidden));
+  RETURN_IF_ERROR(resolve("--heads", o.heads, c.heads));
+  RETURN_IF_ERROR(resolve("--kv-heads", o.kv_heads, c.kv_heads));
+  RETURN_IF_ERROR(resolve("--ffn", o.ffn, c.ffn));
+  RETURN_IF_ERROR(resolve("--seq", o.seq, c.seq));
+  RETURN_IF_ERROR(resolve("--vocab", o.vocab, c.vocab));
+  RETURN_IF_ERROR(check_heads(c.heads, c.hidden));
+  if (c.heads % c.kv_heads != 0) {
+    return error("--kv-heads: {} does not divide --heads {}", c.kv_heads, c.heads);
+  }
+  if ((c.hidden / c.heads) % 2 != 0) {
+    return error(
+        "--heads: the head size {} (--hidden / --heads) must be even for rotary "
+        "embeddings",
+        c.hidden / c.heads);
+  }
+  RETURN_IF_ERROR(check_elements(name, "the attention scores [batch, heads, seq, seq]",
+                                 {o.batch, c.heads, c.seq, c.seq}));
+  RETURN_IF_ERROR(
+      check_elements(name, "the MLP activations [batch, seq, ffn]", {o.batch, c.seq, c.ffn}));
   RETURN_IF_ERROR(
       check_elements(name, "the logits [batch, seq, vocab]", {o.batch, c.seq, c.vocab}));
   return Config(c);
@@ -292,6 +342,8 @@ StatusOr<Config> resolve_config(std::string_view name, const ZooOptions& o) {
           return resolve_mlp(base, o);
         } else if constexpr (std::is_same_v<T, GptConfig>) {
           return resolve_gpt(base, o, name);
+        } else if constexpr (std::is_same_v<T, LlamaConfig>) {
+          return resolve_llama(base, o, name);
         } else if constexpr (std::is_same_v<T, BertConfig>) {
           return resolve_bert(base, o, name);
         } else if constexpr (std::is_same_v<T, ResNetConfig>) {
@@ -311,6 +363,8 @@ __int128 parameter_count(const Config& config) {
           return zoo::mlp_parameter_count(c);
         } else if constexpr (std::is_same_v<T, GptConfig>) {
           return zoo::gpt_parameter_count(c);
+        } else if constexpr (std::is_same_v<T, LlamaConfig>) {
+          return zoo::llama_parameter_count(c);
         } else if constexpr (std::is_same_v<T, BertConfig>) {
           return zoo::bert_parameter_count(c);
         } else if constexpr (std::is_same_v<T, ResNetConfig>) {
@@ -339,6 +393,9 @@ std::string describe(const Preset& p) {
         } else if constexpr (std::is_same_v<T, GptConfig>) {
           return fmt::format("{} layers, hidden {}, {} heads, seq {}, vocab {}", c.layers, c.hidden,
                              c.heads, c.seq, c.vocab);
+        } else if constexpr (std::is_same_v<T, LlamaConfig>) {
+          return fmt::format("{} layers, hidden {}, {}/{} heads, ffn {}, seq {}, vocab {}",
+                             c.layers, c.hidden, c.heads, c.kv_heads, c.ffn, c.seq, c.vocab);
         } else if constexpr (std::is_same_v<T, BertConfig>) {
           return fmt::format("{} layers, hidden {}, {} heads, seq {}, vocab {}", c.layers, c.hidden,
                              c.heads, c.seq, c.vocab);
@@ -389,6 +446,24 @@ StatusOr<Graph> build_zoo_model(std::string_view name, const ZooOptions& options
     return error("--with-weights: {} has {} parameters, too many to generate data for (at most {})",
                  name, count, kMaxParamsWithData);
   }
+  if (with_data) {
+    const int64_t seq = std::visit(
+        [](const auto& c) -> int64_t {
+          using T = std::decay_t<decltype(c)>;
+          if constexpr (std::is_same_v<T, GptConfig> || std::is_same_v<T, LlamaConfig>) {
+            return c.seq;
+          } else {
+            return 0;
+          }
+        },
+        config);
+    if (seq > kMaxCausalSeq) {
+      return error(
+          "--seq: {} exceeds {}, the longest causal mask {} builds with weights (use "
+          "--no-weights)",
+          seq, kMaxCausalSeq, name);
+    }
+  }
   const zoo::BuildSettings settings{
       .with_data = with_data, .seed = options.seed, .batch = options.batch};
   Graph graph = std::visit(
@@ -398,6 +473,8 @@ StatusOr<Graph> build_zoo_model(std::string_view name, const ZooOptions& options
           return zoo::build_mlp(c, settings);
         } else if constexpr (std::is_same_v<T, GptConfig>) {
           return zoo::build_gpt(c, settings);
+        } else if constexpr (std::is_same_v<T, LlamaConfig>) {
+          return zoo::build_llama(c, settings);
         } else if constexpr (std::is_same_v<T, BertConfig>) {
           return zoo::build_bert(c, settings);
         } else if constexpr (std::is_same_v<T, ResNetConfig>) {

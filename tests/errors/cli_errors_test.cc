@@ -137,6 +137,20 @@ TEST_F(CliErrors, MalformedDim) {
                "autopar: error: --dim batch=-3: '-3' is not a positive integer");
 }
 
+TEST_F(CliErrors, SeqFlag) {
+  // --seq sizes a zoo model's sequence; an ONNX file's dims are bound by name.
+  expect_error({"inspect", write("m.onnx", linear()), "--seq", "128"},
+               "autopar: error: --seq: m.onnx is an ONNX file; bind its sequence dim with --dim "
+               "NAME=N");
+  expect_error({"inspect", "llama-tiny", "--seq", "0"},
+               "autopar: error: --seq 0: must be positive");
+  expect_error({"inspect", "llama-tiny", "--seq", "8", "--dim", "seq=16"},
+               "autopar: error: --seq 8: the dim 'seq' is bound twice (by --dim)");
+  expect_error({"inspect", "llama-tiny", "--dim", "tokens=8"},
+               "autopar: error: --dim tokens=8: zoo models have only the batch and seq dims (use "
+               "--batch, --seq)");
+}
+
 TEST_F(CliErrors, NonPositiveBatch) {
   expect_error({"inspect", write("m.onnx", linear()), "--batch", "0"},
                "autopar: error: --batch 0: the batch must be positive");
@@ -200,8 +214,8 @@ TEST_F(CliErrors, OpsetConversionRefusals) {
   {
     testing::OnnxProto m(18);
     m.input("x", onnx::TensorProto::FLOAT, {"batch", 4});
-    m.node("Split", "split", {"x"}, {testing::attr_int("axis", 1),
-                                     testing::attr_int("num_outputs", 3)}, {"a", "b"});
+    m.node("Split", "split", {"x"},
+           {testing::attr_int("axis", 1), testing::attr_int("num_outputs", 3)}, {"a", "b"});
     m.output("a", onnx::TensorProto::FLOAT, {"batch", 2});
     m.output("b", onnx::TensorProto::FLOAT, {"batch", 2});
     expect_error({"inspect", write("split.onnx", m)},

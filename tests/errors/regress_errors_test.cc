@@ -72,7 +72,7 @@ TEST_F(RegressErrors, UnknownField) {
   expect_error("cases:\n" + suite_case("a") + "  - {name: b, modle: mlp}\n",
                "{" + baseline_entry("a") + "}",
                "autopar: error: suite.yaml: cases[1].modle: unknown field (known: name, model, "
-               "hw, nodes, space, batch)");
+               "hw, nodes, space, batch, seq)");
 }
 
 TEST_F(RegressErrors, DuplicateName) {

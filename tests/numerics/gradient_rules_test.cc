@@ -164,6 +164,53 @@ TEST(GradientRules, LayerNormalization) {
             "");
 }
 
+// The fused ops of Llama-style models (ai.autopar.training), whose rules build their Grad ops.
+TEST(GradientRules, RMSNormalization) {
+  EXPECT_EQ(GradientCheck("RMSNormalization")
+                .domain(std::string(kTrainingDomain))
+                .wrt(random_f64({2, 3, 6}, 110))
+                .wrt(random_f64({6}, 111))
+                .attr("axis", int64_t{-1})
+                .attr("epsilon", 1e-5f)
+                .check(1e-5),
+            "");
+  EXPECT_EQ(GradientCheck("RMSNormalization")
+                .domain(std::string(kTrainingDomain))
+                .wrt(random_f64({2, 3, 4}, 112))
+                .wrt(random_f64({3, 4}, 113))
+                .attr("axis", int64_t{1})
+                .check(1e-5),
+            "");
+}
+
+TEST(GradientRules, RotaryEmbedding) {
+  // X [batch, heads, seq, d] against tables [seq, d]; the tables are constants.
+  Tensor cos = random_f64({5, 6}, 121), sin = random_f64({5, 6}, 122);
+  EXPECT_EQ(GradientCheck("RotaryEmbedding")
+                .domain(std::string(kTrainingDomain))
+                .wrt(random_f64({2, 3, 5, 6}, 120))
+                .constant(cos)
+                .constant(sin)
+                .check(1e-6),
+            "");
+  EXPECT_EQ(GradientCheck("RotaryEmbedding")
+                .domain(std::string(kTrainingDomain))
+                .wrt(random_f64({5, 6}, 123))
+                .constant(cos)
+                .constant(sin)
+                .check(1e-6),
+            "");
+}
+
+TEST(GradientRules, SwiGLU) {
+  EXPECT_EQ(GradientCheck("SwiGLU")
+                .domain(std::string(kTrainingDomain))
+                .wrt(random_f64({2, 3, 8}, 130, -3.0, 3.0))
+                .wrt(random_f64({2, 3, 8}, 131))
+                .check(1e-6),
+            "");
+}
+
 TEST(GradientRules, BatchNormalizationTrainingAndInference) {
   EXPECT_EQ(GradientCheck("BatchNormalization", 15)
                 .wrt(random_f64({3, 2, 2, 3}, 110))

@@ -15,7 +15,7 @@ namespace autopar {
 namespace {
 
 // The first disagreement, or "" when every checked element agrees.
-std::string check_model(const std::string& name, int elements_per_parameter) {
+std::string check_model(const std::string& name, int elements_per_parameter, bool fused = false) {
   ZooOptions zoo;
   zoo.batch = 2;
   zoo.with_weights = true;
@@ -27,7 +27,7 @@ std::string check_model(const std::string& name, int elements_per_parameter) {
   sgd.momentum = 0;
   LossSpec loss;
   loss.kind = default_loss(*model);
-  auto training = build_training_graph(*model, loss, sgd);
+  auto training = build_training_graph(*model, loss, sgd, {.fused = fused});
   if (!training.is_ok()) return training.status().message();
   Graph g = training->graph;
   std::vector<ValueId> outputs = {training->loss};
@@ -88,6 +88,10 @@ std::string check_model(const std::string& name, int elements_per_parameter) {
 
 TEST(ModelGradients, Mlp) { EXPECT_EQ(check_model("mlp", 3), ""); }
 TEST(ModelGradients, GptTiny) { EXPECT_EQ(check_model("gpt-tiny", 2), ""); }
+// Llama's RMSNorm, rotary embeddings, grouped-query attention and SwiGLU, written out as the
+// exporter writes them and fused (ai.autopar.training ops) as the lowering trains them.
+TEST(ModelGradients, LlamaTiny) { EXPECT_EQ(check_model("llama-tiny", 2), ""); }
+TEST(ModelGradients, LlamaTinyFused) { EXPECT_EQ(check_model("llama-tiny", 2, true), ""); }
 TEST(ModelGradients, BertTiny) { EXPECT_EQ(check_model("bert-tiny", 2), ""); }
 TEST(ModelGradients, ResnetTiny) { EXPECT_EQ(check_model("resnet-tiny", 2), ""); }
 TEST(ModelGradients, VitTiny) { EXPECT_EQ(check_model("vit-tiny", 2), ""); }

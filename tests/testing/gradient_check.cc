@@ -44,6 +44,10 @@ GradientCheck& GradientCheck::outputs(int count) {
   num_outputs_ = count;
   return *this;
 }
+GradientCheck& GradientCheck::domain(std::string domain) {
+  domain_ = std::move(domain);
+  return *this;
+}
 GradientCheck& GradientCheck::loss_outputs(std::vector<int> outputs) {
   loss_outputs_ = std::move(outputs);
   return *this;
@@ -52,9 +56,11 @@ GradientCheck& GradientCheck::loss_outputs(std::vector<int> outputs) {
 std::string GradientCheck::check(double rtol, double atol) {
   Graph g;
   g.opsets = {{"", opset_}};
+  if (!domain_.empty()) g.opsets[domain_] = 1;
   Node node;
   node.name = "n";
   node.op_type = op_type_;
+  node.domain = domain_;
   node.attrs = attrs_;
   std::vector<ValueId> wrt_ids;
   std::vector<TensorPtr> wrt_values;
@@ -101,8 +107,9 @@ std::string GradientCheck::check(double rtol, double atol) {
     const ValueId out = g.node(id).outputs[k];
     Tensor weights = random_f64(g.value(out).shape.dims, seed++);
     if (g.value(out).dtype != DType::kFloat64) return "the loss needs f64 outputs";
-    const ValueId term = emit.op("ReduceSum", {emit.op("Mul", {out, emit.constant(std::move(weights))}), emit.ints({})},
-                                 {{"keepdims", int64_t{0}}});
+    const ValueId term = emit.op(
+        "ReduceSum", {emit.op("Mul", {out, emit.constant(std::move(weights))}), emit.ints({})},
+        {{"keepdims", int64_t{0}}});
     loss = loss == kNoId ? term : emit.op("Add", {loss, term});
   }
   if (!emit.status().is_ok()) return "loss: " + emit.status().message();
@@ -139,7 +146,8 @@ std::string GradientCheck::check(double rtol, double atol) {
       const double numeric = (loss_at(plus) - loss_at(minus)) / (2 * h);
       const double a = grad.float_at(e);
       if (!(std::fabs(a - numeric) <= atol + rtol * std::fabs(numeric))) {
-        return fmt::format("input {} element {}: analytic {:.10g}, numeric {:.10g}", w, e, a, numeric);
+        return fmt::format("input {} element {}: analytic {:.10g}, numeric {:.10g}", w, e, a,
+                           numeric);
       }
     }
   }

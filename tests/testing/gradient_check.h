@@ -21,6 +21,8 @@ class GradientCheck {
   GradientCheck& omitted();
   GradientCheck& attr(const std::string& name, Attribute value);
   GradientCheck& outputs(int count);
+  // The op's domain (default ai.onnx): ai.autopar.training for the fused ops.
+  GradientCheck& domain(std::string domain);
   // Which outputs feed the loss (default all floating ones).
   GradientCheck& loss_outputs(std::vector<int> outputs);
 
@@ -31,6 +33,7 @@ class GradientCheck {
  private:
   std::string op_type_;
   int64_t opset_;
+  std::string domain_;
   std::vector<std::pair<Tensor, int>> inputs_;  // kind: 0 wrt, 1 constant, 2 omitted
   Attributes attrs_;
   int num_outputs_ = 1;

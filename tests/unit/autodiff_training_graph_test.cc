@@ -140,36 +140,37 @@ TEST(TrainingGraph, Errors) {
 namespace autopar {
 namespace {
 
-// Fused training ops compute what the standard ones do: one SGD step of gpt-tiny (whose norms
-// are LayerNormalizations, their gradients one fused node each, and whose MLPs' erf GELUs are
-// one Gelu node each, with one GeluGrad) moves every parameter as the standard graph's step
-// does, to float32 rounding.
-TEST(TrainingGraph, FusedOpsTrainAsTheStandardOnes) {
+// One SGD step (lr 1) of a zoo model with its standard training graph and with its fused one:
+// every updated state tensor, by name, and the fused graph's training-domain ops, by type.
+struct Steps {
+  std::map<std::string, std::vector<float>> stepped[2];
+  std::map<std::string, int> fused_ops;
+};
+
+Steps step_both_ways(const std::string& name) {
+  Steps steps;
   ZooOptions options;
   options.batch = 2;
-  auto model = build_zoo_model("gpt-tiny", options);
-  ASSERT_TRUE(model.is_ok());
+  auto model = build_zoo_model(name, options);
+  EXPECT_TRUE(model.is_ok());
+  if (!model.is_ok()) return steps;
   OptimizerSpec sgd;
   sgd.kind = OptimizerKind::kSgd;
   sgd.lr = 1.0;
   sgd.momentum = 0;
-  std::map<std::string, std::vector<float>> stepped[2];
-  int fused_norms = 0, gelus = 0, gelu_grads = 0;
   for (int fused = 0; fused < 2; ++fused) {
     auto training =
         build_training_graph(*model, {LossKind::kCrossEntropy, ""}, sgd, {.fused = fused == 1});
-    ASSERT_TRUE(training.is_ok()) << training.status().message();
+    EXPECT_TRUE(training.is_ok()) << training.status().message();
+    if (!training.is_ok()) return steps;
     const Graph& g = training->graph;
     for (const Node& n : g.nodes()) {
-      if (fused == 1 && n.domain == kTrainingDomain) {
-        fused_norms += n.op_type == "LayerNormalizationGrad" ? 1 : 0;
-        gelus += n.op_type == "Gelu" ? 1 : 0;
-        gelu_grads += n.op_type == "GeluGrad" ? 1 : 0;
-      }
+      if (fused == 1 && n.domain == kTrainingDomain) ++steps.fused_ops[n.op_type];
       if (fused == 0) EXPECT_TRUE(n.domain.empty()) << n.op_type;
     }
     auto executor = runtime::Executor::create(g, {.num_threads = 1});
-    ASSERT_TRUE(executor.is_ok()) << executor.status().message();
+    EXPECT_TRUE(executor.is_ok()) << executor.status().message();
+    if (!executor.is_ok()) return steps;
     std::vector<runtime::Feed> feeds;
     for (ValueId in : g.inputs()) {
       const Value& v = g.value(in);
@@ -181,25 +182,52 @@ TEST(TrainingGraph, FusedOpsTrainAsTheStandardOnes) {
     for (const auto& [state, next] : training->updates)
       feeds.push_back({state, g.value(state).data});
     auto out = executor->run(feeds);
-    ASSERT_TRUE(out.is_ok()) << out.status().message();
+    EXPECT_TRUE(out.is_ok()) << out.status().message();
+    if (!out.is_ok()) return steps;
     for (size_t k = 0; k < training->updates.size(); ++k) {
       const Tensor& t = *(*out)[k + 1];
-      std::vector<float>& values = stepped[fused][g.value(training->updates[k].first).name];
+      std::vector<float>& values = steps.stepped[fused][g.value(training->updates[k].first).name];
       for (int64_t i = 0; i < t.num_elements(); ++i)
         values.push_back(static_cast<float>(t.float_at(i)));
     }
   }
-  EXPECT_EQ(fused_norms, 9);  // 4 layers × 2, and the final norm
-  EXPECT_EQ(gelus, 4);
-  EXPECT_EQ(gelu_grads, 4);
-  ASSERT_EQ(stepped[0].size(), stepped[1].size());
-  for (const auto& [name, values] : stepped[0]) {
-    const std::vector<float>& other = stepped[1].at(name);
+  return steps;
+}
+
+void expect_same_step(const Steps& steps) {
+  ASSERT_EQ(steps.stepped[0].size(), steps.stepped[1].size());
+  for (const auto& [name, values] : steps.stepped[0]) {
+    const std::vector<float>& other = steps.stepped[1].at(name);
     ASSERT_EQ(values.size(), other.size()) << name;
     for (size_t i = 0; i < values.size(); ++i)
       ASSERT_NEAR(values[i], other[i], 2e-5 * std::max(1.0f, std::fabs(values[i])))
           << name << " " << i;
   }
+}
+
+// Fused training ops compute what the standard ones do: one SGD step of gpt-tiny (whose norms
+// are LayerNormalizations, their gradients one fused node each, and whose MLPs' erf GELUs are
+// one Gelu node each, with one GeluGrad) moves every parameter as the standard graph's step
+// does, to float32 rounding.
+TEST(TrainingGraph, FusedOpsTrainAsTheStandardOnes) {
+  const Steps steps = step_both_ways("gpt-tiny");
+  EXPECT_EQ(steps.fused_ops.at("LayerNormalizationGrad"), 9);  // 4 layers × 2, the final norm
+  EXPECT_EQ(steps.fused_ops.at("Gelu"), 4);
+  EXPECT_EQ(steps.fused_ops.at("GeluGrad"), 4);
+  expect_same_step(steps);
+}
+
+// The same for llama-tiny, whose written-out RMSNorms, rotary embeddings (of queries and keys)
+// and SwiGLUs the training graph fuses: the rotations' gradients are inverse rotations.
+TEST(TrainingGraph, FusedLlamaOpsTrainAsTheStandardOnes) {
+  const Steps steps = step_both_ways("llama-tiny");
+  const std::map<std::string, int> expected = {{"RMSNormalization", 9},
+                                               {"RMSNormalizationGrad", 9},
+                                               {"RotaryEmbedding", 16},
+                                               {"SwiGLU", 4},
+                                               {"SwiGLUGrad", 4}};
+  EXPECT_EQ(steps.fused_ops, expected);
+  expect_same_step(steps);
 }
 
 }  // namespace

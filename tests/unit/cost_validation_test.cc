@@ -162,8 +162,8 @@ TEST(Validation, ErrorsNameTheFileRunAndField) {
       "    scheme: {mesh: {dp: 2}, batch: {global: 8}}\n"
       "    published: {iteration_s: 1}\n",
       "v.yaml: runs[0] (r).nodes: 9000000000000000000 is more than 1000000");
-  expect_error("    model: {zoo: llama, layers: 2}\n    hw: x\n    nodes: 1\n",
-               "v.yaml: runs[0] (r).model.zoo: 'llama' is not a zoo model (autopar zoo --list)");
+  expect_error("    model: {zoo: mixtral, layers: 2}\n    hw: x\n    nodes: 1\n",
+               "v.yaml: runs[0] (r).model.zoo: 'mixtral' is not a zoo model (autopar zoo --list)");
   expect_error(std::string(kModel) + "    scheme: {mesh: {dp: 2}, batch: {global: 8}}\n" +
                    "    published: {iteration_s: 1}\n    year: 2021\n",
                "v.yaml: runs[0].year: unknown field (known: name, source, model, hw, nodes, "

@@ -110,9 +110,12 @@ TEST(OpsRegistry, RegistersExactlyTheRequiredOps) {
   EXPECT_NE(registry.find(kTrainingDomain, "LayerNormalizationGrad"), nullptr);
   EXPECT_NE(registry.find(kTrainingDomain, "Gelu"), nullptr);
   EXPECT_NE(registry.find(kTrainingDomain, "GeluGrad"), nullptr);
+  for (const char* op :
+       {"RMSNormalization", "RMSNormalizationGrad", "RotaryEmbedding", "SwiGLU", "SwiGLUGrad"})
+    EXPECT_NE(registry.find(kTrainingDomain, op), nullptr) << op;
   EXPECT_EQ(registry.find(kAutoparDomain, "Adam"), nullptr);
   EXPECT_EQ(kOnnxOps.size(), 80u);
-  EXPECT_EQ(registry.size(), 93u);
+  EXPECT_EQ(registry.size(), 98u);
   EXPECT_EQ(registry.all().size(), registry.size());
 }
 

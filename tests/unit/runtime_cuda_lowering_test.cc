@@ -287,7 +287,14 @@ TEST(CudaLowering, TheCpuOpsWithoutACudaKernelAreKnown) {
   std::vector<std::string> missing;
   for (const auto& [domain, op] : kernel_registry().keys())
     if (!cuda_supports(domain, op)) missing.push_back(domain.empty() ? op : domain + "." + op);
-  EXPECT_EQ(missing, (std::vector<std::string>{}));
+  std::sort(missing.begin(), missing.end());
+  // Llama's fused training ops run on the CPU only so far: on CUDA a llama plan is refused,
+  // naming the op.
+  EXPECT_EQ(missing,
+            (std::vector<std::string>{
+                "ai.autopar.training.RMSNormalization", "ai.autopar.training.RMSNormalizationGrad",
+                "ai.autopar.training.RotaryEmbedding", "ai.autopar.training.SwiGLU",
+                "ai.autopar.training.SwiGLUGrad"}));
 }
 
 // The arena holds every value a launch writes at an offset no other value live at the same
@@ -479,10 +486,11 @@ TEST(CudaLowering, AnAsymmetricallyPaddedConvConvolvesAPaddedCopy) {
 // has a filter that covers fewer positions than its output, and keeps the forward form).
 TEST(CudaLowering, WeightGradientConvolutionsRunAsBackwardFilter) {
   GraphBuilder b("wgrad");
-  const ValueId a = b.input("a", DType::kFloat32, {4, 2, 9, 9});   // [C, N, S]
-  const ValueId w = b.input("b", DType::kFloat32, {5, 2, 4, 4});   // [M, N, O]
-  b.output(b.op1("Conv", {a, w}, {{"strides", std::vector<int64_t>{1, 1}},
-                                  {"dilations", std::vector<int64_t>{2, 2}}}));
+  const ValueId a = b.input("a", DType::kFloat32, {4, 2, 9, 9});  // [C, N, S]
+  const ValueId w = b.input("b", DType::kFloat32, {5, 2, 4, 4});  // [M, N, O]
+  b.output(
+      b.op1("Conv", {a, w},
+            {{"strides", std::vector<int64_t>{1, 1}}, {"dilations", std::vector<int64_t>{2, 2}}}));
   const auto l = lowered(b.finish());
   ASSERT_TRUE(l);
   ASSERT_EQ(l->program.launches.size(), 4u);

@@ -66,14 +66,16 @@ TEST(Zoo, EntriesListEveryPresetAndFamily) {
     EXPECT_FALSE(e.description.empty()) << e.name;
   }
   const std::vector<std::string> expected = {
-      "mlp",      "gpt",       "gpt-tiny",  "gpt2-small", "gpt2-medium",     "gpt2-large",
-      "gpt2-xl",  "gpt3-1.3b", "gpt3-2.7b", "gpt3-6.7b",  "gpt3-13b",        "gpt3-175b",
-      "bert",     "bert-tiny", "bert-base", "bert-large", "resnet",          "resnet-tiny",
-      "resnet18", "resnet50",  "resnet101", "resnet152",  "wide-resnet50-2", "vit",
-      "vit-tiny", "vit-b16",   "vit-l16",   "vit-h14"};
+      "mlp",      "gpt",        "gpt-tiny",  "gpt2-small", "gpt2-medium",     "gpt2-large",
+      "gpt2-xl",  "gpt3-1.3b",  "gpt3-2.7b", "gpt3-6.7b",  "gpt3-13b",        "gpt3-175b",
+      "llama",    "llama-tiny", "llama2-7b", "llama3-8b",  "llama3-70b",      "llama3-405b",
+      "bert",     "bert-tiny",  "bert-base", "bert-large", "resnet",          "resnet-tiny",
+      "resnet18", "resnet50",   "resnet101", "resnet152",  "wide-resnet50-2", "vit",
+      "vit-tiny", "vit-b16",    "vit-l16",   "vit-h14"};
   EXPECT_EQ(names, expected);
   for (const ZooEntry& e : zoo_entries()) {
-    EXPECT_TRUE(std::set<std::string>({"mlp", "gpt", "bert", "resnet", "vit"}).count(e.family))
+    EXPECT_TRUE(
+        std::set<std::string>({"mlp", "gpt", "llama", "bert", "resnet", "vit"}).count(e.family))
         << e.name;
   }
 }
@@ -97,6 +99,69 @@ TEST(Zoo, PresetParameterCounts) {
     EXPECT_EQ(count(name), n) << name;
     EXPECT_EQ(build(name, shape_only()).num_parameter_elements(), n) << name;
   }
+}
+
+// The published counts: Llama 2 7B's 6.74B, Llama 3's 8.03B, 70.6B and 405B (embeddings and
+// output head untied, grouped-query attention with 8 key/value heads).
+TEST(Zoo, LlamaPresetParameterCounts) {
+  const std::vector<std::pair<std::string, int64_t>> expected = {
+      {"llama2-7b", 6'738'415'616},
+      {"llama3-8b", 8'030'261'248},
+      {"llama3-70b", 70'553'706'496},
+      {"llama3-405b", 405'853'388'800},
+  };
+  for (const auto& [name, n] : expected) EXPECT_EQ(count(name), n) << name;
+  Graph g = build("llama3-8b");
+  EXPECT_EQ(g.num_parameter_elements(), 8'030'261'248);
+  EXPECT_EQ(layer_ids(g), range(32));
+}
+
+// llama-tiny as Hugging Face's LlamaForCausalLM exports it: per layer two RMSNorms (Pow,
+// ReduceMean, Add, Sqrt, Div, Mul, Mul), four bias-free projections and three in the MLP,
+// rotary embeddings of queries and keys (two Slices, Neg, Concat, two Muls and an Add each),
+// key/value heads repeated over their query groups (Unsqueeze, Expand, Reshape) and SwiGLU.
+TEST(Zoo, LlamaTinyStructure) {
+  Graph g = build("llama-tiny");
+  EXPECT_EQ(g.num_parameter_elements(), 180'800);
+  std::map<std::string, int> ops;
+  for (const Node& n : g.nodes()) ++ops[n.op_type];
+  EXPECT_EQ(ops["Pow"], 9);
+  EXPECT_EQ(ops["Sqrt"], 9);
+  EXPECT_EQ(ops["Sigmoid"], 4);
+  EXPECT_EQ(ops["Neg"], 8);
+  EXPECT_EQ(ops["Concat"], 8);
+  EXPECT_EQ(ops["Expand"], 8);
+  EXPECT_EQ(ops["Softmax"], 4);
+  EXPECT_EQ(ops["MatMul"], 4 * 9 + 1);  // 7 projections and 2 attention products, the head
+  for (const char* name : {"model.embed_tokens.weight", "lm_head.weight",
+                           "model.layers.0.self_attn.k_proj.weight", "model.norm.weight"}) {
+    EXPECT_TRUE(g.find_value(name).has_value()) << name;
+  }
+  // Two key/value heads of 16: k_proj is [64, 32].
+  EXPECT_EQ(g.value(*g.find_value("model.layers.0.self_attn.k_proj.weight")).shape.dims,
+            (std::vector<int64_t>{64, 32}));
+  ZooOptions o = shape_only();
+  o.kv_heads = 4;
+  o.ffn = 96;
+  // Full multi-head attention needs no repeat.
+  Graph mha = build("llama-tiny", o);
+  EXPECT_EQ(mha.num_parameter_elements(),
+            4 * (4 * 64 * 64 + 3 * 64 * 96 + 2 * 64) + 2 * 256 * 64 + 64);
+  int expands = 0;
+  for (const Node& n : mha.nodes()) expands += n.op_type == "Expand" ? 1 : 0;
+  EXPECT_EQ(expands, 0);
+}
+
+// A long sequence builds shape-only: its causal mask (64 GiB at 128K) carries no data.
+TEST(Zoo, LongSequencesBuildShapeOnly) {
+  ZooOptions o = shape_only();
+  o.seq = 131072;
+  Graph g = build("llama3-8b", o);
+  const Value& mask = g.value(*g.find_value("causal_mask"));
+  EXPECT_EQ(mask.shape.dims, (std::vector<int64_t>{131072, 131072}));
+  EXPECT_EQ(mask.data, nullptr);
+  // The rotary tables (64 MiB each) keep theirs.
+  EXPECT_NE(g.value(*g.find_value("rope_cos")).data, nullptr);
 }
 
 TEST(Zoo, GptParameterFormula) {
@@ -355,7 +420,19 @@ TEST(Zoo, OptionErrors) {
             "--seq: 1024 exceeds the 512 positions of bert-base");
   long_seq.seq = 20000;
   EXPECT_EQ(build_error("gpt", long_seq),
-            "--seq: 20000 exceeds 16384, the longest causal mask gpt builds");
+            "--seq: 20000 exceeds 16384, the longest causal mask gpt builds with weights (use "
+            "--no-weights)");
+  ZooOptions kv;
+  kv.kv_heads = 3;
+  EXPECT_EQ(build_error("llama-tiny", kv), "--kv-heads: 3 does not divide --heads 4");
+  EXPECT_EQ(build_error("gpt-tiny", kv),
+            "--kv-heads does not apply to the gpt family (it takes --layers, --hidden, --heads, "
+            "--seq, --vocab)");
+  ZooOptions odd_head;
+  odd_head.hidden = 60;
+  odd_head.heads = 4;
+  EXPECT_EQ(build_error("llama-tiny", odd_head),
+            "--heads: the head size 15 (--hidden / --heads) must be even for rotary embeddings");
   ZooOptions batch;
   batch.batch = 0;
   EXPECT_EQ(build_error("mlp", batch), "--batch: must be positive, got 0");

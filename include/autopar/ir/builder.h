@@ -45,6 +45,8 @@ class GraphBuilder {
   ValueId parameter(std::string_view name, std::vector<int64_t> dims, ParamInit init,
                     DType dtype = DType::kFloat32);
   ValueId constant(std::string_view name, Tensor data);
+  // A constant of this type and shape without data: a large table in a shape-only model.
+  ValueId constant_without_data(std::string_view name, DType dtype, std::vector<int64_t> dims);
   ValueId constant_ints(std::string_view name, const std::vector<int64_t>& values);
   ValueId constant_scalar(std::string_view name, float value, DType dtype = DType::kFloat32);
 

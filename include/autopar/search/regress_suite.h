@@ -21,6 +21,7 @@ struct SuiteCase {
   std::string space;  // as written
   int64_t nodes = 1;
   int64_t batch = 0;
+  int64_t seq = 0;         // the zoo model's sequence length (0: its preset's)
   std::string hw_path;     // resolved
   std::string space_path;  // resolved
 };

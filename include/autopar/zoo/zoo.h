@@ -17,6 +17,8 @@ struct ZooOptions {
   std::optional<int64_t> layers;
   std::optional<int64_t> hidden;
   std::optional<int64_t> heads;
+  std::optional<int64_t> kv_heads;  // llama: key/value heads (grouped-query attention)
+  std::optional<int64_t> ffn;       // llama: SwiGLU intermediate size
   std::optional<int64_t> seq;
   std::optional<int64_t> vocab;
   std::optional<int64_t> image;    // image side (vit, resnet)
@@ -33,10 +35,13 @@ struct ZooOptions {
 };
 
 inline constexpr int64_t kZooMaxParamsWithWeights = 100'000'000;
+// The dim name a zoo model's sequence length is bound by (--seq, or --dim seq=N) and
+// recorded under in plans.
+inline constexpr std::string_view kZooSeqDim = "seq";
 
 struct ZooEntry {
   std::string name;         // preset or family name: "gpt2-small", "gpt"
-  std::string family;       // mlp | gpt | bert | resnet | vit
+  std::string family;       // mlp | gpt | llama | bert | resnet | vit
   std::string description;  // one line for `autopar zoo --list`
 };
 

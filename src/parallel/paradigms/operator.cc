@@ -9,6 +9,9 @@
 //   sequence (or batch) and gathered before the next column projection, so the norms and the
 //   residual between them run on shards;
 // - auto: every op may split parameters and activations, whichever is cheapest.
+#include <algorithm>
+#include <iterator>
+
 #include "paradigms.h"
 
 namespace autopar {
@@ -29,12 +32,25 @@ namespace autopar::paradigm_files {
 
 Status configure_operator(const Scheme& scheme, const Graph&, int32_t, LoweringPolicy& policy) {
   const TensorStrategy tensor = scheme.tensor;
-  policy.spmd.parameter_split = [tensor](const Graph&, const Node& consumer, std::string_view) {
+  policy.spmd.parameter_split = [tensor](const Graph& graph, const Node& consumer,
+                                         std::string_view) {
     if (tensor == TensorStrategy::kAuto) return true;
-    static const char* const kLinear[] = {"MatMul", "Gemm", "Conv", "ConvTranspose",
-                                          "Gather", "Add",  "Mul",  "Sub"};
-    for (const char* op : kLinear) {
-      if (consumer.op_type == op) return true;
+    static const char* const kLinear[] = {"MatMul", "Gemm", "Conv", "ConvTranspose", "Gather"};
+    auto is_linear = [](const Node& n) {
+      return n.domain.empty() && std::any_of(std::begin(kLinear), std::end(kLinear),
+                                             [&](const char* op) { return n.op_type == op; });
+    };
+    if (is_linear(consumer)) return true;
+    if (consumer.op_type != "Add" && consumer.op_type != "Mul" && consumer.op_type != "Sub")
+      return false;
+    // An elementwise op splits its parameter only as a linear layer's bias or scale, on the
+    // layer's own output; a norm's weight (RMSNorm's Mul) stays whole, as in Megatron-LM.
+    for (ValueId in : consumer.inputs) {
+      if (in == kNoId || graph.value(in).is_initializer()) continue;
+      NodeId producer = graph.value(in).producer;
+      while (producer != kNoId && graph.node(producer).op_type == "Cast")
+        producer = graph.value(graph.node(producer).inputs[0]).producer;
+      if (producer != kNoId && is_linear(graph.node(producer))) return true;
     }
     return false;
   };

@@ -209,9 +209,10 @@ Status Spmd::lower_node(NodeId id) {
        node.op_type == "ConvTranspose")) {
     for (ValueId in : node.inputs) weighted = weighted || (in != kNoId && is_weight(in));
   }
-  const bool sequence_norm = sp_recipe && node.phase == Phase::kForward && node.domain.empty() &&
-                             node.op_type == "LayerNormalization" && !node.outputs.empty() &&
-                             node.outputs[0] != kNoId &&
+  const bool norm = (node.domain.empty() && node.op_type == "LayerNormalization") ||
+                    (node.domain == kTrainingDomain && node.op_type == "RMSNormalization");
+  const bool sequence_norm = sp_recipe && node.phase == Phase::kForward && norm &&
+                             !node.outputs.empty() && node.outputs[0] != kNoId &&
                              attribute_dim(src_.value(node.outputs[0])) >= 0;
   auto recipe_allows = [&](const OpStrategy& s) {
     if (sequence_norm && (s.outputs.empty() ||
@@ -225,10 +226,26 @@ Status Spmd::lower_node(NodeId id) {
     }
     return !activation_split || weight_split;
   };
+  // Megatron's recipe splits activations over tp only where a split parameter (or a split
+  // input) puts them: an op whose inputs are whole over tp keeps its outputs whole, even where
+  // the split is free for the op itself (an Expand of a norm's statistics, a broadcast).
+  const bool from_parameters =
+      policy_.tp_activations == SpmdPolicy::TpActivations::kFromParameters &&
+      node.phase != Phase::kOptimizer;
+  auto inputs_carry_split = [&](const OpStrategy& s) {
+    bool output_split = false;
+    for (const Layout& out : s.outputs) output_split = output_split || out.uses("tp");
+    if (!output_split) return true;
+    for (size_t i = 0; i < s.inputs.size() && i < node.inputs.size(); ++i) {
+      if (node.inputs[i] != kNoId && s.inputs[i].uses("tp")) return true;
+    }
+    return false;
+  };
   const Choice* best = nullptr;
   double best_cost = kInfinite;
   for (const Choice& c : candidates) {
     if (sp_recipe && !recipe_allows(*c.strategy)) continue;
+    if (from_parameters && !inputs_carry_split(*c.strategy)) continue;
     const double cost = c.own >= 0 ? own_cost(c.own) : strategy_cost(id, *c.strategy);
     if (cost < best_cost) {
       best_cost = cost;
