@@ -68,6 +68,8 @@ struct LoadedModel {
   ImportReport import;  // a zoo model's layer_source is "zoo"
 };
 StatusOr<LoadedModel> load_model(const std::string& model, const DimFlags& dims);
+// The error --seq gives on an ONNX file (whose dims are bound by name with --dim).
+Status seq_on_file(const std::string& model);
 
 // The ModelProto of an ONNX file, or of a zoo model built with weights (at batch 1, the
 // batch dim symbolic); `model_dir` receives the folder external data is read from.

@@ -19,10 +19,6 @@ bool names_zoo_model(const std::string& model) {
                      [&](const ZooEntry& entry) { return entry.name == model; });
 }
 
-Status seq_on_file(const std::string& model) {
-  return error("--seq: {} is an ONNX file; bind its sequence dim with --dim NAME=N", model);
-}
-
 // A zoo model's options at the bound dims: --batch (or `default_batch`) and "seq" (--seq), the
 // only dims a zoo model has.
 StatusOr<ZooOptions> zoo_options(const ImportOptions& options, int64_t default_batch) {
@@ -38,6 +34,10 @@ StatusOr<ZooOptions> zoo_options(const ImportOptions& options, int64_t default_b
 }
 
 }  // namespace
+
+Status seq_on_file(const std::string& model) {
+  return error("--seq: {} is an ONNX file; bind its sequence dim with --dim NAME=N", model);
+}
 
 void DimFlags::add_to(CLI::App& command, std::optional<int64_t> default_batch) {
   batch = default_batch;

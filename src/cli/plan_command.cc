@@ -78,8 +78,7 @@ int64_t batch_of(const Graph& g) {
 
 StatusOr<PlanSource> plan_source(const std::string& model, const std::string& loss,
                                  const std::string& optimizer, const DimFlags& dims) {
-  if (dims.seq && !is_zoo(model))
-    return error("--seq: {} is an ONNX file; bind its sequence dim with --dim NAME=N", model);
+  if (dims.seq && !is_zoo(model)) return seq_on_file(model);
   PlanSource given;
   given.loss = loss;
   given.optimizer = optimizer;
