@@ -824,6 +824,24 @@ std::optional<IterationSpace> expand_space(const Graph& g, const Node& n) {
 // Slice: every dim it does not slice is a loop the output shares with its data input (a
 // device slices its block); the sliced dims stay whole. Starts, ends, axes and steps are read
 // whole. Axes that are not constants leave the node unsplittable.
+// A Slice's or Pad's space: every dim parallel, those it cuts or pads (`changed`, or whose size
+// changes) read whole; its index inputs read whole.
+IterationSpace window_space(const Graph& g, const Node& n, const std::vector<int64_t>& x,
+                            const std::vector<int64_t>& y, const std::vector<bool>& changed) {
+  IterationSpace space;
+  std::vector<int> map;
+  for (size_t d = 0; d < x.size(); ++d) {
+    const bool whole = changed[d] || x[d] != y[d];
+    space.loops.push_back({fmt::format("d{}", d), x[d], LoopKind::kParallel, !whole});
+    map.push_back(whole ? -1 : static_cast<int>(d));
+  }
+  space.inputs = {map};
+  for (size_t k = 1; k < n.inputs.size(); ++k)
+    space.inputs.emplace_back(n.input(k) == kNoId ? 0 : g.value(n.inputs[k]).shape.rank(), -1);
+  space.outputs = {map};
+  return space;
+}
+
 std::optional<IterationSpace> slice_space(const Graph& g, const Node& n) {
   if (n.inputs.empty() || n.inputs[0] == kNoId || n.outputs.size() != 1 || n.outputs[0] == kNoId)
     return std::nullopt;
@@ -854,18 +872,7 @@ std::optional<IterationSpace> slice_space(const Graph& g, const Node& n) {
     if (a < -rank || a >= rank) return std::nullopt;
     sliced[a < 0 ? a + rank : a] = true;
   }
-  IterationSpace space;
-  std::vector<int> map;
-  for (int64_t d = 0; d < rank; ++d) {
-    const bool whole = sliced[d] || x[d] != y[d];
-    space.loops.push_back({fmt::format("d{}", d), x[d], LoopKind::kParallel, !whole});
-    map.push_back(whole ? -1 : static_cast<int>(d));
-  }
-  space.inputs = {map};
-  for (size_t k = 1; k < n.inputs.size(); ++k)
-    space.inputs.emplace_back(n.input(k) == kNoId ? 0 : g.value(n.inputs[k]).shape.rank(), -1);
-  space.outputs = {map};
-  return space;
+  return window_space(g, n, x, y, sliced);
 }
 
 // Pad: every dim it leaves unpadded is a loop the output shares with its data input (a device
@@ -898,18 +905,7 @@ std::optional<IterationSpace> pad_space(const Graph& g, const Node& n) {
     if (a < -rank || a >= rank) return std::nullopt;
     if (pads[k] != 0 || pads[k + axes.size()] != 0) padded[a < 0 ? a + rank : a] = true;
   }
-  IterationSpace space;
-  std::vector<int> map;
-  for (int64_t d = 0; d < rank; ++d) {
-    const bool whole = padded[d] || x[d] != y[d];
-    space.loops.push_back({fmt::format("d{}", d), x[d], LoopKind::kParallel, !whole});
-    map.push_back(whole ? -1 : static_cast<int>(d));
-  }
-  space.inputs = {map};
-  for (size_t k = 1; k < n.inputs.size(); ++k)
-    space.inputs.emplace_back(n.input(k) == kNoId ? 0 : g.value(n.inputs[k]).shape.rank(), -1);
-  space.outputs = {map};
-  return space;
+  return window_space(g, n, x, y, padded);
 }
 
 // ScatterND: the slice dims its updates carry are parallel loops over the output's trailing

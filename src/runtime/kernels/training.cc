@@ -42,17 +42,24 @@ Status adam_kernel(KernelContext& ctx) {
 
 // Per row of the normalised dims: the statistics in double, as the standard ops' reductions
 // would give them to rounding.
+// Rows of `cols` elements from the node's axis on (LayerNormalizationGrad, RMSNormalization and its
+// gradient).
+int64_t normalized_cols(const KernelContext& ctx, const Tensor& x) {
+  const int64_t rank = static_cast<int64_t>(x.dims().size());
+  int64_t axis = ctx.node().attr_int("axis", -1);
+  if (axis < 0) axis += rank;
+  int64_t cols = 1;
+  for (int64_t d = axis; d < rank; ++d) cols *= x.dims()[d];
+  return cols;
+}
+
 Status layer_norm_grad_kernel(KernelContext& ctx) {
   const Tensor& dy = ctx.input(0);
   const Tensor& x = ctx.input(1);
   const Tensor& scale = ctx.input(2);
   Tensor& dx = ctx.allocate_output(0);
   Tensor& x_hat = ctx.allocate_output(1);
-  const int64_t rank = static_cast<int64_t>(x.dims().size());
-  int64_t axis = ctx.node().attr_int("axis", -1);
-  if (axis < 0) axis += rank;
-  int64_t cols = 1;
-  for (int64_t d = axis; d < rank; ++d) cols *= x.dims()[d];
+  const int64_t cols = normalized_cols(ctx, x);
   const int64_t rows = cols > 0 ? x.num_elements() / cols : 0;
   const int64_t scale_n = scale.num_elements();
   const double epsilon = ctx.node().attr_float("epsilon", 1e-5f);
@@ -93,16 +100,6 @@ Status layer_norm_grad_kernel(KernelContext& ctx) {
     });
     return Status::ok();
   });
-}
-
-// Rows of `cols` elements from the node's axis on (RMSNormalization and its gradient).
-int64_t normalized_cols(const KernelContext& ctx, const Tensor& x) {
-  const int64_t rank = static_cast<int64_t>(x.dims().size());
-  int64_t axis = ctx.node().attr_int("axis", -1);
-  if (axis < 0) axis += rank;
-  int64_t cols = 1;
-  for (int64_t d = axis; d < rank; ++d) cols *= x.dims()[d];
-  return cols;
 }
 
 // 1/√(mean(x²) + ε) of one row, accumulated in double.
