@@ -65,6 +65,22 @@ Status swiglu_rule(GradientBuilder& b) {
   return maybe_grad(b, 1, [&] { return fused[1]; });
 }
 
+// Attention: dQ, dK and dV from one AttentionGrad, which reads the forward's output and its
+// rows' log-sum-exp rather than scores it never held.
+Status attention_rule(GradientBuilder& b) {
+  if (b.node().outputs.size() < 2 || b.O(1) == kNoId)
+    return b.fail("Attention is differentiated from its log-sum-exp output, which it lacks");
+  Attributes attrs;
+  for (const char* name : {"scale", "causal"}) {
+    if (const Attribute* a = b.node().attr(name)) attrs[name] = *a;
+  }
+  const std::vector<ValueId> fused =
+      b.op_n("AttentionGrad", {b.GO(0), b.I(0), b.I(1), b.I(2), b.O(0), b.O(1)}, std::move(attrs),
+             3, kTrainingDomain);
+  for (size_t i = 0; i < 3; ++i) RETURN_IF_ERROR(maybe_grad(b, i, [&] { return fused[i]; }));
+  return Status::ok();
+}
+
 void add_training_gradient(OpRegistry& registry, std::string_view op_type, GradientFn rule) {
   OpDef* def = registry.find_mutable(kTrainingDomain, op_type);  // ai.autopar.training
   assert(def && def->gradient_kind == GradientKind::kUndeclared);
@@ -85,6 +101,7 @@ void register_all_gradients(OpRegistry& registry) {
   add_training_gradient(registry, "RMSNormalization", rms_norm_rule);
   add_training_gradient(registry, "RotaryEmbedding", rotary_rule);
   add_training_gradient(registry, "SwiGLU", swiglu_rule);
+  add_training_gradient(registry, "Attention", attention_rule);
 }
 
 }  // namespace autopar

@@ -258,7 +258,9 @@ StatusOr<TrainingGraph> build_training_graph(const Graph& model, const LossSpec&
     return error("training needs ai.onnx opset {} or newer (the model imports {})",
                  kMinTrainingOpset, opset);
   }
-  Graph g = options.fused ? fuse_training_patterns(model) : model;
+  Graph g = options.fused
+                ? fuse_training_patterns(model, nullptr, {.attention = options.fuse_attention})
+                : model;
   g.opsets[""] = std::max(opset, kTrainingOpset);
   for (NodeId id = 0; id < g.num_nodes(); ++id) g.mutable_node(id).phase = Phase::kForward;
 

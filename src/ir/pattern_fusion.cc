@@ -22,6 +22,9 @@ struct Match {
   std::vector<NodeId> covered;
   NodeId last = kNoId;
   Node fused;
+  // Outputs the fused node adds beyond the chain's (Attention's log-sum-exp), appended after
+  // fused.outputs as new values.
+  std::vector<Value> added_outputs;
 };
 
 class Matcher {
@@ -475,6 +478,171 @@ std::optional<Match> match_swiglu(const Matcher& m, const Node& sigmoid) {
   return match;
 }
 
+// A key or value tensor [b, hk, s, d] as attention reads it: itself, or its key/value heads
+// repeated onto the query heads (repeat_kv: Unsqueeze at 2, Expand by the group, Reshape to
+// [b, h, s, d]), the repeat folded into Attention's grouped-query reading. Appends the nodes.
+ValueId kv_heads_of(const Matcher& m, ValueId x, const Node& reader, std::vector<NodeId>& covered) {
+  const Graph& g = m.graph();
+  const Node* reshape = m.producer(x, "Reshape");
+  if (!reshape || g.value(x).consumers.size() != 1) return x;
+  const Node* expand = m.producer(reshape->inputs[0], "Expand");
+  if (!expand || !m.sole(expand->outputs[0], "Reshape")) return x;
+  const Node* unsqueeze = m.producer(expand->inputs[0], "Unsqueeze");
+  if (!unsqueeze || !m.sole(unsqueeze->outputs[0], "Expand")) return x;
+  const ValueId kv = unsqueeze->inputs[0];
+  const std::vector<int64_t>& from = g.value(kv).shape.dims;
+  const std::vector<int64_t>& to = g.value(x).shape.dims;
+  const std::vector<int64_t>& mid = g.value(expand->outputs[0]).shape.dims;
+  if (from.size() != 4 || to.size() != 4 || mid.size() != 5) return x;
+  // [b, hk, s, d] -> [b, hk, 1, s, d] -> [b, hk, g, s, d] -> [b, hk·g, s, d].
+  if (mid[0] != from[0] || mid[1] != from[1] || mid[3] != from[2] || mid[4] != from[3] ||
+      to[0] != from[0] || to[1] != from[1] * mid[2] || to[2] != from[2] || to[3] != from[3])
+    return x;
+  (void)reader;
+  covered.push_back(m.id_of(unsqueeze));
+  covered.push_back(m.id_of(expand));
+  covered.push_back(m.id_of(reshape));
+  return kv;
+}
+
+// Whether constant `mask` ([s, s], or with leading 1s) is the causal mask: zero on and below
+// the diagonal, at most −10⁴ above it (exp of such a score underflows to zero against any
+// visible one).
+bool constant_causal_mask(const Graph& g, ValueId mask, int64_t s) {
+  const Value& v = g.value(mask);
+  if (v.kind != ValueKind::kConstant || !v.data || v.shape.num_elements() != s * s) return false;
+  const std::vector<int64_t>& dims = v.shape.dims;
+  if (dims.size() < 2 || dims[dims.size() - 1] != s || dims[dims.size() - 2] != s) return false;
+  for (int64_t i = 0; i < s; ++i) {
+    for (int64_t j = 0; j < s; ++j) {
+      const double x = v.data->float_at(i * s + j);
+      if (j <= i ? x != 0.0 : !(x <= -1e4)) return false;
+    }
+  }
+  return true;
+}
+
+// Whether constant `v` holds 0, 1, …, n − 1 with `dims`.
+bool positions(const Graph& g, ValueId v, const std::vector<int64_t>& dims) {
+  const Value& c = g.value(v);
+  if (c.kind != ValueKind::kConstant || !c.data || c.shape.dims != dims) return false;
+  for (int64_t i = 0; i < c.shape.num_elements(); ++i) {
+    if (c.data->float_at(i) != static_cast<double>(i)) return false;
+  }
+  return true;
+}
+
+// The causal mask as long-sequence exports compute it from positions: Mul(Cast(Greater(
+// columns [1, s], rows [s, 1])), c ≤ −10⁴) (PyTorch's arange comparison, so a mask of 128K
+// positions is not a 64 GiB constant). Appends the nodes.
+bool computed_causal_mask(const Matcher& m, ValueId mask, int64_t s, std::vector<NodeId>& covered) {
+  const Node* mul = m.producer(mask, "Mul");
+  if (!mul || mul->inputs.size() != 2) return false;
+  const Node* cast = m.producer(mul->inputs[0], "Cast");
+  const std::optional<double> fill = m.scalar_value(mul->inputs[1]);
+  if (!cast || !fill || !(*fill <= -1e4) || !m.sole(cast->outputs[0], "Mul")) return false;
+  const Node* greater = m.producer(cast->inputs[0], "Greater");
+  if (!greater || !m.sole(greater->outputs[0], "Cast")) return false;
+  if (!positions(m.graph(), greater->inputs[0], {1, s}) ||
+      !positions(m.graph(), greater->inputs[1], {s, 1}))
+    return false;
+  covered.push_back(m.id_of(greater));
+  covered.push_back(m.id_of(cast));
+  covered.push_back(m.id_of(mul));
+  return true;
+}
+
+// softmax(Q·Kᵀ / c (+ causal mask))·V over [b, h, s, d] heads, Kᵀ a Transpose (0, 1, 3, 2) of
+// the keys, keys and values possibly repeated from fewer key/value heads: one Attention.
+std::optional<Match> match_attention(const Matcher& m, const Node& softmax) {
+  const Graph& g = m.graph();
+  if (softmax.inputs.size() != 1 || softmax.outputs.size() != 1) return std::nullopt;
+  const std::vector<int64_t>& score_dims = g.value(softmax.inputs[0]).shape.dims;
+  if (score_dims.size() != 4) return std::nullopt;
+  const int64_t axis = softmax.attr_int("axis", -1);
+  if (axis != -1 && axis != 3) return std::nullopt;
+  Match match;
+  std::vector<NodeId>& covered = match.covered;
+  covered.push_back(m.id_of(&softmax));
+  ValueId scores = softmax.inputs[0];
+  bool causal = false;
+  if (const Node* add = m.producer(scores, "Add"); add && m.sole(scores, "Softmax")) {
+    const int64_t s = score_dims[2];
+    if (score_dims[3] != s) return std::nullopt;
+    for (size_t side = 0; side < 2 && !causal; ++side) {
+      const ValueId mask = add->inputs[side];
+      std::vector<NodeId> mask_nodes;
+      if (constant_causal_mask(g, mask, s) ||
+          (computed_causal_mask(m, mask, s, mask_nodes) && m.sole(mask, "Add") == add)) {
+        causal = true;
+        covered.insert(covered.end(), mask_nodes.begin(), mask_nodes.end());
+        covered.push_back(m.id_of(add));
+        scores = add->inputs[1 - side];
+      }
+    }
+    if (!causal) return std::nullopt;
+  }
+  double scale = 1.0;
+  if (const Node* div = m.producer(scores, "Div")) {
+    const std::optional<double> c =
+        m.scalar_value(div->inputs.size() == 2 ? div->inputs[1] : kNoId);
+    if (!c || !(*c > 0) || g.value(scores).consumers.size() != 1) return std::nullopt;
+    scale = 1.0 / *c;
+    covered.push_back(m.id_of(div));
+    scores = div->inputs[0];
+  } else if (const Node* mul = m.producer(scores, "Mul")) {
+    std::optional<double> c = m.scalar_value(mul->inputs.size() == 2 ? mul->inputs[1] : kNoId);
+    ValueId product = mul->inputs.size() == 2 ? mul->inputs[0] : kNoId;
+    if (!c && mul->inputs.size() == 2) {
+      c = m.scalar_value(mul->inputs[0]);
+      product = mul->inputs[1];
+    }
+    if (!c || !(*c > 0) || g.value(scores).consumers.size() != 1) return std::nullopt;
+    scale = *c;
+    covered.push_back(m.id_of(mul));
+    scores = product;
+  }
+  const Node* qk = m.producer(scores, "MatMul");
+  if (!qk || g.value(scores).consumers.size() != 1) return std::nullopt;
+  const Node* kt = m.producer(qk->inputs[1], "Transpose");
+  if (!kt || g.value(qk->inputs[1]).consumers.size() != 1 ||
+      kt->attr_ints("perm", {}) != std::vector<int64_t>{0, 1, 3, 2})
+    return std::nullopt;
+  const Node* pv = m.sole(softmax.outputs[0], "MatMul");
+  if (!pv || pv->inputs[0] != softmax.outputs[0]) return std::nullopt;
+  covered.push_back(m.id_of(qk));
+  covered.push_back(m.id_of(kt));
+  covered.push_back(m.id_of(pv));
+  const ValueId q = qk->inputs[0];
+  const ValueId k = kv_heads_of(m, kt->inputs[0], *kt, covered);
+  const ValueId v = kv_heads_of(m, pv->inputs[1], *pv, covered);
+  const std::vector<int64_t>& qd = g.value(q).shape.dims;
+  const std::vector<int64_t>& kd = g.value(k).shape.dims;
+  const std::vector<int64_t>& vd = g.value(v).shape.dims;
+  if (qd.size() != 4 || kd.size() != 4 || vd.size() != 4 || kd[1] != vd[1] || kd[1] < 1 ||
+      qd[1] % kd[1] != 0 || kd[2] != vd[2] || qd[3] != kd[3] ||
+      g.value(k).dtype != g.value(q).dtype || g.value(v).dtype != g.value(q).dtype ||
+      !is_floating(g.value(q).dtype) || !g.value(q).shape.known || !g.value(k).shape.known ||
+      !g.value(v).shape.known)
+    return std::nullopt;
+  match.last = *std::max_element(covered.begin(), covered.end());
+  match.fused.name = softmax.name + "/Attention";
+  match.fused.op_type = "Attention";
+  match.fused.domain = std::string(kTrainingDomain);
+  match.fused.inputs = {q, k, v};
+  match.fused.outputs = {pv->outputs[0]};
+  match.fused.attrs["scale"] = static_cast<float>(scale);
+  match.fused.attrs["causal"] = int64_t{causal ? 1 : 0};
+  match.fused.layer = softmax.layer;
+  match.fused.phase = softmax.phase;
+  Value lse;
+  lse.name = g.value(pv->outputs[0]).name + "_lse";
+  lse.dtype = g.value(q).dtype;
+  lse.shape = Shape({qd[0], qd[1], qd[2]});
+  match.added_outputs.push_back(std::move(lse));
+  return match;
+}
+
 // Whether the graph can move to opset 17 for LayerNormalization: opsets 13 to 16 can (the
 // ops changed in 14 to 17 only widened their types or added attributes whose defaults keep
 // the old meaning), except that BatchNormalization's training outputs changed in 14.
@@ -506,6 +674,10 @@ Graph apply(const Graph& g, std::vector<Match> matches) {
       Node fused = it->second->fused;
       for (ValueId& v : fused.inputs) v = copy.value(v);
       for (ValueId& v : fused.outputs) v = copy.value(v);
+      for (Value added : it->second->added_outputs) {
+        added.name = out.unique_value_name(added.name);
+        fused.outputs.push_back(out.add_value(std::move(added)));
+      }
       out.add_node(std::move(fused));
       continue;
     }
@@ -520,7 +692,7 @@ Graph apply(const Graph& g, std::vector<Match> matches) {
 // SwiGLU); kAll: those and LayerNormalization.
 enum class Patterns { kTraining, kAll };
 
-Graph fuse(const Graph& g, Patterns patterns, FusionReport* report) {
+Graph fuse(const Graph& g, Patterns patterns, FusionReport* report, bool attention = false) {
   FusionReport counts;
   const Matcher m(g);
   std::vector<Match> matches;
@@ -548,12 +720,16 @@ Graph fuse(const Graph& g, Patterns patterns, FusionReport* report) {
       counts.rotaries += take(match_rotary(m, n));
     } else if (n.op_type == "Sigmoid") {
       counts.swiglus += take(match_swiglu(m, n));
+    } else if (n.op_type == "Softmax" && attention) {
+      counts.attentions += take(match_attention(m, n));
     } else if (n.op_type == "ReduceMean" && layer_norms) {
       counts.layer_norms += take(match_layer_norm(m, n));
     }
   }
   Graph out = apply(g, std::move(matches));
-  if (counts.gelus + counts.tanh_gelus + counts.rms_norms + counts.rotaries + counts.swiglus > 0)
+  if (counts.gelus + counts.tanh_gelus + counts.rms_norms + counts.rotaries + counts.swiglus +
+          counts.attentions >
+      0)
     out.opsets.try_emplace(std::string(kTrainingDomain), 1);
   if (counts.layer_norms > 0 && out.opset() < kLayerNormOpset) {
     counts.raised_from = out.opset();
@@ -569,8 +745,9 @@ Graph fuse_exported_patterns(const Graph& graph, FusionReport* report) {
   return fuse(graph, Patterns::kAll, report);
 }
 
-Graph fuse_training_patterns(const Graph& graph, FusionReport* report) {
-  return fuse(graph, Patterns::kTraining, report);
+Graph fuse_training_patterns(const Graph& graph, FusionReport* report,
+                             const TrainingFusions& fusions) {
+  return fuse(graph, Patterns::kTraining, report, fusions.attention);
 }
 
 }  // namespace autopar

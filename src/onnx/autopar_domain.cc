@@ -79,6 +79,14 @@ void add_group(onnx::OpSchema& s) {
   s.Attr("group_size", "Members of the group named by `axes`.", onnx::AttributeProto::INT, false);
 }
 
+// A dim split over a ring axis by chunk pairs: member r holds chunks r and 2·n − 1 − r of 2·n.
+void add_zigzag(onnx::OpSchema& s) {
+  s.Attr("zigzag",
+         "1: the split dim is 2·n chunks, member r holding chunks r and 2·n − 1 − r (a sequence "
+         "laid out for causal ring attention); 0: member r holds chunk r of n.",
+         onnx::AttributeProto::INT, int64_t{0});
+}
+
 void add_peer(onnx::OpSchema& s, const char* peer_doc) {
   s.Attr("peer", peer_doc, onnx::AttributeProto::INT, false);
   s.Attr("peer_axis",
@@ -124,6 +132,7 @@ void register_schemas() {
   onnx::OpSchema all_gather = base("AllGather", "Concatenates X of every member along `axis`.");
   all_gather.Input(0, "X", "This device's shard.", "T").Output(0, "Y", "Gathered tensor.", "T");
   add_group(all_gather);
+  add_zigzag(all_gather);
   all_gather.Attr("axis", "Concatenation axis.", onnx::AttributeProto::INT, int64_t{0});
   all_gather.TypeAndShapeInferenceFunction(
       [](onnx::InferenceContext& ctx) { infer_resized_axis(ctx, true); });
@@ -134,6 +143,7 @@ void register_schemas() {
   reduce_scatter.Input(0, "X", "This device's operand.", "T")
       .Output(0, "Y", "This device's slice of the sum.", "T");
   add_group(reduce_scatter);
+  add_zigzag(reduce_scatter);
   reduce_scatter.Attr("axis", "Scatter axis.", onnx::AttributeProto::INT, int64_t{0});
   reduce_scatter.Attr("op", "Reduction: sum, max or min.", onnx::AttributeProto::STRING,
                       std::string("sum"));
@@ -147,6 +157,7 @@ void register_schemas() {
            "received slices along concat_axis.");
   all_to_all.Input(0, "X", "This device's operand.", "T").Output(0, "Y", "Exchanged tensor.", "T");
   add_group(all_to_all);
+  add_zigzag(all_to_all);
   all_to_all.Attr("split_axis", "Axis split across members.", onnx::AttributeProto::INT,
                   int64_t{0});
   all_to_all.Attr("concat_axis", "Axis the received slices are joined on.",
@@ -189,6 +200,7 @@ void register_schemas() {
            "slice i (no communication).");
   shard.Input(0, "X", "The whole tensor.", "T").Output(0, "Y", "This device's slice.", "T");
   add_group(shard);
+  add_zigzag(shard);
   shard.Attr("axis", "Sliced axis.", onnx::AttributeProto::INT, int64_t{0});
   shard.TypeAndShapeInferenceFunction(
       [](onnx::InferenceContext& ctx) { infer_resized_axis(ctx, false); });
@@ -219,6 +231,59 @@ void register_schemas() {
     *ctx.getOutputType(0)->mutable_tensor_type()->mutable_shape() = out;
   });
   onnx::OpSchemaRegistry::OpSchemaRegisterOnce{halo};
+
+  const auto attention_inputs = [](onnx::OpSchema& s) {
+    s.Input(0, "Q", "Queries [batch, heads, seq, d].", "T")
+        .Input(1, "K", "Keys [batch, kv heads, seq, d]; heads is a multiple of kv heads.", "T")
+        .Input(2, "V", "Values [batch, kv heads, seq, dv].", "T")
+        .Output(0, "Y", "Output [batch, heads, seq, dv].", "T")
+        .Output(1, "LSE", "Each query row's log-sum-exp of its scores [batch, heads, seq].", "T",
+                onnx::OpSchema::Optional);
+    s.Attr("scale", "Score scale (1/√d by default).", onnx::AttributeProto::FLOAT, false);
+    s.Attr("causal", "1: a query attends to keys at its position or before.",
+           onnx::AttributeProto::INT, int64_t{0});
+  };
+  const auto attention_grad_inputs = [](onnx::OpSchema& s) {
+    s.Input(0, "dY", "Gradient of the output.", "T")
+        .Input(1, "Q", "The forward queries.", "T")
+        .Input(2, "K", "The forward keys.", "T")
+        .Input(3, "V", "The forward values.", "T")
+        .Input(4, "Y", "The forward output.", "T")
+        .Input(5, "LSE", "The forward log-sum-exp.", "T")
+        .Output(0, "dQ", "Gradient of the queries.", "T")
+        .Output(1, "dK", "Gradient of the keys.", "T")
+        .Output(2, "dV", "Gradient of the values.", "T");
+    s.Attr("scale", "Score scale (1/√d by default).", onnx::AttributeProto::FLOAT, false);
+    s.Attr("causal", "1: causal.", onnx::AttributeProto::INT, int64_t{0});
+    s.TypeAndShapeInferenceFunction([](onnx::InferenceContext& ctx) {
+      for (size_t i = 0; i < 3; ++i) {
+        onnx::propagateElemTypeFromInputToOutput(ctx, 1 + i, i);
+        if (onnx::hasInputShape(ctx, 1 + i)) onnx::propagateShapeFromInputToOutput(ctx, 1 + i, i);
+      }
+    });
+  };
+  const auto types_only = [](onnx::InferenceContext& ctx) {
+    for (size_t i = 0; i < ctx.getNumOutputs(); ++i)
+      onnx::propagateElemTypeFromInputToOutput(ctx, 0, i);
+  };
+  onnx::OpSchema ring = base(
+      "RingAttention",
+      "Attention over a sequence split along the group: each member passes its key/value block "
+      "around the ring in n − 1 point-to-point steps and combines the partial softmax results "
+      "online (ring attention).");
+  attention_inputs(ring);
+  add_group(ring);
+  add_zigzag(ring);
+  ring.TypeAndShapeInferenceFunction(types_only);
+  onnx::OpSchemaRegistry::OpSchemaRegisterOnce{ring};
+  onnx::OpSchema ring_grad =
+      base("RingAttentionGrad",
+           "RingAttention's gradient: the key/value blocks go around the ring again, their "
+           "gradients travelling with them back to their owners.");
+  attention_grad_inputs(ring_grad);
+  add_group(ring_grad);
+  add_zigzag(ring_grad);
+  onnx::OpSchemaRegistry::OpSchemaRegisterOnce{ring_grad};
 
   // ai.autopar.training: fused training ops (computation, not communication).
   onnx::OpSchemaRegistry::DomainToVersionRange::Instance().AddDomainToVersion(kTrainingDomain, 1,
@@ -309,6 +374,22 @@ void register_schemas() {
       .Output(0, "Y", "Output.", "T");
   rotary.Attr("inverse", "1: the inverse rotation.", onnx::AttributeProto::INT, int64_t{0});
   onnx::OpSchemaRegistry::OpSchemaRegisterOnce{rotary};
+  onnx::OpSchema attention = training_schema(
+      "Attention",
+      "softmax(scale·Q·Kᵀ, the causal mask applied)·V without the scores held (FlashAttention), "
+      "with each row's log-sum-exp for the backward; grouped-query attention reads key/value "
+      "head i / (heads / kv heads) for query head i.",
+      any_float, 0);
+  attention_inputs(attention);
+  attention.TypeAndShapeInferenceFunction(types_only);
+  onnx::OpSchemaRegistry::OpSchemaRegisterOnce{attention};
+  onnx::OpSchema attention_grad = training_schema(
+      "AttentionGrad",
+      "Attention's gradient from the rows' log-sum-exp: P = exp(scale·Q·Kᵀ − LSE), dV = Pᵀ·dY, "
+      "dS = P·(dY·Vᵀ − rowsum(dY·Y)), dQ = scale·dS·K, dK = scale·dSᵀ·Q.",
+      any_float, 1);
+  attention_grad_inputs(attention_grad);
+  onnx::OpSchemaRegistry::OpSchemaRegisterOnce{attention_grad};
   onnx::OpSchema swiglu = training_schema(
       "SwiGLU", "Y = Gate·σ(Gate)·Up (SiLU of the gate times the up projection).", any_float, 0);
   swiglu.Input(0, "Gate", "Gate projection.", "T")

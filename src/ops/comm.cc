@@ -212,6 +212,30 @@ Status infer_halo_exchange(InferenceContext& ctx) {
   return set_output_checked(ctx, 0, ctx.input_dtype(0), std::move(out));
 }
 
+// RingAttention: Attention over a sequence split along the group (a ring over the mesh axes):
+// each member holds its queries, keys and values, passes its key/value block around the ring
+// in group_size − 1 point-to-point steps and combines its partial softmax results online.
+// With zigzag = 1 a member's rows are chunks r and 2·n − 1 − r of 2·n (the causal work
+// balanced); positions decide the causal mask. RingAttentionGrad passes the key/value blocks
+// around again, their gradients travelling with them back to their owners.
+Status read_ring(InferenceContext& ctx) {
+  int64_t n = 0, zigzag = 0;
+  RETURN_IF_ERROR(read_group_size(ctx, n));
+  RETURN_IF_ERROR(read_int(ctx, "zigzag", zigzag));
+  if (zigzag != 0 && zigzag != 1) return ctx.fail("zigzag {} is neither 0 nor 1", zigzag);
+  return Status::ok();
+}
+
+Status infer_ring_attention(InferenceContext& ctx) {
+  RETURN_IF_ERROR(read_ring(ctx));
+  return infer_attention(ctx);
+}
+
+Status infer_ring_attention_grad(InferenceContext& ctx) {
+  RETURN_IF_ERROR(read_ring(ctx));
+  return infer_attention_grad(ctx);
+}
+
 }  // namespace
 
 void register_comm_ops(OpRegistry& registry) {
@@ -222,6 +246,10 @@ void register_comm_ops(OpRegistry& registry) {
   registry.add(comm_op("Broadcast", infer_broadcast));
   registry.add(comm_op("Shard", infer_shard, zero_flops, "0 (a local slice)"));
   registry.add(comm_op("HaloExchange", infer_halo_exchange));
+  registry.add(comm_op("RingAttention", infer_ring_attention, attention_flops,
+                       "the attention of this member's queries with every member's keys"));
+  registry.add(comm_op("RingAttentionGrad", infer_ring_attention_grad, attention_grad_flops,
+                       "AttentionGrad's over every member's keys"));
   registry.add(comm_op("AllReduce", infer_all_reduce, ring_reduction_flops,
                        "(n−1)/n·E per device: a ring all-reduce of E elements over n devices "
                        "performs (n−1)·E reductions in all"));

@@ -106,4 +106,17 @@ double output_elements(const Graph& graph, const Node& node, size_t i = 0);
 double product(std::span<const int64_t> dims);
 double zero_flops(const Graph& graph, const Node& node);
 
+// ---- attention (ai.autopar.training Attention and ai.autopar RingAttention) -----
+
+// Q [b, h, sq, d], K [b, hk, sk, d], V [b, hk, sk, dv] with h a multiple of hk (grouped-query
+// attention: query head i reads key/value head i / (h / hk)); attributes scale (default
+// 1/√d) and causal (0 or 1). Outputs Y [b, h, sq, dv] and LSE [b, h, sq].
+Status infer_attention(InferenceContext& ctx);
+// dY, Q, K, V, Y, LSE -> dQ, dK, dV.
+Status infer_attention_grad(InferenceContext& ctx);
+// Over all the keys a device's queries meet: sk times `group_size` for a ring of that many
+// members. Causal attention counts the unmasked half.
+double attention_flops(const Graph& graph, const Node& node);
+double attention_grad_flops(const Graph& graph, const Node& node);
+
 }  // namespace autopar

@@ -3,6 +3,7 @@
 // rotary embeddings and SwiGLU, instead of a dozen elementwise and reduction nodes each
 // reading and writing whole tensors.
 #include <algorithm>
+#include <cmath>
 
 #include "families.h"
 
@@ -209,6 +210,137 @@ Status infer_swiglu_grad(InferenceContext& ctx) {
 double swiglu_flops(const Graph& g, const Node& n) { return 5.0 * output_elements(g, n); }
 double swiglu_grad_flops(const Graph& g, const Node& n) { return 9.0 * input_elements(g, n, 1); }
 
+// Attention(Q, K, V) -> Y, LSE as FlashAttention computes it: softmax(scale·Q·Kᵀ (+ the causal
+// mask))·V row by row, never holding the scores; LSE, each row's log-sum-exp, is what the
+// backward needs to recompute them. AttentionGrad(dY, Q, K, V, Y, LSE) -> dQ, dK, dV.
+Status check_attention_operands(InferenceContext& ctx, size_t q_input) {
+  const DType dtype = ctx.input_dtype(q_input);
+  if (!is_floating(dtype)) return ctx.fail("{} must be floating", input_text(ctx, q_input));
+  for (size_t i = q_input; i < q_input + 3; ++i) {
+    if (ctx.input_rank(i) != 4)
+      return ctx.fail("{} must be [batch, heads, seq, head dim]", input_text(ctx, i));
+    if (ctx.input_dtype(i) != dtype)
+      return ctx.fail("{} must have the type of {}", input_text(ctx, i), input_text(ctx, q_input));
+  }
+  const std::vector<int64_t>& q = ctx.input_dims(q_input);
+  const std::vector<int64_t>& k = ctx.input_dims(q_input + 1);
+  const std::vector<int64_t>& v = ctx.input_dims(q_input + 2);
+  if (k[0] != q[0] || v[0] != q[0] || v[1] != k[1] || v[2] != k[2] || k[3] != q[3])
+    return ctx.fail("{} and {} do not fit queries {}", input_text(ctx, q_input + 1),
+                    input_text(ctx, q_input + 2), input_text(ctx, q_input));
+  if (k[1] < 1 || q[1] % k[1] != 0)
+    return ctx.fail("{} query heads are no multiple of {} key/value heads", q[1], k[1]);
+  int64_t causal = 0;
+  RETURN_IF_ERROR(read_int(ctx, "causal", causal));
+  if (causal != 0 && causal != 1) return ctx.fail("causal {} is neither 0 nor 1", causal);
+  if (causal && q[2] != k[2])
+    return ctx.fail("causal attention needs as many keys ({}) as queries ({})", k[2], q[2]);
+  float scale = 1.0f;
+  RETURN_IF_ERROR(read_float(ctx, "scale", scale));
+  if (!(scale > 0.0f) || !std::isfinite(scale)) return ctx.fail("scale {} is not positive", scale);
+  return Status::ok();
+}
+
+}  // namespace
+
+Status infer_attention(InferenceContext& ctx) {
+  RETURN_IF_ERROR(check_arity(ctx, 3, 3, 1, 2));
+  RETURN_IF_ERROR(check_attention_operands(ctx, 0));
+  const std::vector<int64_t>& q = ctx.input_dims(0);
+  const std::vector<int64_t>& v = ctx.input_dims(2);
+  RETURN_IF_ERROR(set_output_checked(ctx, 0, ctx.input_dtype(0), {q[0], q[1], q[2], v[3]}));
+  return set_output_checked(ctx, 1, ctx.input_dtype(0), {q[0], q[1], q[2]});
+}
+
+Status infer_attention_grad(InferenceContext& ctx) {
+  RETURN_IF_ERROR(check_arity(ctx, 6, 6, 3, 3));
+  RETURN_IF_ERROR(check_attention_operands(ctx, 1));
+  const std::vector<int64_t>& q = ctx.input_dims(1);
+  const std::vector<int64_t>& v = ctx.input_dims(3);
+  const std::vector<int64_t> y = {q[0], q[1], q[2], v[3]};
+  for (size_t i : {size_t{0}, size_t{4}}) {
+    if (ctx.input_dims(i) != y || ctx.input_dtype(i) != ctx.input_dtype(1))
+      return ctx.fail("{} must be {}", input_text(ctx, i), dims_text(ctx.input_dtype(1), y));
+  }
+  const std::vector<int64_t> lse = {q[0], q[1], q[2]};
+  if (ctx.input_dims(5) != lse || ctx.input_dtype(5) != ctx.input_dtype(1))
+    return ctx.fail("{} must be {}", input_text(ctx, 5), dims_text(ctx.input_dtype(1), lse));
+  for (size_t i = 0; i < 3; ++i)
+    RETURN_IF_ERROR(set_output_checked(ctx, i, ctx.input_dtype(1), ctx.input_dims(1 + i)));
+  return Status::ok();
+}
+
+namespace {
+
+// Per (batch, query head): query rows × the keys they meet, and the head dims.
+struct AttentionWork {
+  double pairs = 0;  // unmasked (query, key) pairs over every batch row and head
+  double d = 0, dv = 0;
+};
+
+AttentionWork attention_work(const Graph& g, const Node& n, size_t q_input) {
+  AttentionWork w;
+  const std::vector<int64_t>& q = input_dims_of(g, n, q_input);
+  const std::vector<int64_t>& v = input_dims_of(g, n, q_input + 2);
+  if (q.size() != 4 || v.size() != 4) return w;
+  const double keys = static_cast<double>(v[2]) *
+                      static_cast<double>(std::max<int64_t>(n.attr_int("group_size", 1), 1));
+  double pairs =
+      static_cast<double>(q[0]) * static_cast<double>(q[1]) * static_cast<double>(q[2]) * keys;
+  if (n.attr_int("causal", 0)) pairs *= (keys + 1.0) / (2.0 * keys);
+  w.pairs = pairs;
+  w.d = static_cast<double>(q[3]);
+  w.dv = static_cast<double>(v[3]);
+  return w;
+}
+
+}  // namespace
+
+// Forward: the scores (2·d per pair), the weighted sum (2·dv) and the softmax's scaling,
+// exponential and sum (3).
+double attention_flops(const Graph& g, const Node& n) {
+  const AttentionWork w = attention_work(g, n, 0);
+  return w.pairs * (2.0 * w.d + 2.0 * w.dv + 3.0);
+}
+
+// Backward: the scores again (2·d), dV (2·dv), dP (2·dv), dQ and dK (2·d each), and the
+// probabilities' exponential and product with dP − D (4).
+double attention_grad_flops(const Graph& g, const Node& n) {
+  const AttentionWork w = attention_work(g, n, 1);
+  return w.pairs * (6.0 * w.d + 4.0 * w.dv + 4.0);
+}
+
+namespace {
+
+// Loops b, h and q index the queries (K and V follow h by key/value head groups), k the keys;
+// the head dims are read whole. Forward: the keys are a softmax's row, never split. Backward:
+// q is a sum for dK and dV and k one for dQ, so either splits (a partial sum of the rest).
+std::optional<IterationSpace> attention_space(const Graph& g, const Node& n, bool backward) {
+  const size_t q_input = backward ? 1 : 0;
+  const std::vector<int64_t>& q = input_dims_of(g, n, q_input);
+  const std::vector<int64_t>& k = input_dims_of(g, n, q_input + 1);
+  if (q.size() != 4 || k.size() != 4) return std::nullopt;
+  IterationSpace space;
+  const LoopKind rows = backward ? LoopKind::kReduction : LoopKind::kParallel;
+  space.loops = {{"b", q[0], LoopKind::kParallel, true},
+                 {"h", q[1], LoopKind::kParallel, true},
+                 {"q", q[2], rows, true},
+                 {"k", k[2], LoopKind::kReduction, backward}};
+  const std::vector<int> queries = {0, 1, 2, -1}, keys = {0, 1, 3, -1}, lse = {0, 1, 2};
+  if (backward) {
+    space.inputs = {queries, queries, keys, keys, queries, lse};
+    space.outputs = {queries, keys, keys};
+  } else {
+    space.inputs = {queries, keys, keys};
+    space.outputs = {queries, lse};
+  }
+  return space;
+}
+
+}  // namespace
+
+namespace {
+
 // An ai.autopar.training op with its parallel semantics; `gradient`: whether a rule will be
 // attached (register_all_gradients), else it carries none.
 void add_training_op(OpRegistry& registry, OpDef def, IterationSpaceFn space, bool gradient) {
@@ -280,6 +412,19 @@ void register_training_ops(OpRegistry& registry) {
                   make_op("SwiGLUGrad", infer_swiglu_grad, swiglu_grad_flops,
                           "9 per element (the sigmoid and both gradients)"),
                   broadcast_space, false);
+  // Attention's gradient rule builds an AttentionGrad.
+  add_training_op(
+      registry,
+      make_op("Attention", infer_attention, attention_flops,
+              "per unmasked (query, key) pair: 2·d for the score, 2·dv for the "
+              "weighted sum, 3 for the softmax"),
+      [](const Graph& g, const Node& n) { return attention_space(g, n, false); }, true);
+  add_training_op(
+      registry,
+      make_op("AttentionGrad", infer_attention_grad, attention_grad_flops,
+              "per unmasked (query, key) pair: 6·d + 4·dv (the scores again, dV, "
+              "dP, dQ, dK) and 4 for the probabilities"),
+      [](const Graph& g, const Node& n) { return attention_space(g, n, true); }, false);
   // Gelu's gradient rule builds a GeluGrad.
   add_training_op(
       registry,

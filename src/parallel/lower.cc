@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 
+#include "autopar/ir/pattern_fusion.h"
 #include "autopar/ir/verify.h"
 #include "autopar/parallel/primitives.h"
 
@@ -118,14 +119,18 @@ StatusOr<PreparedGraph> prepare_graph(const Graph& model, const LoweringPolicy& 
   std::vector<int32_t> identity(std::max(layers, 1));
   for (int32_t l = 0; l < static_cast<int32_t>(identity.size()); ++l) identity[l] = l;
   if (!prepared.training_graph) {
-    prepared.inference = *source;
+    prepared.inference = policy.fuse_attention
+                             ? fuse_training_patterns(*source, nullptr, {.attention = true})
+                             : *source;
     prepared.layer_of = assign(prepared.inference, identity, static_cast<int32_t>(identity.size()));
     return prepared;
   }
   TrainingGraph& training = prepared.training;
   // Plans run fused training ops (each parameter's Adam update, LayerNorm's gradient).
-  ASSIGN_OR_RETURN(training, build_training_graph(*source, options.loss, options.optimizer,
-                                                  TrainingOptions{.fused = true}));
+  ASSIGN_OR_RETURN(training,
+                   build_training_graph(
+                       *source, options.loss, options.optimizer,
+                       TrainingOptions{.fused = true, .fuse_attention = policy.fuse_attention}));
   RETURN_IF_ERROR(after_pass(options, "training-graph", training.graph));
   if (policy.batch_norm_as_reductions) {
     ASSIGN_OR_RETURN(Graph rewritten_training, batch_norm_statistics_as_reductions(training.graph));
@@ -148,7 +153,7 @@ Status check_mesh_axes(const Scheme& scheme, const LoweringPolicy& policy) {
     if (axis.size == 1 || axis.name == "pp") continue;
     if (std::find(policy.spmd.axes.begin(), policy.spmd.axes.end(), axis.name) ==
         policy.spmd.axes.end()) {
-      return error("mesh.{}: no paradigm splits over '{}' (the axes are pp, dp, tp and sp)",
+      return error("mesh.{}: no paradigm splits over '{}' (the axes are pp, dp, tp, sp and cp)",
                    axis.name, axis.name);
     }
   }
@@ -234,10 +239,10 @@ StatusOr<SpmdLowering> lower_to_spmd(const Graph& model, const Scheme& scheme,
   };
   std::shared_ptr<const PreparedGraph> prepared;
   if (options.prepared) {
-    const std::string key =
-        fmt::format("split {}|compute {}|bn {}|acc {}", policy.split_fused_projections ? 1 : 0,
-                    dtype_name(policy.compute), policy.batch_norm_as_reductions ? 1 : 0,
-                    microbatches > 1 ? 1 : 0);
+    const std::string key = fmt::format(
+        "split {}|compute {}|bn {}|acc {}|attention {}", policy.split_fused_projections ? 1 : 0,
+        dtype_name(policy.compute), policy.batch_norm_as_reductions ? 1 : 0,
+        microbatches > 1 ? 1 : 0, policy.fuse_attention ? 1 : 0);
     ASSIGN_OR_RETURN(prepared, options.prepared(key, prepare));
   } else {
     ASSIGN_OR_RETURN(PreparedGraph made, prepare());

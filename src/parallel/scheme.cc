@@ -137,6 +137,7 @@ std::string Scheme::to_yaml() const {
   }
   out += fmt::format("zero: {}\nrecompute: {}\nprecision: {}\n", zero, recompute_name(recompute),
                      precision_name(precision));
+  if (cp() > 1) out += fmt::format("context: {}\n", context_form_name(context));
   if (memory_policy) out += fmt::format("memory_policy: {}\n", memory_policy_name(*memory_policy));
   for (const auto& [field, value] : extensions) out += fmt::format("{}: {}\n", field, value);
   return out;

@@ -1,5 +1,6 @@
 // Whole-model gradient checks: the training graph's parameter gradients of every tiny zoo
 // model, in f64, against central differences of its loss.
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -15,7 +16,9 @@ namespace autopar {
 namespace {
 
 // The first disagreement, or "" when every checked element agrees.
-std::string check_model(const std::string& name, int elements_per_parameter, bool fused = false) {
+// `attention`: with attention fused into Attention ops (each layer's must fuse).
+std::string check_model(const std::string& name, int elements_per_parameter, bool fused = false,
+                        bool attention = false) {
   ZooOptions zoo;
   zoo.batch = 2;
   zoo.with_weights = true;
@@ -27,9 +30,23 @@ std::string check_model(const std::string& name, int elements_per_parameter, boo
   sgd.momentum = 0;
   LossSpec loss;
   loss.kind = default_loss(*model);
-  auto training = build_training_graph(*model, loss, sgd, {.fused = fused});
+  auto training =
+      build_training_graph(*model, loss, sgd, {.fused = fused, .fuse_attention = attention});
   if (!training.is_ok()) return training.status().message();
   Graph g = training->graph;
+  if (attention) {
+    int fused_attention = 0, gradients = 0;
+    for (NodeId n = 0; n < g.num_nodes(); ++n) {
+      fused_attention += g.node(n).op_type == "Attention";
+      gradients += g.node(n).op_type == "AttentionGrad";
+    }
+    int layers = 0;
+    for (NodeId n = 0; n < model->num_nodes(); ++n)
+      layers = std::max(layers, model->node(n).layer + 1);
+    if (fused_attention != layers || gradients != layers)
+      return fmt::format("{}: {} Attention and {} AttentionGrad nodes for {} layers", name,
+                         fused_attention, gradients, layers);
+  }
   std::vector<ValueId> outputs = {training->loss};
   for (const auto& [param, grad] : training->gradients) outputs.push_back(grad);
   g.set_outputs(outputs);
@@ -92,6 +109,10 @@ TEST(ModelGradients, GptTiny) { EXPECT_EQ(check_model("gpt-tiny", 2), ""); }
 // exporter writes them and fused (ai.autopar.training ops) as the lowering trains them.
 TEST(ModelGradients, LlamaTiny) { EXPECT_EQ(check_model("llama-tiny", 2), ""); }
 TEST(ModelGradients, LlamaTinyFused) { EXPECT_EQ(check_model("llama-tiny", 2, true), ""); }
+// FlashAttention's form: Attention and AttentionGrad (grouped-query, causal) in every layer.
+TEST(ModelGradients, LlamaTinyFusedAttention) {
+  EXPECT_EQ(check_model("llama-tiny", 2, true, true), "");
+}
 TEST(ModelGradients, BertTiny) { EXPECT_EQ(check_model("bert-tiny", 2), ""); }
 TEST(ModelGradients, ResnetTiny) { EXPECT_EQ(check_model("resnet-tiny", 2), ""); }
 TEST(ModelGradients, VitTiny) { EXPECT_EQ(check_model("vit-tiny", 2), ""); }

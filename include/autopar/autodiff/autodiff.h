@@ -95,6 +95,8 @@ struct TrainingOptions {
   // update as one node per parameter (bit-identical to the standard ops), LayerNorm's input
   // gradient and normalised input as one node. What the parallel compiler emits in plans.
   bool fused = false;
+  // With `fused`: attention as one Attention op (FlashAttention) too.
+  bool fuse_attention = false;
   // BatchNorm's running variance as PyTorch keeps it (the unbiased batch variance), not as
   // ONNX defines it (the population variance).
   bool unbiased_running_var = false;

@@ -20,8 +20,11 @@ struct FusionReport {
   int rms_norms = 0;        // into ai.autopar.training RMSNormalization
   int rotaries = 0;         // into ai.autopar.training RotaryEmbedding
   int swiglus = 0;          // into ai.autopar.training SwiGLU
+  int attentions = 0;       // into ai.autopar.training Attention (when asked)
   int64_t raised_from = 0;  // the ai.onnx opset raised to 17 for LayerNormalization (0: none)
-  int fused() const { return layer_norms + gelus + tanh_gelus + rms_norms + rotaries + swiglus; }
+  int fused() const {
+    return layer_norms + gelus + tanh_gelus + rms_norms + rotaries + swiglus + attentions;
+  }
 };
 
 // Fuses written-out LayerNorms, GELUs, RMSNorms, rotary embeddings and SwiGLUs. LayerNormalization
@@ -34,6 +37,14 @@ Graph fuse_exported_patterns(const Graph& graph, FusionReport* report = nullptr)
 // The chains ai.autopar.training ops stand for, as the training graph fuses them: GELU
 // (½·x·(1 + erf(x/√2)) and ½·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) in the orders PyTorch and
 // Hugging Face write them), RMSNorm, rotary embeddings and SwiGLU.
-Graph fuse_training_patterns(const Graph& graph, FusionReport* report = nullptr);
+// With `attention`, also softmax(Q·Kᵀ·scale (+ the causal mask))·V over [b, h, s, d] heads
+// (keys and values possibly repeated from fewer key/value heads) into one Attention, as
+// FlashAttention runs it: the scores never held, each row's log-sum-exp an added output. The
+// mask must be causal: a constant, or computed from positions by Greater, Cast and Mul.
+struct TrainingFusions {
+  bool attention = false;
+};
+Graph fuse_training_patterns(const Graph& graph, FusionReport* report = nullptr,
+                             const TrainingFusions& fusions = {});
 
 }  // namespace autopar

@@ -88,6 +88,9 @@ struct LoweringPolicy {
   bool batch_norm_as_reductions = false;
   // The forward's arithmetic type (bf16, fp16: mixed precision with fp32 master weights).
   DType compute = DType::kFloat32;
+  // Fuse attention (softmax(Q·Kᵀ)·V with its scale and causal mask) into one Attention op, as
+  // FlashAttention runs it: what context parallelism splits.
+  bool fuse_attention = false;
 };
 
 // A paradigm: one file in src/parallel/paradigms/, one entry in paradigms().

@@ -20,11 +20,15 @@ enum class PipelineSchedule : uint8_t { kGpipe, kOneForwardOneBackward, kInterle
 enum class TensorStrategy : uint8_t { kMegatron, kMegatronSp, kAuto };
 enum class Recompute : uint8_t { kNone, kSelective, kFull };
 enum class Precision : uint8_t { kFp32, kBf16, kFp16 };
+// How context parallelism (mesh axis cp) splits attention: ring attention or all-to-all over
+// heads (DeepSpeed-Ulysses).
+enum class ContextForm : uint8_t { kRing, kAllToAll };
 
 const char* schedule_name(PipelineSchedule schedule);
 const char* tensor_strategy_name(TensorStrategy strategy);
 const char* recompute_name(Recompute recompute);
 const char* precision_name(Precision precision);
+const char* context_form_name(ContextForm form);
 
 // Per-op override of the tensor strategy: nodes whose name matches `pattern` (a glob with *)
 // use `layout` for their first output.
@@ -48,6 +52,7 @@ struct Scheme {
   int zero = 0;  // 0..3
   Recompute recompute = Recompute::kNone;
   Precision precision = Precision::kFp32;
+  ContextForm context = ContextForm::kRing;  // written when the mesh has cp > 1
   // The memory policy the scheme is priced under; unset: the hardware profile's.
   std::optional<MemoryPolicy> memory_policy;
   // Fields of paradigms without a parse function of their own (Paradigm::parse), as a
@@ -59,6 +64,7 @@ struct Scheme {
   int64_t pp() const { return mesh.size("pp"); }
   int64_t tp() const { return mesh.size("tp"); }
   int64_t sp() const { return mesh.size("sp"); }
+  int64_t cp() const { return mesh.size("cp"); }
   // Microbatches per step: global / (dp · micro).
   int64_t microbatches() const;
 

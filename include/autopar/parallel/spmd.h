@@ -52,6 +52,11 @@ struct SpmdPolicy {
   // Per node of the graph being lowered: the layer it goes with (nodes outside layers take a
   // neighbour's). Empty: the nodes' own layers.
   std::vector<int32_t> layer_of;
+  // Context parallelism: the mesh axis splitting the sequence through attention (empty: none),
+  // and whether attention runs as ring attention over it (the axis's splits then hold chunk
+  // pairs, zigzag) or on heads exchanged all-to-all.
+  std::string context_axis;
+  bool ring_attention = false;
   // The hardware the strategies are priced on (compute and communication in seconds, by the
   // cost model); null: neutral_profile().
   std::shared_ptr<const HardwareProfile> profile;

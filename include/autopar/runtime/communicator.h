@@ -48,6 +48,10 @@ class Communicator {
   StatusOr<Tensor> halo_exchange(const Tensor& x, const std::vector<int64_t>& group, int64_t axis,
                                  int64_t before, int64_t after);
 
+  // Sends x to the next member of `group` (the first after the last) and returns what the
+  // previous member sent: one step of a ring.
+  StatusOr<Tensor> ring_shift(const Tensor& x, const std::vector<int64_t>& group);
+
   // The plan's mesh (device ids are ranks): ops of role graphs name mesh axes, and each device
   // resolves them from its own coordinates.
   void set_mesh(DeviceMesh mesh) { mesh_ = std::move(mesh); }

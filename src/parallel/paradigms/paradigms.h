@@ -11,6 +11,8 @@ Status configure_data(const Scheme& scheme, const Graph& graph, int32_t layers,
                       LoweringPolicy& policy);
 Status configure_attribute(const Scheme& scheme, const Graph& graph, int32_t layers,
                            LoweringPolicy& policy);
+Status configure_context(const Scheme& scheme, const Graph& graph, int32_t layers,
+                         LoweringPolicy& policy);
 Status configure_operator(const Scheme& scheme, const Graph& graph, int32_t layers,
                           LoweringPolicy& policy);
 Status configure_zero(const Scheme& scheme, const Graph& graph, int32_t layers,
@@ -24,6 +26,7 @@ Status configure_recompute(const Scheme& scheme, const Graph& graph, int32_t lay
 
 // Each reads the top-level scheme fields its paradigm owns from `root` into `scheme`.
 Status parse_data(const YAML::Node& root, const SchemeReader& r, Scheme& scheme);
+Status parse_context(const YAML::Node& root, const SchemeReader& r, Scheme& scheme);
 Status parse_operator(const YAML::Node& root, const SchemeReader& r, Scheme& scheme);
 Status parse_zero(const YAML::Node& root, const SchemeReader& r, Scheme& scheme);
 Status parse_pipeline(const YAML::Node& root, const SchemeReader& r, Scheme& scheme);

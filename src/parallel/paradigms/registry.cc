@@ -9,6 +9,7 @@ std::vector<Paradigm>& registry() {
   static std::vector<Paradigm> list = {
       {"data", paradigm_files::configure_data, {"batch"}, paradigm_files::parse_data},
       {"attribute", paradigm_files::configure_attribute},
+      {"context", paradigm_files::configure_context, {"context"}, paradigm_files::parse_context},
       {"operator", paradigm_files::configure_operator, {"tensor"}, paradigm_files::parse_operator},
       {"zero",
        paradigm_files::configure_zero,

@@ -240,6 +240,16 @@ StatusOr<Tensor> Communicator::broadcast(const Tensor& x, const std::vector<int6
   return recv(root, tag);
 }
 
+StatusOr<Tensor> Communicator::ring_shift(const Tensor& x, const std::vector<int64_t>& group) {
+  const int64_t me = position_in(group, rank());
+  if (me < 0) return error("rank {} is not in group [{}]", rank(), fmt::join(group, ","));
+  const int64_t n = static_cast<int64_t>(group.size());
+  if (n == 1) return x;
+  const int64_t tag = next_collective_tag(group);
+  RETURN_IF_ERROR(send(group[(me + 1) % n], tag, x));
+  return recv(group[(me + n - 1) % n], tag);
+}
+
 StatusOr<Tensor> Communicator::halo_exchange(const Tensor& x, const std::vector<int64_t>& group,
                                              int64_t axis, int64_t before, int64_t after) {
   const int64_t me = position_in(group, rank());

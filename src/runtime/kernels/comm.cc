@@ -12,9 +12,9 @@ StatusOr<Communicator*> communicator_of(const KernelContext& ctx) {
   return ctx.communicator();
 }
 
-// Explicit device ids, or the devices sharing every coordinate but those of `axes` with this
-// one.
-StatusOr<std::vector<int64_t>> group_of(const KernelContext& ctx, const Communicator& comm) {
+}  // namespace
+
+StatusOr<std::vector<int64_t>> comm_group(const KernelContext& ctx, const Communicator& comm) {
   const Node& n = ctx.node();
   if (n.attr("group")) return n.attr_ints("group");
   const Attribute* axes = n.attr("axes");
@@ -32,6 +32,36 @@ StatusOr<std::vector<int64_t>> group_of(const KernelContext& ctx, const Communic
                     n.attr_int("group_size", -1));
   }
   return group;
+}
+
+namespace {
+
+StatusOr<std::vector<int64_t>> group_of(const KernelContext& ctx, const Communicator& comm) {
+  return comm_group(ctx, comm);
+}
+
+// A zigzag split (zigzag = 1) over n members cuts the dim into 2·n chunks, member r holding
+// chunks r and 2·n − 1 − r. `to_pairs` reorders a whole tensor's chunks so that a plain split
+// into n parts gives each member its pair; its inverse puts gathered pairs back in order.
+bool zigzag(const KernelContext& ctx) { return ctx.node().attr_int("zigzag", 0) != 0; }
+
+StatusOr<Tensor> reorder_pairs(const KernelContext& ctx, const Tensor& x, int64_t axis, int64_t n,
+                               bool to_pairs) {
+  if (x.dims()[axis] % (2 * n) != 0)
+    return ctx.fail("dim {} ({}) does not split into 2·{} chunks", axis, x.dims()[axis], n);
+  std::vector<Tensor> chunks = split_tensor(x, axis, 2 * n);
+  std::vector<Tensor> ordered(chunks.size());
+  for (int64_t r = 0; r < n; ++r) {
+    // Pair order: slot 2r holds chunk r, slot 2r + 1 chunk 2n − 1 − r.
+    if (to_pairs) {
+      ordered[2 * r] = std::move(chunks[r]);
+      ordered[2 * r + 1] = std::move(chunks[2 * n - 1 - r]);
+    } else {
+      ordered[r] = std::move(chunks[2 * r]);
+      ordered[2 * n - 1 - r] = std::move(chunks[2 * r + 1]);
+    }
+  }
+  return concat_tensors(ordered, axis);
 }
 
 StatusOr<int64_t> peer_of(const KernelContext& ctx, const Communicator& comm) {
@@ -93,6 +123,9 @@ void register_comm_kernels(KernelRegistry& registry) {
     const int64_t axis = normalize_axis(ctx.node().attr_int("axis", 0), ctx.input(0).rank());
     ASSIGN_OR_RETURN(std::vector<int64_t> group, group_of(ctx, *comm));
     ASSIGN_OR_RETURN(Tensor t, comm->all_gather(ctx.input(0), group, axis));
+    if (zigzag(ctx)) {
+      ASSIGN_OR_RETURN(t, reorder_pairs(ctx, t, axis, static_cast<int64_t>(group.size()), false));
+    }
     return set_checked(ctx, std::move(t));
   });
   registry.add(domain, "ReduceScatter", [](KernelContext& ctx) -> Status {
@@ -100,17 +133,31 @@ void register_comm_kernels(KernelRegistry& registry) {
     ASSIGN_OR_RETURN(ReduceOp op, reduction_of(ctx));
     const int64_t axis = normalize_axis(ctx.node().attr_int("axis", 0), ctx.input(0).rank());
     ASSIGN_OR_RETURN(std::vector<int64_t> group, group_of(ctx, *comm));
-    ASSIGN_OR_RETURN(Tensor t, comm->reduce_scatter(ctx.input(0), group, axis, op));
+    const int64_t n = static_cast<int64_t>(group.size());
+    Tensor x = ctx.input(0);
+    if (zigzag(ctx)) {
+      ASSIGN_OR_RETURN(x, reorder_pairs(ctx, x, axis, n, true));
+    }
+    ASSIGN_OR_RETURN(Tensor t, comm->reduce_scatter(x, group, axis, op));
     return set_checked(ctx, std::move(t));
   });
   registry.add(domain, "AllToAll", [](KernelContext& ctx) -> Status {
     ASSIGN_OR_RETURN(Communicator * comm, communicator_of(ctx));
     const int64_t rank = ctx.input(0).rank();
     ASSIGN_OR_RETURN(std::vector<int64_t> group, group_of(ctx, *comm));
-    ASSIGN_OR_RETURN(Tensor t,
-                     comm->all_to_all(ctx.input(0), group,
-                                      normalize_axis(ctx.node().attr_int("split_axis", 0), rank),
-                                      normalize_axis(ctx.node().attr_int("concat_axis", 0), rank)));
+    const int64_t n = static_cast<int64_t>(group.size());
+    const int64_t split_axis = normalize_axis(ctx.node().attr_int("split_axis", 0), rank);
+    const int64_t concat_axis = normalize_axis(ctx.node().attr_int("concat_axis", 0), rank);
+    // Under zigzag both sides are in chunk pairs: the dim split by the exchange and the one it
+    // joins.
+    Tensor x = ctx.input(0);
+    if (zigzag(ctx)) {
+      ASSIGN_OR_RETURN(x, reorder_pairs(ctx, x, split_axis, n, true));
+    }
+    ASSIGN_OR_RETURN(Tensor t, comm->all_to_all(x, group, split_axis, concat_axis));
+    if (zigzag(ctx)) {
+      ASSIGN_OR_RETURN(t, reorder_pairs(ctx, t, concat_axis, n, false));
+    }
     return set_checked(ctx, std::move(t));
   });
   registry.add(domain, "Broadcast", [](KernelContext& ctx) -> Status {
@@ -137,8 +184,12 @@ void register_comm_kernels(KernelRegistry& registry) {
     if (me == static_cast<int64_t>(group.size()))
       return ctx.fail("rank {} is not in group [{}]", comm->rank(), fmt::join(group, ","));
     const int64_t axis = normalize_axis(ctx.node().attr_int("axis", 0), ctx.input(0).rank());
-    std::vector<Tensor> parts =
-        split_tensor(ctx.input(0), axis, static_cast<int64_t>(group.size()));
+    const int64_t n = static_cast<int64_t>(group.size());
+    Tensor x = ctx.input(0);
+    if (zigzag(ctx)) {
+      ASSIGN_OR_RETURN(x, reorder_pairs(ctx, x, axis, n, true));
+    }
+    std::vector<Tensor> parts = split_tensor(x, axis, n);
     return set_checked(ctx, std::move(parts[me]));
   });
 }

@@ -28,6 +28,11 @@ void register_loss_kernels(KernelRegistry& registry);
 void register_indexing_kernels(KernelRegistry& registry);
 void register_comm_kernels(KernelRegistry& registry);
 void register_training_kernels(KernelRegistry& registry);
+void register_attention_kernels(KernelRegistry& registry);
+
+// The devices of an ai.autopar node's group: its explicit `group`, or the devices sharing
+// every coordinate but those of its `axes` with this one.
+StatusOr<std::vector<int64_t>> comm_group(const KernelContext& ctx, const Communicator& comm);
 
 // ---- parallel loops ----------------------------------------------------------------
 

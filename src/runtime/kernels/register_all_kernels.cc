@@ -14,6 +14,7 @@ void register_all_kernels(KernelRegistry& registry) {
   register_indexing_kernels(registry);       // Range GatherElements GatherND
   register_comm_kernels(registry);           // ai.autopar Send Recv and collectives
   register_training_kernels(registry);       // ai.autopar.training Adam, LayerNorm and Gelu
+  register_attention_kernels(registry);      // Attention, its gradient and their ring forms
 }
 
 }  // namespace autopar::runtime
