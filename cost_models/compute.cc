@@ -5,6 +5,7 @@
 #include <string_view>
 #include <unordered_set>
 
+#include "autopar/ir/pattern_fusion.h"
 #include "autopar/ops/op_def.h"
 #include "autopar/runtime/executor.h"
 
@@ -46,10 +47,17 @@ bool unaligned_half_gemm(const Graph& g, const Node& n) {
 }  // namespace
 
 std::optional<OpClass> op_class_of(const Graph& g, const Node& n) {
-  if (n.domain == kAutoparDomain) return std::nullopt;
+  if (n.domain == kAutoparDomain) {
+    // Ring attention computes attention between its point-to-point steps.
+    if (n.op_type == "RingAttention" || n.op_type == "RingAttentionGrad")
+      return OpClass::kAttention;
+    return std::nullopt;
+  }
   const std::string& op = n.op_type;
   if (n.domain == kTrainingDomain) {
-    // Row reductions are norms; the rest (GELU, SwiGLU, rotary embeddings, Adam) stream.
+    // Attention is a tensor-core kernel; row reductions are norms; the rest (GELU, SwiGLU,
+    // rotary embeddings, Adam) stream.
+    if (op == "Attention" || op == "AttentionGrad") return OpClass::kAttention;
     return op == "LayerNormalizationGrad" || op == "RMSNormalization" ||
                    op == "RMSNormalizationGrad"
                ? OpClass::kNorm
@@ -118,7 +126,8 @@ std::vector<double> fused_node_seconds(const HardwareProfile& profile, const Gra
   // runs the arithmetic of the nodes it replaces in one kernel.
   for (NodeId n = 0; n < g.num_nodes(); ++n) {
     const Node& node = g.node(n);
-    if (node.domain != kTrainingDomain) continue;
+    // (Attention is a tensor-core kernel, priced by its class's roofline.)
+    if (node.domain != kTrainingDomain || op_class_of(g, node) == OpClass::kAttention) continue;
     const double bytes = node_bytes(g, node);
     const auto own = device.efficiency.find(*op_class_of(g, node));
     const double efficiency = own != device.efficiency.end() ? own->second.at(bytes) : 1.0;
@@ -213,6 +222,13 @@ NodeCost NodeWork::cost(const DeviceSpec& device, double degree) const {
 
 NodeCost node_cost(const HardwareProfile& profile, const Graph& g, const Node& n) {
   return node_work(profile, g, n).cost(profile.device);
+}
+
+double model_forward_flops(const Graph& model) {
+  const Graph fused = fuse_training_patterns(model, nullptr, {.attention = true});
+  double flops = 0;
+  for (const Node& n : fused.nodes()) flops += node_flops(fused, n);
+  return flops;
 }
 
 }  // namespace autopar

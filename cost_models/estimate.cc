@@ -17,9 +17,7 @@
 namespace autopar {
 namespace {
 
-bool is_comm(const Node& n) {
-  return n.domain == kAutoparDomain && n.op_type != "Recv" && n.op_type != "Shard";
-}
+bool is_comm(const Node& n) { return is_communication(n); }
 
 double shard_bytes(const StateSpec& s, const DeviceMesh& mesh) {
   double elements = 1;
@@ -92,7 +90,8 @@ namespace {
 class LayerCostBuilder {
  public:
   LayerCostBuilder(const SpmdLowering& lowered, const Graph& model, const Scheme& scheme,
-                   const HardwareProfile& profile, const std::vector<double>* compute)
+                   const HardwareProfile& profile, const std::vector<double>* compute,
+                   double model_flops)
       : lowered_(lowered),
         g_(lowered.spmd.graph),
         mesh_(scheme.mesh),
@@ -107,7 +106,7 @@ class LayerCostBuilder {
     costs_.accumulates = lowered.microbatches > 1;
     costs_.stage_costs = layer_forward_costs(model, lowered.layers);
     if (costs_.stage_costs.empty()) costs_.stage_costs = {1.0};
-    for (const Node& n : model.nodes()) costs_.model_flops += node_flops(model, n);
+    costs_.model_flops = model_flops;
     if (!compute_) {
       own_compute_ = compute_seconds_of(lowered, profile);
       compute_ = &own_compute_;
@@ -473,12 +472,16 @@ void LayerCostBuilder::peaks() {
 }  // namespace
 
 LayerCosts layer_costs_of(const SpmdLowering& lowered, const Graph& model, const Scheme& scheme,
-                          const HardwareProfile& profile, const std::vector<double>* compute) {
-  return LayerCostBuilder(lowered, model, scheme, profile, compute).build();
+                          const HardwareProfile& profile, const std::vector<double>* compute,
+                          std::optional<double> model_flops) {
+  return LayerCostBuilder(lowered, model, scheme, profile, compute,
+                          model_flops ? *model_flops : model_forward_flops(model))
+      .build();
 }
 
 // Constants above this many elements are data no lowering decision reads.
 constexpr int64_t kLargeConstantElements = 4096;
+constexpr int64_t kLargestPositions = int64_t{1} << 22;
 
 struct Estimator::Model {
   CollapsedGraph collapsed;
@@ -507,6 +510,7 @@ std::string spmd_structure_key(const Scheme& scheme) {
                      scheme.microbatches() > 1 ? 1 : 0,
                      scheme.tp() > 1 ? tensor_strategy_name(scheme.tensor) : "-",
                      scheme.dp() > 1 ? scheme.zero : 0, precision_name(scheme.precision));
+  if (scheme.cp() > 1) key += fmt::format("|context {}", context_form_name(scheme.context));
   for (const OpOverride& o : scheme.overrides) key += fmt::format("|{}={}", o.pattern, o.strategy);
   for (const auto& [field, value] : scheme.extensions) key += fmt::format("|{}: {}", field, value);
   return key;
@@ -613,14 +617,17 @@ StatusOr<std::shared_ptr<const Estimator::Model>> Estimator::model(int64_t batch
     // axes, fill values) keep theirs: the lowering reads them.
     for (ValueId v = 0; v < model.num_values(); ++v) {
       Value& value = model.mutable_value(v);
-      if (value.kind == ValueKind::kConstant && value.data &&
+      // (Integer vectors stay: positions a computed causal mask compares, one per token.)
+      const bool positions = !is_floating(value.dtype) && value.shape.rank() <= 2 && value.data &&
+                             value.data->num_elements() <= kLargestPositions;
+      if (value.kind == ValueKind::kConstant && value.data && !positions &&
           value.data->num_elements() > kLargeConstantElements)
         value.data.reset();
     }
     int32_t layers = 0;
     for (const Node& n : model.nodes()) layers = std::max(layers, n.layer + 1);
     m->stage_costs = layer_forward_costs(model, layers);
-    for (const Node& n : model.nodes()) m->model_flops += node_flops(model, n);
+    m->model_flops = model_forward_flops(model);
     m->collapsed = collapse_repeated_layers(model);
     return std::shared_ptr<const Model>(std::move(m));
   });
@@ -632,13 +639,15 @@ StatusOr<const LayerCosts*> Estimator::layer_costs(const Scheme& scheme) {
   Result result = once(mutex_, cache_, key, [&]() -> Result {
     ASSIGN_OR_RETURN(std::shared_ptr<const Structure> structure_of, structure(scheme));
     const Model* s = structure_of->model.get();
-    LayerCosts reduced =
-        layer_costs_of(structure_of->lowered, s->collapsed.graph, scheme, profile(), [&] {
+    LayerCosts reduced = layer_costs_of(
+        structure_of->lowered, s->collapsed.graph, scheme, profile(),
+        [&] {
           std::call_once(structure_of->compute_once, [&] {
             structure_of->compute = compute_seconds_of(structure_of->lowered, profile());
           });
           return &structure_of->compute;
-        }());
+        }(),
+        s->model_flops);
     // Every layer of the model takes the costs of the layer that stands for it.
     auto costs = std::make_shared<LayerCosts>();
     costs->training = reduced.training;

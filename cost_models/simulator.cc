@@ -13,15 +13,51 @@
 namespace autopar {
 namespace {
 
-bool on_comm_stream(const Node& n) {
-  return n.domain == kAutoparDomain && n.op_type != "Recv" && n.op_type != "Shard";
-}
-
 int64_t representative(const Plan& plan, int32_t role) {
   for (size_t d = 0; d < plan.device_role.size(); ++d) {
     if (plan.device_role[d] == role) return static_cast<int64_t>(d);
   }
   return 0;
+}
+
+}  // namespace
+
+bool is_ring_attention(const Node& n) {
+  return n.domain == kAutoparDomain &&
+         (n.op_type == "RingAttention" || n.op_type == "RingAttentionGrad");
+}
+
+bool is_communication(const Node& n) {
+  return n.domain == kAutoparDomain && n.op_type != "Recv" && n.op_type != "Shard" &&
+         !is_ring_attention(n);
+}
+
+namespace {
+
+double ring_attention_seconds(const HardwareProfile& profile, const Graph& g, const Node& node,
+                              const std::vector<int64_t>& group) {
+  const double compute = node_cost(profile, g, node).seconds;
+  const size_t n = group.size();
+  if (n < 2) return compute;
+  const bool backward = node.op_type == "RingAttentionGrad";
+  const size_t k = backward ? 2 : 1;
+  auto bytes_of = [&](size_t i) {
+    return i < node.inputs.size() && node.inputs[i] != kNoId
+               ? static_cast<double>(g.value(node.inputs[i]).num_bytes())
+               : 0.0;
+  };
+  const double block = bytes_of(k) + bytes_of(k + 1);  // one key/value block
+  // The ring moves in lock step: its slowest hop sets each step.
+  double hop = 0;
+  for (size_t i = 0; i < n; ++i) {
+    hop = std::max(hop, collective_cost(profile, Collective::kPointToPoint, block,
+                                        {group[i], group[(i + 1) % n]})
+                            .seconds);
+  }
+  const double part = compute / static_cast<double>(n);
+  // The backward's steps carry the block and its gradients (as many bytes again).
+  const double step = backward ? 2 * hop : hop;
+  return static_cast<double>(n - 1) * std::max(part, step) + part + (backward ? hop : 0.0);
 }
 
 }  // namespace
@@ -39,6 +75,7 @@ double device_node_seconds(const HardwareProfile& profile, const DeviceMesh& mes
     group = node.attr_ints("group");
   }
   const std::string& op = node.op_type;
+  if (is_ring_attention(node)) return ring_attention_seconds(profile, g, node, group);
   if (op == "Recv" || op == "Shard") return 0.0;
   if (op == "Send") {
     std::vector<int64_t> coords = mesh.coords(device);
@@ -195,7 +232,7 @@ void Simulator::run_node(Run& run, NodeId n) {
     }
   }
   double start = 0, end = 0;
-  const bool comm = on_comm_stream(node);
+  const bool comm = is_communication(node);
   if (node.domain == kAutoparDomain && node.op_type == "Recv") {
     auto& queue = in_flight_[{node.attr_int("peer_coord", 0), role.id, node.attr_int("tag", 0)}];
     start = end = std::max(inputs_ready, queue.front());
@@ -241,7 +278,7 @@ void Simulator::run_program(Run& run) {
   std::vector<bool> done(prog.end - prog.begin, false);
   for (int32_t n = prog.begin; n < prog.end; ++n) {
     const Node& node = g.node(n);
-    if (!on_comm_stream(node)) continue;
+    if (!is_communication(node)) continue;
     bool outside = true;
     double t = 0;
     for (ValueId in : node.inputs) {

@@ -189,37 +189,40 @@ StatusOr<std::vector<DeviceMesh>> enumerate_meshes(const SearchSpace& space,
   int64_t no_dp = 0, over_node = 0, over_layers = 0, batch = 0, tried = 0;
   for (int64_t tp : degrees(space.tp, p.devices, node)) {
     for (int64_t sp : degrees(space.sp, p.devices, node)) {
-      for (int64_t pp : degrees(space.pp, p.devices, std::max<int32_t>(p.layers, 1))) {
-        ++tried;
-        if (tp * sp > node || node % (tp * sp) != 0) {
-          ++over_node;
-          continue;
+      for (int64_t cp : degrees(space.cp, p.devices, p.devices)) {
+        for (int64_t pp : degrees(space.pp, p.devices, std::max<int32_t>(p.layers, 1))) {
+          ++tried;
+          if (tp * sp > node || node % (tp * sp) != 0) {
+            ++over_node;
+            continue;
+          }
+          if (pp > std::max<int32_t>(p.layers, 1)) {
+            ++over_layers;
+            continue;
+          }
+          if (p.devices % (tp * sp * cp * pp) != 0) {
+            ++no_dp;
+            continue;
+          }
+          const int64_t dp = p.devices / (tp * sp * cp * pp);
+          if (!space.dp.automatic && std::find(space.dp.values.begin(), space.dp.values.end(),
+                                               dp) == space.dp.values.end()) {
+            ++no_dp;
+            continue;
+          }
+          if (p.global_batch % dp != 0) {
+            ++batch;
+            continue;
+          }
+          std::vector<MeshAxis> axes;
+          if (pp > 1) axes.push_back({"pp", pp});
+          axes.push_back({"dp", dp});
+          if (cp > 1) axes.push_back({"cp", cp});
+          if (sp > 1) axes.push_back({"sp", sp});
+          if (tp > 1) axes.push_back({"tp", tp});
+          ASSIGN_OR_RETURN(DeviceMesh mesh, DeviceMesh::create(axes));
+          meshes.push_back(std::move(mesh));
         }
-        if (pp > std::max<int32_t>(p.layers, 1)) {
-          ++over_layers;
-          continue;
-        }
-        if (p.devices % (tp * sp * pp) != 0) {
-          ++no_dp;
-          continue;
-        }
-        const int64_t dp = p.devices / (tp * sp * pp);
-        if (!space.dp.automatic && std::find(space.dp.values.begin(), space.dp.values.end(), dp) ==
-                                       space.dp.values.end()) {
-          ++no_dp;
-          continue;
-        }
-        if (p.global_batch % dp != 0) {
-          ++batch;
-          continue;
-        }
-        std::vector<MeshAxis> axes;
-        if (pp > 1) axes.push_back({"pp", pp});
-        axes.push_back({"dp", dp});
-        if (sp > 1) axes.push_back({"sp", sp});
-        if (tp > 1) axes.push_back({"tp", tp});
-        ASSIGN_OR_RETURN(DeviceMesh mesh, DeviceMesh::create(axes));
-        meshes.push_back(std::move(mesh));
       }
     }
   }
@@ -238,7 +241,8 @@ StatusOr<std::vector<DeviceMesh>> enumerate_meshes(const SearchSpace& space,
       why.push_back(fmt::format("{} have a dp that does not divide the global batch {}", batch,
                                 p.global_batch));
     return error(
-        "{}: mesh: no tp × pp × dp × sp the space allows makes {} devices ({} of {} tried: {})",
+        "{}: mesh: no tp × pp × dp × sp × cp the space allows makes {} devices ({} of {} tried: "
+        "{})",
         space.source, p.devices, tried, tried, fmt::join(why, "; "));
   }
   return meshes;
@@ -657,10 +661,15 @@ StatusOr<SearchResult> Searcher::run() {
     }
     if (!first_error.empty() && result.candidates_evaluated == 0)
       return error("{}: no scheme of the space can be lowered: {}", space_.source, first_error);
+    // Without context parallelism a long sequence's activations may not fit at any degree.
+    const bool has_cp =
+        space_.cp.automatic || std::any_of(space_.cp.values.begin(), space_.cp.values.end(),
+                                           [](int64_t cp) { return cp > 1; });
     return error(
         "{}: no scheme fits in memory: {} candidates over {} meshes exceed {:.1f} GiB per device "
-        "(allow more zero, recompute or pp)",
-        space_.source, result.candidates_evaluated, result.meshes, capacity_ / (1 << 30));
+        "(allow more zero, recompute or pp{})",
+        space_.source, result.candidates_evaluated, result.meshes, capacity_ / (1 << 30),
+        has_cp ? "" : ", or cp for long sequences: configs/spaces/long-context.yaml");
   }
   keep_best(all, keep_);
   if (!options_.exhaustive) refine(all, result);

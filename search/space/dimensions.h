@@ -50,6 +50,7 @@ Status parse_mesh(const YAML::Node& node, const Reader& r, SearchSpace& space);
 Status parse_constraints(const YAML::Node& node, const Reader& r, SearchSpace& space);
 Status parse_batch(const YAML::Node& node, const Reader& r, SearchSpace& space);
 Status parse_pipeline(const YAML::Node& node, const Reader& r, SearchSpace& space);
+Status parse_context(const YAML::Node& node, const Reader& r, SearchSpace& space);
 Status parse_tensor(const YAML::Node& node, const Reader& r, SearchSpace& space);
 Status parse_zero(const YAML::Node& node, const Reader& r, SearchSpace& space);
 Status parse_recompute(const YAML::Node& node, const Reader& r, SearchSpace& space);
@@ -67,6 +68,7 @@ std::vector<Scheme> one_per(const Scheme& base, const std::vector<T>& values, Se
 }
 
 std::vector<Scheme> expand_pipeline(const Scheme& base, const SearchSpace& space, int32_t layers);
+std::vector<Scheme> expand_context(const Scheme& base, const SearchSpace& space, int32_t layers);
 std::vector<Scheme> expand_tensor(const Scheme& base, const SearchSpace& space, int32_t layers);
 std::vector<Scheme> expand_zero(const Scheme& base, const SearchSpace& space, int32_t layers);
 std::vector<Scheme> expand_recompute(const Scheme& base, const SearchSpace& space, int32_t layers);

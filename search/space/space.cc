@@ -67,15 +67,17 @@ StatusOr<std::vector<size_t>> Reader::names(const YAML::Node& node, std::string_
 }
 
 Status parse_mesh(const YAML::Node& node, const Reader& r, SearchSpace& space) {
-  if (!node.IsMap()) return r.fail("mesh", "expected {{tp: [...], pp: auto, dp: auto, sp: [1]}}");
+  if (!node.IsMap())
+    return r.fail("mesh", "expected {{tp: [...], pp: auto, dp: auto, sp: [1], cp: [1]}}");
   for (const auto& entry : node) {
     const std::string axis = entry.first.Scalar();
     AxisChoices* target = axis == "tp"   ? &space.tp
                           : axis == "pp" ? &space.pp
                           : axis == "dp" ? &space.dp
                           : axis == "sp" ? &space.sp
+                          : axis == "cp" ? &space.cp
                                          : nullptr;
-    if (!target) return r.fail("mesh." + axis, "unknown axis (known: tp, pp, dp, sp)");
+    if (!target) return r.fail("mesh." + axis, "unknown axis (known: tp, pp, dp, sp, cp)");
     ASSIGN_OR_RETURN(*target, r.degrees(entry.second, "mesh." + axis));
   }
   return Status::ok();
@@ -119,6 +121,7 @@ const std::vector<Dimension>& dimensions() {
       {"constraints", parse_constraints},
       {"batch", parse_batch},
       {"pipeline", parse_pipeline, {false, expand_pipeline}},
+      {"context", parse_context, {true, expand_context}},
       {"tensor", parse_tensor, {true, expand_tensor}},
       {"zero", parse_zero, {true, expand_zero}},
       {"recompute", parse_recompute, {false, expand_recompute}},

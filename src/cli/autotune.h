@@ -31,8 +31,9 @@ StatusOr<Tuning> prepare_tuning(const std::string& model, const std::string& hw,
 // Builds the scheme's plan shape-only and simulates one step on the tuning's profile.
 StatusOr<double> simulate_scheme(const Tuning& tuning, const Scheme& scheme);
 
-// "pp 2 × dp 4 × tp 8", "1f1b", "interleaved ×2".
-std::string mesh_text(const DeviceMesh& mesh);
+// "pp 2 × dp 4 × tp 8" ("cp 8 ring", "cp 4 a2a": context parallelism's form), "1f1b",
+// "interleaved ×2".
+std::string mesh_text(const Scheme& scheme);
 std::string pipeline_text(const Scheme& scheme);
 // Seconds as "812 ms" or "12.4 s".
 std::string seconds_text(double seconds);

@@ -84,11 +84,14 @@ StatusOr<double> simulate_scheme(const Tuning& tuning, const Scheme& scheme) {
   return sim.step_seconds;
 }
 
-std::string mesh_text(const DeviceMesh& mesh) {
+std::string mesh_text(const Scheme& scheme) {
+  const DeviceMesh& mesh = scheme.mesh;
   std::vector<std::string> parts;
   for (const MeshAxis& a : mesh.axes()) {
     if (a.size > 1 || mesh.axes().size() == 1)
       parts.push_back(fmt::format("{} {}", a.name, a.size));
+    if (a.name == "cp" && a.size > 1)
+      parts.back() += scheme.context == ContextForm::kRing ? " ring" : " a2a";
   }
   return fmt::format("{}", fmt::join(parts, " × "));
 }
@@ -144,7 +147,7 @@ Row row_of(const Candidate& c) {
 nlohmann::json candidate_json(const Candidate& c, const Tuning& t) {
   const Row r = row_of(c);
   nlohmann::json j = {{"scheme", c.scheme.to_yaml()},
-                      {"mesh", mesh_text(c.scheme.mesh)},
+                      {"mesh", mesh_text(c.scheme)},
                       {"pipeline", pipeline_text(c.scheme)},
                       {"micro_batch", c.scheme.micro_batch},
                       {"zero", c.scheme.zero},
@@ -173,7 +176,7 @@ std::string table(const std::vector<Candidate>& top, const Tuning& t,
     out += fmt::format(
         "{:>3}  {:<22} {:<15} {:<11} {:>5} {:>4} {:<9} {:<5} {:>10} {:>10.1f} {:>9.1f} {:>5.1f}% "
         "{:>10}",
-        i + 1, mesh_text(c.scheme.mesh), pipeline_text(c.scheme),
+        i + 1, mesh_text(c.scheme), pipeline_text(c.scheme),
         c.scheme.tp() > 1 ? tensor_strategy_name(c.scheme.tensor) : "-", c.scheme.micro_batch,
         c.scheme.zero, recompute_name(c.scheme.recompute), precision_name(c.scheme.precision),
         seconds_text(r.step), r.samples, r.tflops, r.mfu * 100, human_bytes(r.memory));

@@ -33,8 +33,7 @@ Status run_simulate(const SimulateFlags& f) {
   }
   // Model FLOPs: the forward of every microbatch and a backward of twice that (the standard
   // count, whatever a plan recomputes), over the devices' peak for the plan's arithmetic.
-  double forward = 0;
-  for (const Node& n : built.model.nodes()) forward += node_flops(built.model, n);
+  const double forward = model_forward_flops(built.model);
   const double model_flops = 3.0 * forward * static_cast<double>(built.plan.microbatches);
   const double peak =
       profile.device.peak(peak_key(built.plan.scheme.precision)) * static_cast<double>(devices);

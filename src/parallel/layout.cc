@@ -158,21 +158,28 @@ Status Layout::validate(const std::vector<int64_t>& shape, const DeviceMesh& mes
   // (An axis cannot be used twice: every constructor removes it first.)
   size_t d = 0;
   int64_t ways = 1;
+  bool paired = false;
   for (char c : code_) {
     if (c != '\0') {
       const std::string& axis = axis_name(byte(c));
       if (!mesh.has_axis(axis))
         return error("layout {}: the mesh {} has no axis '{}'", to_string(), mesh.to_string(),
                      axis);
-      if (d < shape.size()) ways *= mesh.size_of(byte(c));
+      if (d < shape.size()) {
+        // A paired axis cuts its block into two chunks per member.
+        paired = paired || mesh.is_paired(byte(c));
+        ways *= mesh.size_of(byte(c)) * (mesh.is_paired(byte(c)) ? 2 : 1);
+      }
       continue;
     }
     if (shape[d] % ways != 0) {
-      return error("dim {} of {}: {} is not divisible by {} = {}", d, type(), shape[d],
-                   fmt::join(dim_axes(static_cast<int64_t>(d)), "*"), ways);
+      return error("dim {} of {}: {} is not divisible by {}{} = {}", d, type(), shape[d],
+                   fmt::join(dim_axes(static_cast<int64_t>(d)), "*"),
+                   paired ? " (chunk pairs: 2 per member)" : "", ways);
     }
     ++d;
     ways = 1;
+    paired = false;
   }
   return Status::ok();
 }

@@ -284,7 +284,10 @@ StatusOr<SpmdLowering> lower_to_spmd(const Graph& model, const Scheme& scheme,
   out.source_layer = prepared->layer_of;
   policy.spmd.layer_of = out.source_layer;
 
-  ASSIGN_OR_RETURN(out.spmd, lower_spmd(input, scheme.mesh, policy.spmd));
+  // Under ring attention the context axis splits into chunk pairs.
+  DeviceMesh mesh = scheme.mesh;
+  mesh.set_paired_axis(zigzag_axis(scheme));
+  ASSIGN_OR_RETURN(out.spmd, lower_spmd(input, mesh, policy.spmd));
   RETURN_IF_ERROR(after_pass(options, "spmd", out.spmd.graph));
   RETURN_IF_ERROR(check_axes_split(scheme, out.spmd, graph));
   out.microbatches = microbatches;

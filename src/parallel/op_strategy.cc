@@ -236,6 +236,7 @@ std::shared_ptr<const StrategySet> StrategyCache::get(const Graph& g, const Node
   for (const std::string& a : axes) {
     append_text(key, a);
     append_raw(key, mesh.size(a));
+    append_raw(key, mesh.is_paired(find_axis(a)));
   }
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -279,6 +280,7 @@ const StatusOr<std::vector<ReshardStep>>& StrategyCache::reshard(const Layout& f
   for (const MeshAxis& a : mesh.axes()) {
     raw(find_axis(a.name));
     raw(a.size);
+    raw(mesh.is_paired(find_axis(a.name)));
   }
   {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -256,6 +256,30 @@ StatusOr<std::vector<ValueId>> split_window(Graph& dst, const Graph& src, const 
   return outs;
 }
 
+StatusOr<std::vector<ValueId>> split_ring(Graph& dst, const Graph& src, const Node& node,
+                                          const std::vector<ValueId>& inputs,
+                                          const OpStrategy& strategy, const DeviceMesh& mesh,
+                                          std::string_view axis, bool zigzag) {
+  Node ring = node;
+  ring.op_type = node.op_type == "AttentionGrad" ? "RingAttentionGrad" : "RingAttention";
+  ring.domain = std::string(kAutoparDomain);
+  ring.attrs["axes"] = Attribute(std::vector<std::string>{std::string(axis)});
+  ring.attrs["group_size"] = mesh.size(axis);
+  ring.attrs["zigzag"] = int64_t{zigzag ? 1 : 0};
+  ASSIGN_OR_RETURN(std::vector<ValueId> outs, duplicate(dst, src, ring, inputs, ""));
+  for (size_t i = 0; i < outs.size() && i < strategy.outputs.size(); ++i) {
+    if (outs[i] == kNoId) continue;
+    const std::vector<int64_t> expected =
+        strategy.outputs[i].shard_shape(src.value(node.outputs[i]).shape.dims, mesh);
+    if (dst.value(outs[i]).shape.dims != expected) {
+      return error("node '{}' ({}): ring output {} is [{}] per device, layout {} expects [{}]",
+                   node.name, node.op_type, i, fmt::join(dst.value(outs[i]).shape.dims, ","),
+                   strategy.outputs[i].to_string(), fmt::join(expected, ","));
+    }
+  }
+  return outs;
+}
+
 StatusOr<ValueId> augment(Graph& dst, ValueId x, const ReshardStep& step, const DeviceMesh& mesh,
                           Phase phase, int32_t layer) {
   if (step.kind == ReshardStep::Kind::kShare) {
@@ -271,6 +295,8 @@ StatusOr<ValueId> augment(Graph& dst, ValueId x, const ReshardStep& step, const 
         const ValueId mine,
         augment(dst, table, {ReshardStep::Kind::kSlice, step.axis, 0, -1, step.axis_id}, mesh,
                 phase, layer));
+    // One entry per member, never a chunk pair.
+    dst.mutable_node(dst.value(mine).producer).attrs["zigzag"] = int64_t{0};
     const ValueId kept = e.op("Mul", {x, mine});
     RETURN_IF_ERROR(e.status());
     return kept;

@@ -152,6 +152,7 @@ StatusOr<DeviceOutcome> DeviceRun::run() {
   const Role& role = plan_.role_of(device);
   const DeviceMesh& mesh = plan_.scheme.mesh;
   const std::vector<int64_t> coords = mesh.coords(device);
+  const std::string_view zigzag = zigzag_axis(plan_.scheme);
   std::map<std::string, const StateSpec*> state_by_output;
   for (const StateSpec& s : plan_.state) {
     if (!s.output.empty()) state_by_output[s.output] = &s;
@@ -231,7 +232,7 @@ StatusOr<DeviceOutcome> DeviceRun::run() {
     auto it = feeds_.state.find(s.name);
     if (it == feeds_.state.end()) return error("no initial value for state '{}'", s.name);
     state[state_slot.at(s.name)] =
-        std::make_shared<const Tensor>(shard_of(*it->second, s.layout, mesh, coords));
+        std::make_shared<const Tensor>(shard_of(*it->second, s.layout, mesh, coords, zigzag));
   }
 
   DeviceOutcome outcome;
@@ -265,8 +266,8 @@ StatusOr<DeviceOutcome> DeviceRun::run() {
           const auto& batch = feeds_.steps[step].at(micro);
           auto it = batch.find(pg.inputs[i]);
           if (it == batch.end()) return error("no data for input '{}'", pg.inputs[i]);
-          value =
-              std::make_shared<const Tensor>(shard_of(*it->second, in.data->layout, mesh, coords));
+          value = std::make_shared<const Tensor>(
+              shard_of(*it->second, in.data->layout, mesh, coords, zigzag));
         } else if (in.source == Input::Source::kState) {
           value = state[in.slot];
         } else if (in.source == Input::Source::kStash) {
@@ -336,7 +337,8 @@ PlanResult assemble(const Plan& plan, const std::vector<DeviceOutcome>& outcomes
     for (size_t d = 0; d < outcomes.size(); ++d) {
       auto it = outcomes[d].state.find(s.name);
       if (it == outcomes[d].state.end()) continue;
-      place_shard(whole, *it->second, s.layout, mesh, mesh.coords(static_cast<int64_t>(d)));
+      place_shard(whole, *it->second, s.layout, mesh, mesh.coords(static_cast<int64_t>(d)),
+                  zigzag_axis(plan.scheme));
       any = true;
     }
     if (any) result.state.emplace(s.name, std::move(whole));
@@ -365,23 +367,67 @@ constexpr int64_t kGatherTag = int64_t{1} << 40;
 
 }  // namespace
 
+namespace {
+
+// The dim split over `axis` reordered, within each block of the axes before it, so that the
+// chunk pairs of a zigzag split lie contiguously (`to_pairs`), or back; -1 when no dim is.
+int64_t zigzag_dim(const Layout& layout, std::string_view axis) {
+  return axis.empty() ? -1 : layout.dim_of(axis);
+}
+
+Tensor reorder_zigzag(const Tensor& x, const Layout& layout, const DeviceMesh& mesh,
+                      std::string_view axis, bool to_pairs) {
+  const int64_t dim = zigzag_dim(layout, axis);
+  if (dim < 0) return x;
+  int64_t outer = 1;
+  for (const std::string& a : layout.dim_axes(dim)) {
+    if (a == axis) break;
+    outer *= mesh.size(a);
+  }
+  const int64_t n = mesh.size(axis);
+  std::vector<Tensor> blocks = split_tensor(x, dim, outer);
+  for (Tensor& block : blocks) {
+    std::vector<Tensor> chunks = split_tensor(block, dim, 2 * n);
+    std::vector<Tensor> ordered(chunks.size());
+    for (int64_t r = 0; r < n; ++r) {
+      if (to_pairs) {
+        ordered[2 * r] = std::move(chunks[r]);
+        ordered[2 * r + 1] = std::move(chunks[2 * n - 1 - r]);
+      } else {
+        ordered[r] = std::move(chunks[2 * r]);
+        ordered[2 * n - 1 - r] = std::move(chunks[2 * r + 1]);
+      }
+    }
+    block = concat_tensors(ordered, dim);
+  }
+  return concat_tensors(blocks, dim);
+}
+
+}  // namespace
+
 Tensor shard_of(const Tensor& whole, const Layout& layout, const DeviceMesh& mesh,
-                const std::vector<int64_t>& coords) {
+                const std::vector<int64_t>& coords, std::string_view zigzag_axis) {
   if (layout.rank() == 0 || layout.is_replicated()) return whole;
   const auto block = block_of(whole.dims(), layout, mesh, coords);
   std::vector<int64_t> dims;
   for (const auto& [offset, length] : block) dims.push_back(length);
   Tensor shard(whole.dtype(), dims);
-  Tensor source = whole;
+  Tensor source = reorder_zigzag(whole, layout, mesh, zigzag_axis, true);
   copy_block(source, shard, block, false);
   return shard;
 }
 
 void place_shard(Tensor& whole, const Tensor& shard, const Layout& layout, const DeviceMesh& mesh,
-                 const std::vector<int64_t>& coords) {
+                 const std::vector<int64_t>& coords, std::string_view zigzag_axis) {
   const auto block = block_of(whole.dims(), layout, mesh, coords);
   Tensor source = shard;
-  copy_block(whole, source, block, true);
+  if (zigzag_dim(layout, zigzag_axis) < 0) {
+    copy_block(whole, source, block, true);
+    return;
+  }
+  Tensor paired = reorder_zigzag(whole, layout, mesh, zigzag_axis, true);
+  copy_block(paired, source, block, true);
+  whole = reorder_zigzag(paired, layout, mesh, zigzag_axis, false);
 }
 
 StatusOr<PlanResult> run_plan_inproc(const Plan& plan, const PlanFeeds& feeds,

@@ -165,8 +165,11 @@ ValueId layer_norm(ZooBuilder& zb, std::string_view module, ValueId x, int64_t h
                    float epsilon);
 // The additive causal mask [seq, seq] every layer of a decoder shares: -1e4 (GPT-2's
 // masked_bias) above the diagonal, so that exp() underflows to exactly zero without inf
-// arithmetic.
+// arithmetic. A constant up to 16K positions, computed beyond (computed_causal_mask).
 ValueId causal_mask(ZooBuilder& zb, int64_t seq);
+// The same mask computed from positions, as PyTorch exports Hugging Face's arange comparison:
+// Mul(Cast(Greater(columns [1, seq], rows [seq, 1])), -1e4).
+ValueId computed_causal_mask(ZooBuilder& zb, int64_t seq);
 // erf GELU in the exporter's form: Div(x, sqrt 2) -> Erf -> Add 1 -> Mul x -> Mul 0.5.
 ValueId gelu(ZooBuilder& zb, ValueId x);
 

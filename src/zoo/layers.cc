@@ -119,7 +119,25 @@ ValueId layer_norm(ZooBuilder& zb, std::string_view module, ValueId x, int64_t h
   return zb.op1("LayerNormalization", {x, scale, bias}, {{"axis", -1}, {"epsilon", epsilon}});
 }
 
+ValueId computed_causal_mask(ZooBuilder& zb, int64_t seq) {
+  auto positions = [&](const char* name, std::vector<int64_t> dims) {
+    return zb.shared_table(name, DType::kInt64, dims, [seq, dims] {
+      Tensor t(DType::kInt64, dims);
+      for (int64_t i = 0; i < seq; ++i) t.set_from_int(i, i);
+      return t;
+    });
+  };
+  const ValueId columns = positions("causal_mask_columns", {1, seq});
+  const ValueId rows = positions("causal_mask_rows", {seq, 1});
+  const ValueId above = zb.op1("Greater", {columns, rows});
+  const ValueId masked = zb.op1("Cast", {above}, {{"to", int64_t{1}}});
+  return zb.op1("Mul", {masked, zb.shared_scalar("causal_mask_fill", -1e4f)});
+}
+
 ValueId causal_mask(ZooBuilder& zb, int64_t seq) {
+  // Longer masks are computed: no [seq, seq] constant of several GiB.
+  constexpr int64_t kLongestConstantMask = 16384;
+  if (seq > kLongestConstantMask) return computed_causal_mask(zb, seq);
   return zb.shared_table("causal_mask", DType::kFloat32, {seq, seq}, [seq] {
     Tensor data(DType::kFloat32, {seq, seq});
     std::span<float> mask = data.mutable_data<float>();

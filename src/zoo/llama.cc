@@ -147,7 +147,7 @@ Graph build_llama(const LlamaConfig& c, const BuildSettings& settings) {
                            [&] { return rotary_table(c.seq, head_dim, c.rope_theta, sine); });
   };
   const LayerContext ctx{.config = c,
-                         .mask = causal_mask(zb, c.seq),
+                         .mask = computed_causal_mask(zb, c.seq),
                          .cos = table(false),
                          .sin = table(true),
                          .init = init};

@@ -27,9 +27,6 @@ using Config = std::variant<MlpConfig, GptConfig, LlamaConfig, BertConfig, ResNe
 // memory; a model beyond them is a typo, not a plan to make.
 constexpr int64_t kMaxDim = int64_t{1} << 24;
 constexpr __int128 kMaxElements = __int128{1} << 59;
-// The causal mask is one [seq, seq] float constant per model: at most 1 GiB with data
-// (shape-only models carry none).
-constexpr int64_t kMaxCausalSeq = 16384;
 // Generating data for more parameters than this would exhaust memory.
 constexpr int64_t kMaxParamsWithData = 2'000'000'000;
 
@@ -445,24 +442,6 @@ StatusOr<Graph> build_zoo_model(std::string_view name, const ZooOptions& options
   if (with_data && count > kMaxParamsWithData) {
     return error("--with-weights: {} has {} parameters, too many to generate data for (at most {})",
                  name, count, kMaxParamsWithData);
-  }
-  if (with_data) {
-    const int64_t seq = std::visit(
-        [](const auto& c) -> int64_t {
-          using T = std::decay_t<decltype(c)>;
-          if constexpr (std::is_same_v<T, GptConfig> || std::is_same_v<T, LlamaConfig>) {
-            return c.seq;
-          } else {
-            return 0;
-          }
-        },
-        config);
-    if (seq > kMaxCausalSeq) {
-      return error(
-          "--seq: {} exceeds {}, the longest causal mask {} builds with weights (use "
-          "--no-weights)",
-          seq, kMaxCausalSeq, name);
-    }
   }
   const zoo::BuildSettings settings{
       .with_data = with_data, .seed = options.seed, .batch = options.batch};

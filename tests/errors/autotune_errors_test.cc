@@ -38,14 +38,15 @@ class AutotuneErrors : public ::testing::Test {
 TEST_F(AutotuneErrors, UnknownSpaceField) {
   expect_error("gpt-tiny", "meshes: {tp: [1]}\n", {},
                "autopar: error: space.yaml: meshes: unknown field (known: mesh, constraints, "
-               "batch, pipeline, tensor, zero, recompute, precision)");
+               "batch, pipeline, context, tensor, zero, recompute, precision)");
 }
 
 TEST_F(AutotuneErrors, NoMeshMakesTheDevices) {
-  expect_error("gpt-tiny", "mesh: {tp: [3], pp: [1], dp: auto}\n", {},
-               "autopar: error: space.yaml: mesh: no tp × pp × dp × sp the space allows makes 8 "
-               "devices (1 of 1 tried: 1 put tp · sp over a node's 8 devices "
-               "(constraints.tp_within_node))");
+  expect_error(
+      "gpt-tiny", "mesh: {tp: [3], pp: [1], dp: auto}\n", {},
+      "autopar: error: space.yaml: mesh: no tp × pp × dp × sp × cp the space allows makes 8 "
+      "devices (1 of 1 tried: 1 put tp · sp over a node's 8 devices "
+      "(constraints.tp_within_node))");
 }
 
 TEST_F(AutotuneErrors, NoMicroBatchDivides) {

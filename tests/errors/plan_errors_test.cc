@@ -146,7 +146,7 @@ TEST_F(PlanErrors, OverrideLayoutWithTooManyAxisNames) {
 TEST_F(PlanErrors, UnknownMeshAxis) {
   expect_transform_error("mlp", "mesh: {foo: 2}\n",
                          "autopar: error: s.yaml: mesh.foo: no paradigm splits over 'foo' (the "
-                         "axes are pp, dp, tp and sp)");
+                         "axes are pp, dp, tp, sp and cp)");
 }
 
 TEST_F(PlanErrors, SimulateWithAMissingOrBrokenProfile) {

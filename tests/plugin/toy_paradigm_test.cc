@@ -91,9 +91,10 @@ TEST(ToyParadigm, OwnsItsFieldsErrors) {
   EXPECT_EQ(lower(*model, *scheme, LoweringOptions{}).status().message(),
             "replicate_last: 'maybe' is not true or false");
   // A field no paradigm owns is still refused, and the message lists the registered ones.
-  EXPECT_EQ(parse_scheme("replicate_first: true\n", "s").status().message(),
-            "s: replicate_first: unknown field (known: mesh, devices, batch, tensor, zero, "
-            "memory_policy, pipeline, recompute, precision, replicate_last)");
+  EXPECT_EQ(
+      parse_scheme("replicate_first: true\n", "s").status().message(),
+      "s: replicate_first: unknown field (known: mesh, devices, batch, context, tensor, zero, "
+      "memory_policy, pipeline, recompute, precision, replicate_last)");
 }
 
 }  // namespace

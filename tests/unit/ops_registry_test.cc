@@ -94,9 +94,9 @@ const std::vector<std::string> kOnnxOps = {
     "ReduceSum",
     "ReduceMax",
 };
-const std::vector<std::string> kAutoparOps = {"Send",      "Recv",          "AllReduce",
-                                              "AllGather", "ReduceScatter", "AllToAll",
-                                              "Broadcast", "Shard",         "HaloExchange"};
+const std::vector<std::string> kAutoparOps = {
+    "Send",      "Recv",  "AllReduce",    "AllGather",     "ReduceScatter",    "AllToAll",
+    "Broadcast", "Shard", "HaloExchange", "RingAttention", "RingAttentionGrad"};
 
 TEST(OpsRegistry, RegistersExactlyTheRequiredOps) {
   const OpRegistry& registry = op_registry();
@@ -110,12 +110,12 @@ TEST(OpsRegistry, RegistersExactlyTheRequiredOps) {
   EXPECT_NE(registry.find(kTrainingDomain, "LayerNormalizationGrad"), nullptr);
   EXPECT_NE(registry.find(kTrainingDomain, "Gelu"), nullptr);
   EXPECT_NE(registry.find(kTrainingDomain, "GeluGrad"), nullptr);
-  for (const char* op :
-       {"RMSNormalization", "RMSNormalizationGrad", "RotaryEmbedding", "SwiGLU", "SwiGLUGrad"})
+  for (const char* op : {"RMSNormalization", "RMSNormalizationGrad", "RotaryEmbedding", "SwiGLU",
+                         "SwiGLUGrad", "Attention", "AttentionGrad"})
     EXPECT_NE(registry.find(kTrainingDomain, op), nullptr) << op;
   EXPECT_EQ(registry.find(kAutoparDomain, "Adam"), nullptr);
   EXPECT_EQ(kOnnxOps.size(), 80u);
-  EXPECT_EQ(registry.size(), 98u);
+  EXPECT_EQ(registry.size(), 102u);
   EXPECT_EQ(registry.all().size(), registry.size());
 }
 

@@ -94,7 +94,7 @@ TEST(Scheme, Errors) {
   EXPECT_EQ(error_of("memory_policy: nemo"),
             "s.yaml: memory_policy: 'nemo' is not one of autopar, megatron, deepspeed, fsdp");
   EXPECT_EQ(error_of("meshes: {dp: 2}"),
-            "s.yaml: meshes: unknown field (known: mesh, devices, batch, tensor, zero, "
+            "s.yaml: meshes: unknown field (known: mesh, devices, batch, context, tensor, zero, "
             "memory_policy, pipeline, recompute, precision)");
   EXPECT_EQ(error_of("mesh: {pp: 2}\npipeline: {stages: [[0, 1], [3, 4]]}"),
             "s.yaml: pipeline.stages[1]: [3, 4] must start at layer 2 and not end before it");

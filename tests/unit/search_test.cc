@@ -52,8 +52,9 @@ TEST(SearchSpace, ErrorsNameTheField) {
   for (const Case& c : {
            Case{"meshes: {}\n",
                 "space.yaml: meshes: unknown field (known: mesh, constraints, "
-                "batch, pipeline, tensor, zero, recompute, precision)"},
-           Case{"mesh: {xp: [1]}\n", "space.yaml: mesh.xp: unknown axis (known: tp, pp, dp, sp)"},
+                "batch, pipeline, context, tensor, zero, recompute, precision)"},
+           Case{"mesh: {xp: [1]}\n",
+                "space.yaml: mesh.xp: unknown axis (known: tp, pp, dp, sp, cp)"},
            Case{"mesh: {tp: [1, 0]}\n", "space.yaml: mesh.tp[1]: 0 must be at least 1"},
            Case{"mesh: {tp: many}\n", "space.yaml: mesh.tp: 'many' is not an integer"},
            Case{"zero: [0, 4]\n", "space.yaml: zero[1]: '4' is not one of 0, 1, 2, 3"},
@@ -96,7 +97,7 @@ TEST(SearchSpace, AnEmptyMeshSetSaysWhichConstraintEmptiedIt) {
   auto meshes = enumerate_meshes(space_of("mesh: {tp: [16], pp: [1], dp: auto}\n"), p);
   ASSERT_FALSE(meshes.is_ok());
   EXPECT_EQ(meshes.status().message(),
-            "space.yaml: mesh: no tp × pp × dp × sp the space allows makes 16 devices (1 of 1 "
+            "space.yaml: mesh: no tp × pp × dp × sp × cp the space allows makes 16 devices (1 of 1 "
             "tried: 1 put tp · sp over a node's 8 devices (constraints.tp_within_node))");
 }
 

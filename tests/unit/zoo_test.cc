@@ -152,16 +152,28 @@ TEST(Zoo, LlamaTinyStructure) {
   EXPECT_EQ(expands, 0);
 }
 
-// A long sequence builds shape-only: its causal mask (64 GiB at 128K) carries no data.
-TEST(Zoo, LongSequencesBuildShapeOnly) {
+// Beyond 16K positions the causal mask is computed from positions (columns greater than the
+// row, times −10⁴), as PyTorch exports the arange comparison: no 64 GiB constant at 128K, and
+// small models build with weights at any length.
+TEST(Zoo, LongSequencesComputeTheirCausalMask) {
   ZooOptions o = shape_only();
   o.seq = 131072;
   Graph g = build("llama3-8b", o);
-  const Value& mask = g.value(*g.find_value("causal_mask"));
-  EXPECT_EQ(mask.shape.dims, (std::vector<int64_t>{131072, 131072}));
-  EXPECT_EQ(mask.data, nullptr);
-  // The rotary tables (64 MiB each) keep theirs.
+  EXPECT_FALSE(g.find_value("causal_mask").has_value());
+  const Value& columns = g.value(*g.find_value("causal_mask_columns"));
+  EXPECT_EQ(columns.shape.dims, (std::vector<int64_t>{1, 131072}));
+  ASSERT_NE(columns.data, nullptr);
+  EXPECT_EQ(columns.data->float_at(131071), 131071.0);
+  int greater = 0;
+  for (const Node& n : g.nodes()) greater += n.op_type == "Greater" ? 1 : 0;
+  EXPECT_EQ(greater, 1);
+  // The rotary tables (64 MiB each) keep their data.
   EXPECT_NE(g.value(*g.find_value("rope_cos")).data, nullptr);
+  ZooOptions weights;
+  weights.with_weights = true;
+  weights.seq = 32768;
+  Graph tiny = build("llama-tiny", weights);
+  EXPECT_NE(tiny.value(*tiny.find_value("causal_mask_rows")).data, nullptr);
 }
 
 TEST(Zoo, GptParameterFormula) {
@@ -418,10 +430,6 @@ TEST(Zoo, OptionErrors) {
   long_seq.seq = 1024;
   EXPECT_EQ(build_error("bert-base", long_seq),
             "--seq: 1024 exceeds the 512 positions of bert-base");
-  long_seq.seq = 20000;
-  EXPECT_EQ(build_error("gpt", long_seq),
-            "--seq: 20000 exceeds 16384, the longest causal mask gpt builds with weights (use "
-            "--no-weights)");
   ZooOptions kv;
   kv.kv_heads = 3;
   EXPECT_EQ(build_error("llama-tiny", kv), "--kv-heads: 3 does not divide --heads 4");

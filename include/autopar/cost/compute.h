@@ -44,6 +44,11 @@ NodeWork node_work(const HardwareProfile& profile, const Graph& graph, const Nod
 
 // One node on one device of the profile (0 for communication ops and nodes without work).
 NodeCost node_cost(const HardwareProfile& profile, const Graph& graph, const Node& node);
+
+// A model's forward FLOPs, the numerator of MFU: every node's, attention counted as its fused
+// form does (under a causal mask only the visible half of the scores and of their weighted
+// sum), so no plan can exceed 100% by skipping what the mask hides.
+double model_forward_flops(const Graph& model);
 // A node a framework runs as a view, without a kernel (priced 0 where device.free_views).
 bool is_view(const Graph& graph, const Node& node);
 

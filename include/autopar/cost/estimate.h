@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -192,10 +193,12 @@ std::string spmd_structure_key(const Scheme& scheme);
 
 // Layer costs from a lowered SPMD graph on `profile` (device 0 of the mesh stands for all).
 // `compute`, when given, is compute_seconds_of(lowered, profile): what the lowering's compute
-// takes is the same on every mesh it is costed on.
+// takes is the same on every mesh it is costed on. `model_flops`, when given, is
+// model_forward_flops(model), which a caller costing many lowerings of one model has.
 LayerCosts layer_costs_of(const SpmdLowering& lowered, const Graph& model, const Scheme& scheme,
                           const HardwareProfile& profile,
-                          const std::vector<double>* compute = nullptr);
+                          const std::vector<double>* compute = nullptr,
+                          std::optional<double> model_flops = std::nullopt);
 // Per node of the lowered graph: its seconds on `profile` where they do not depend on the mesh
 // (its arithmetic, or its share of a fused run), -1 for communication.
 std::vector<double> compute_seconds_of(const SpmdLowering& lowered, const HardwareProfile& profile);

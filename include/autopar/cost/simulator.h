@@ -40,8 +40,18 @@ struct Simulation {
 // the role's device.
 using NodeSeconds = std::function<double(const Role& role, NodeId node, int64_t device)>;
 
+// Whether a node runs on a device's communication stream: the ai.autopar collectives and
+// transfers, not Recv (its wait is the sender's), Shard (a local slice) nor the ring
+// attentions (compute that overlaps its own point-to-point steps).
+bool is_communication(const Node& node);
+bool is_ring_attention(const Node& node);
+
 // Seconds of one node of a per-device graph on `device` of the profile: the compute roofline,
-// or the communication model for collectives and transfers (groups from the mesh).
+// or the communication model for collectives and transfers (groups from the mesh). A ring
+// attention over n members takes n blocks of its attention, each but the last overlapped with
+// the point-to-point step that brings the next key/value block (the backward's steps carry the
+// blocks' gradients too, and one more step returns them to their owners): the slower of the
+// two per step.
 double device_node_seconds(const HardwareProfile& profile, const DeviceMesh& mesh,
                            const Graph& graph, const Node& node, int64_t device);
 

@@ -54,6 +54,12 @@ class DeviceMesh {
   // communication group, in ring order (row-major over `axes` in mesh order).
   std::vector<int64_t> group(int64_t device, const std::vector<std::string>& axes) const;
 
+  // The axis whose splits hold chunk pairs (member r of n: chunks r and 2·n − 1 − r of 2·n,
+  // ring attention's balanced causal layout), so a dim it splits must divide by 2·n. Not part
+  // of the text form: the scheme's context decides it (zigzag_axis in scheme.h).
+  void set_paired_axis(std::string_view name) { paired_ = find_axis(name); }
+  bool is_paired(uint8_t id) const { return id != 0 && id == paired_; }
+
   // "{pp: 2, dp: 2, tp: 2}"
   std::string to_string() const;
   bool operator==(const DeviceMesh&) const = default;
@@ -61,6 +67,7 @@ class DeviceMesh {
  private:
   std::vector<MeshAxis> axes_;
   std::vector<uint8_t> ids_;  // per axis: its name's interned id
+  uint8_t paired_ = 0;        // the paired axis's id, 0 for none
 };
 
 }  // namespace autopar

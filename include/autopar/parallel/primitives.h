@@ -51,6 +51,14 @@ StatusOr<std::vector<ValueId>> split_window(Graph& dst, const Graph& src, const 
                                             int64_t after, const Attributes& attrs,
                                             const DeviceMesh& mesh);
 
+// split of Attention or AttentionGrad over the sequence split by mesh axis `axis`: the node as
+// its ring form (RingAttention, RingAttentionGrad) whose key/value blocks go around the axis's
+// ring; `zigzag`: each member's rows are chunk pairs (r, 2·n − 1 − r).
+StatusOr<std::vector<ValueId>> split_ring(Graph& dst, const Graph& src, const Node& node,
+                                          const std::vector<ValueId>& inputs,
+                                          const OpStrategy& strategy, const DeviceMesh& mesh,
+                                          std::string_view axis, bool zigzag);
+
 // augment: one communication node turning `x` (dst id) by one reshard step; the group is named
 // by mesh axes so one graph serves every device of a role.
 StatusOr<ValueId> augment(Graph& dst, ValueId x, const ReshardStep& step, const DeviceMesh& mesh,

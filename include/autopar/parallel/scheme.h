@@ -73,6 +73,10 @@ struct Scheme {
   bool operator==(const Scheme&) const = default;
 };
 
+// The mesh axis whose splits hold chunk pairs (member r of n: chunks r and 2·n − 1 − r of
+// 2·n): cp under ring attention; empty otherwise.
+std::string_view zigzag_axis(const Scheme& scheme);
+
 // Parses a scheme; errors are one line "<source>: <field>: <what>". The mesh and devices are
 // read here, every other field by the paradigm that owns it (Paradigm::fields, parse), which
 // checks what the scheme alone decides: micro dividing global/dp, chunks only with the

@@ -64,11 +64,13 @@ StatusOr<PlanResult> run_plan_inproc(const Plan& plan, const PlanFeeds& feeds,
 StatusOr<PlanResult> run_plan_device(const Plan& plan, const PlanFeeds& feeds, Communicator& comm,
                                      const PlanRunOptions& options = {});
 
-// The part of `whole` that device `coords` holds under `layout` (partial axes ignored).
+// The part of `whole` that device `coords` holds under `layout` (partial axes ignored). A dim
+// split over `zigzag_axis` (Scheme::zigzag_axis) is cut, within the block of the axes before
+// it, into 2·n chunks of which member r holds r and 2·n − 1 − r.
 Tensor shard_of(const Tensor& whole, const Layout& layout, const DeviceMesh& mesh,
-                const std::vector<int64_t>& coords);
+                const std::vector<int64_t>& coords, std::string_view zigzag_axis = {});
 // Writes `shard` of device `coords` into `whole`.
 void place_shard(Tensor& whole, const Tensor& shard, const Layout& layout, const DeviceMesh& mesh,
-                 const std::vector<int64_t>& coords);
+                 const std::vector<int64_t>& coords, std::string_view zigzag_axis = {});
 
 }  // namespace autopar::runtime

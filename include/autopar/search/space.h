@@ -22,14 +22,15 @@ struct AxisChoices {
 
 struct SearchSpace {
   std::string source;  // the file it was read from
-  // Mesh axes: tp, pp, dp and sp. Devices are ordered pp, dp, sp, tp (outer to inner), so
-  // tensor-parallel groups are consecutive devices.
-  AxisChoices tp{false, {1}}, pp{false, {1}}, dp{true, {}}, sp{false, {1}};
-  bool tp_within_node = true;  // constraints.tp_within_node: tp · sp devices share a node
+  // Mesh axes: tp, pp, dp, sp and cp. Devices are ordered pp, dp, cp, sp, tp (outer to
+  // inner), so tensor-parallel groups are consecutive devices; a cp ring may span nodes.
+  AxisChoices tp{false, {1}}, pp{false, {1}}, dp{true, {}}, sp{false, {1}}, cp{false, {1}};
+  bool tp_within_node = true;           // constraints.tp_within_node: tp · sp devices share a node
   std::optional<int64_t> global_batch;  // batch.global; absent: the model's batch
   AxisChoices micro{true, {}};          // batch.micro: samples per microbatch per replica
   std::vector<PipelineSchedule> schedules{PipelineSchedule::kOneForwardOneBackward};
   std::vector<int64_t> chunks{1};  // pipeline.chunks: virtual stages per rank (interleaved)
+  std::vector<ContextForm> context{ContextForm::kRing};  // under cp > 1
   std::vector<TensorStrategy> tensor{TensorStrategy::kMegatron};
   std::vector<int> zero{0};
   std::vector<Recompute> recompute{Recompute::kNone};

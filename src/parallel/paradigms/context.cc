@@ -17,6 +17,10 @@ const std::initializer_list<std::pair<const char*, ContextForm>> kContext = {
 
 const char* context_form_name(ContextForm form) { return name_of(form, kContext); }
 
+std::string_view zigzag_axis(const Scheme& scheme) {
+  return scheme.cp() > 1 && scheme.context == ContextForm::kRing ? "cp" : "";
+}
+
 }  // namespace autopar
 
 namespace autopar::paradigm_files {

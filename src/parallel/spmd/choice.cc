@@ -132,6 +132,7 @@ Status Spmd::lower_node(NodeId id) {
   const std::shared_ptr<const StrategySet> own =
       !sets_.empty() && sets_[id] ? std::move(sets_[id]) : own_set(id, node, axes);
   const std::vector<OpStrategy>& bases = own->strategies;
+  if (context_attention(node)) return lower_context_attention(id, *own, axes);
   // The layer's plan, where the inputs came as it planned: its strategy is taken without
   // pricing the others (unless a window over sp, which the plan does not weigh, may win).
   if (!planned_.empty() && planned_[id] && planned_[id]->own >= 0 &&
@@ -243,8 +244,11 @@ Status Spmd::lower_node(NodeId id) {
   };
   const Choice* best = nullptr;
   double best_cost = kInfinite;
+  const bool context_checks = policy_.ring_attention && node.op_type == "Gather";
   for (const Choice& c : candidates) {
     if (sp_recipe && !recipe_allows(*c.strategy)) continue;
+    if (context_checks && context_forbids(node, *c.strategy, own->space ? &*own->space : nullptr))
+      continue;
     if (from_parameters && !inputs_carry_split(*c.strategy)) continue;
     const double cost = c.own >= 0 ? own_cost(c.own) : strategy_cost(id, *c.strategy);
     if (cost < best_cost) {

@@ -104,7 +104,8 @@ Spmd::Spmd(const SpmdInput& input, const DeviceMesh& mesh, const SpmdPolicy& pol
     // Each node's axes follow from its phase, the policy's axes and whether ZeRO shards the
     // update: those, the graph and the mesh name the slots.
     std::string key =
-        fmt::format("{}|{}|zero {}|", input.graph_id, mesh.to_string(), policy.zero > 0 ? 1 : 0);
+        fmt::format("{}|{}|zero {}|paired {}|", input.graph_id, mesh.to_string(),
+                    policy.zero > 0 ? 1 : 0, policy.ring_attention ? policy.context_axis : "");
     for (const std::string& a : policy.axes) key += a + ",";
     node_sets_ = &strategies_->node_sets(key, static_cast<size_t>(src_.num_nodes()));
   }
@@ -258,7 +259,7 @@ StatusOr<ValueId> Spmd::local_as(ValueId v, const Layout& want, const Node& cons
 }
 
 Status Spmd::emit(const Node& node, const OpStrategy& strategy, const RowWindow* window,
-                  const StrategySet* set) {
+                  const StrategySet* set, bool ring) {
   std::vector<ValueId> inputs;
   for (size_t i = 0; i < node.inputs.size(); ++i) {
     if (node.inputs[i] == kNoId) {
@@ -272,6 +273,9 @@ Status Spmd::emit(const Node& node, const OpStrategy& strategy, const RowWindow*
   if (window) {
     outs = split_window(result_.graph, src_, node, inputs, strategy, window->before, window->after,
                         window->attrs, mesh_);
+  } else if (ring) {
+    outs =
+        split_ring(result_.graph, src_, node, inputs, strategy, mesh_, policy_.context_axis, true);
   } else {
     outs = split(result_.graph, src_, node, inputs, strategy, mesh_,
                  {.space = set ? &set->space : nullptr, .shapes_only = in_.shapes_only});
@@ -344,6 +348,7 @@ StatusOr<SpmdResult> Spmd::run() {
   }
   if (!accumulated) RETURN_IF_ERROR(accumulate_gradients());
   RETURN_IF_ERROR(place_outputs());
+  if (policy_.ring_attention) mark_zigzag();
   for (size_t k = 0; k < policy_.overrides.size(); ++k) {
     if (!override_used_[k])
       return error("tensor.{}: the pattern matches no node", policy_.overrides[k].pattern);

@@ -66,6 +66,7 @@ class Spmd {
   struct Candidate {
     OpStrategy strategy;
     std::optional<RowWindow> window;
+    bool ring = false;  // attention as ring attention over the context axis
   };
 
   bool has_axis(std::string_view axis) const {
@@ -122,7 +123,7 @@ class Spmd {
   // Emits `node` under `strategy` (on a window of rows when given), its inputs resharded.
   // `set` is the node's strategy set, when looked up.
   Status emit(const Node& node, const OpStrategy& strategy, const RowWindow* window,
-              const StrategySet* set = nullptr);
+              const StrategySet* set = nullptr, bool ring = false);
   // The graph's inputs, in the layouts the policy gives them.
   Status place_inputs();
   // New state values in their storage layouts, and the loss or outputs replicated.
@@ -130,6 +131,20 @@ class Spmd {
 
   // The strategy choice (choice.cc).
   Status lower_node(NodeId id);
+  // Attention under context parallelism (attention_handler.cc): Attention or AttentionGrad as
+  // ring attention over the context axis, or on heads split over it (all-to-all).
+  bool context_attention(const Node& node) const {
+    return !policy_.context_axis.empty() && node.domain == kTrainingDomain &&
+           (node.op_type == "Attention" || node.op_type == "AttentionGrad");
+  }
+  Status lower_context_attention(NodeId id, const StrategySet& own,
+                                 const std::vector<std::string>& axes);
+  // A strategy that splits over the context axis what it must not: a Gather's table rows
+  // (masked by contiguous ranges, where a ring's chunk pairs are not).
+  bool context_forbids(const Node& node, const OpStrategy& s, const IterationSpace* space) const;
+  // Under ring attention every split over the context axis holds chunk pairs: its
+  // collectives and slices are marked zigzag.
+  void mark_zigzag();
   // A tied parameter's gradient summed from contributions on several pipeline ranks:
   // accumulated per rank (accumulate_per_stage). Whether it was.
   StatusOr<bool> lower_tied_gradient_sum(NodeId id);
