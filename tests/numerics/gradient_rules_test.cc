@@ -211,6 +211,26 @@ TEST(GradientRules, SwiGLU) {
             "");
 }
 
+// FlashAttention's form: the gradients from the output and its rows' log-sum-exp. Grouped
+// queries (4 query heads on 2 key/value heads), with and without the causal mask, and a
+// value width unlike the key's.
+TEST(GradientRules, Attention) {
+  for (int64_t causal : {0, 1}) {
+    EXPECT_EQ(GradientCheck("Attention")
+                  .domain(std::string(kTrainingDomain))
+                  .wrt(random_f64({2, 4, 5, 3}, 140))
+                  .wrt(random_f64({2, 2, 5, 3}, 141))
+                  .wrt(random_f64({2, 2, 5, 6}, 142))
+                  .attr("scale", Attribute(0.7f))
+                  .attr("causal", Attribute(causal))
+                  .outputs(2)
+                  .loss_outputs({0})
+                  .check(1e-6),
+              "")
+        << "causal " << causal;
+  }
+}
+
 TEST(GradientRules, BatchNormalizationTrainingAndInference) {
   EXPECT_EQ(GradientCheck("BatchNormalization", 15)
                 .wrt(random_f64({3, 2, 2, 3}, 110))

@@ -140,7 +140,14 @@ INSTANTIATE_TEST_SUITE_P(
              "mesh: {tp: 2}\nbatch: {global: 4, micro: 4}\ntensor: megatron-sp\nprecision: "
              "bf16\n"},
         Case{"llama-tiny", "mesh: {pp: 2, tp: 2}\nbatch: {global: 8, micro: 2}\ntensor: auto\n"},
-        Case{"llama-tiny", "mesh: {sp: 2}\nbatch: {global: 4, micro: 4}\n"}));
+        Case{"llama-tiny", "mesh: {sp: 2}\nbatch: {global: 4, micro: 4}\n"},
+        // Context parallelism: ring attention (overlapped point-to-point steps) and all-to-all.
+        Case{"llama-tiny",
+             "mesh: {dp: 2, cp: 2}\ncontext: ring\nbatch: {global: 4, micro: 1}\nprecision: "
+             "bf16\n"},
+        Case{"llama-tiny", "mesh: {cp: 2, tp: 2}\ncontext: ring\nbatch: {global: 2, micro: 1}\n"},
+        Case{"llama-tiny",
+             "mesh: {pp: 2, cp: 2}\ncontext: all-to-all\nbatch: {global: 4, micro: 1}\n"}));
 
 // Tensor auto's layer plans against Megatron's recipe where tensor parallelism does not pay:
 // gpt2-small at 8 samples per device on dp 2 · tp 4 of an A100 node. The dynamic program finds

@@ -79,6 +79,39 @@ TEST(Shards, LayoutsCutAndRebuildTheWholeTensor) {
   for (int64_t i = 0; i < 24; ++i) EXPECT_EQ(rebuilt.float_at(i), whole.float_at(i));
 }
 
+// Ring attention's chunk pairs: over cp = 2 a sequence of 8 positions is 4 chunks of 2, member
+// 0 holding chunks 0 and 3, member 1 chunks 1 and 2; under dp the pairs are cut within each
+// dp block. The pairs need the dim to divide by 2 · cp.
+TEST(Shards, ZigzagAxisHoldsChunkPairs) {
+  const DeviceMesh mesh = *DeviceMesh::create({{"dp", 2}, {"cp", 2}});
+  std::vector<float> values(2 * 8);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i);
+  const Tensor whole = Tensor::from_float({2, 8}, values);
+  const Layout layout = *Layout::parse("[dp, cp]");
+  const Tensor first = runtime::shard_of(whole, layout, mesh, {0, 0}, "cp");
+  const Tensor second = runtime::shard_of(whole, layout, mesh, {1, 1}, "cp");
+  EXPECT_EQ(first.dims(), (std::vector<int64_t>{1, 4}));
+  auto floats = [](const Tensor& t) {
+    std::vector<float> out;
+    for (int64_t i = 0; i < t.num_elements(); ++i) out.push_back(static_cast<float>(t.float_at(i)));
+    return out;
+  };
+  EXPECT_EQ(floats(first), (std::vector<float>{0, 1, 6, 7}));
+  EXPECT_EQ(floats(second), (std::vector<float>{10, 11, 12, 13}));
+  Tensor rebuilt(DType::kFloat32, {2, 8});
+  for (int64_t d = 0; d < 4; ++d)
+    runtime::place_shard(rebuilt, runtime::shard_of(whole, layout, mesh, mesh.coords(d), "cp"),
+                         layout, mesh, mesh.coords(d), "cp");
+  EXPECT_EQ(floats(rebuilt), values);
+
+  DeviceMesh paired = mesh;
+  paired.set_paired_axis("cp");
+  EXPECT_TRUE(layout.validate({2, 8}, paired).is_ok());
+  EXPECT_EQ(layout.validate({2, 6}, paired).message(),
+            "dim 1 of [2,6]: 6 is not divisible by cp (chunk pairs: 2 per member) = 4");
+  EXPECT_TRUE(layout.validate({2, 6}, mesh).is_ok());
+}
+
 TEST(SplitProjections, GptTinyAttentionBecomesThreeProjectionsPerLayer) {
   ZooOptions zoo;
   zoo.batch = 2;
