@@ -25,13 +25,15 @@ using testing::run_autopar;
 struct Model {
   const char* name;
   int layers;
-  bool conv;  // sp splits image height; transformers split the sequence
+  bool conv;        // sp splits image height; transformers split the sequence
+  bool cp = false;  // context parallelism (attention fused, ring or all-to-all)
 };
 
 constexpr Model kModels[] = {
     {"mlp", 4, false},        {"gpt-tiny", 4, false}, {"bert-tiny", 4, false},
-    {"resnet-tiny", 4, true}, {"vit-tiny", 4, false},
+    {"resnet-tiny", 4, true}, {"vit-tiny", 4, false}, {"llama-tiny", 4, false, true},
 };
+constexpr int kNumModels = static_cast<int>(std::size(kModels));
 constexpr int kSchemesPerModel = 20;
 
 struct Drawn {
@@ -43,6 +45,7 @@ struct Drawn {
   std::string tensor;
   std::string precision;
   bool inference = false;  // --loss none
+  std::string context;     // under cp > 1
 };
 
 // One random scheme; every paradigm appears alone and mixed across seeds (checked below).
@@ -51,13 +54,13 @@ Drawn random_scheme(const Model& model, uint64_t seed) {
   auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<uint64_t>(n)); };
   const int devices = 1 << (1 + pick(3));  // 2, 4, 8
   // Split the devices over the axes, one factor of 2 at a time.
-  std::map<std::string, int> mesh = {{"pp", 1}, {"dp", 1}, {"tp", 1}, {"sp", 1}};
-  const char* axes[] = {"pp", "dp", "tp", "sp"};
+  std::map<std::string, int> mesh = {{"pp", 1}, {"dp", 1}, {"tp", 1}, {"sp", 1}, {"cp", 1}};
+  const char* axes[] = {"pp", "dp", "tp", "sp", "cp"};
   const bool sp_ok = model.name != std::string("mlp");
   for (int d = devices; d > 1; d /= 2) {
     std::string axis;
     do {
-      axis = axes[pick(4)];
+      axis = axes[pick(model.cp ? 5 : 4)];
     } while ((axis == "sp" && !sp_ok) || (axis == "pp" && mesh["pp"] * 2 > model.layers));
     mesh[axis] *= 2;
   }
@@ -85,6 +88,7 @@ Drawn random_scheme(const Model& model, uint64_t seed) {
   const char* recompute = recompute_names[pick(3)];
   const char* precision = pick(4) == 0 ? "bf16" : "fp32";
   const bool inference = pick(6) == 0;
+  const std::string context = mesh["cp"] > 1 ? (pick(2) == 0 ? "ring" : "all-to-all") : "";
   std::string text = "mesh: {";
   bool first = true;
   for (const char* axis : axes) {
@@ -97,7 +101,8 @@ Drawn random_scheme(const Model& model, uint64_t seed) {
   text += fmt::format("pipeline: {{schedule: {}, chunks: {}}}\n", schedule, chunks);
   text += fmt::format("tensor: {}\nzero: {}\nrecompute: {}\nprecision: {}\n", tensor, zero,
                       recompute, precision);
-  return {text, mesh, schedule, zero, recompute, tensor, precision, inference};
+  if (!context.empty()) text += fmt::format("context: {}\n", context);
+  return {text, mesh, schedule, zero, recompute, tensor, precision, inference, context};
 }
 
 void verify_one(const Model& model, uint64_t seed) {
@@ -138,10 +143,11 @@ void verify_one(const Model& model, uint64_t seed) {
 uint64_t seed_of(int model, int i) { return static_cast<uint64_t>(model) * 1000 + i; }
 
 // The drawn schemes cover every paradigm alone and mixed, 2-D and 3-D meshes, every schedule,
-// ZeRO 1 to 3, both recomputations, every tensor strategy, and sp on conv nets and transformers.
+// ZeRO 1 to 3, both recomputations, every tensor strategy, sp on conv nets and transformers,
+// and both forms of cp.
 TEST(PlanPropertyDraws, CoverEveryParadigm) {
   std::set<std::string> seen;
-  for (int m = 0; m < 5; ++m) {
+  for (int m = 0; m < kNumModels; ++m) {
     for (int i = 0; i < kSchemesPerModel; ++i) {
       const Drawn d = random_scheme(kModels[m], seed_of(m, i));
       int axes = 0;
@@ -158,6 +164,7 @@ TEST(PlanPropertyDraws, CoverEveryParadigm) {
       if (d.mesh.at("tp") > 1) seen.insert("tensor " + d.tensor);
       seen.insert("precision " + d.precision);
       if (d.inference) seen.insert("inference");
+      if (!d.context.empty()) seen.insert("cp " + d.context);
     }
   }
   for (const char* want : {"dp alone",
@@ -180,7 +187,9 @@ TEST(PlanPropertyDraws, CoverEveryParadigm) {
                            "tensor megatron-sp",
                            "tensor auto",
                            "precision bf16",
-                           "inference"}) {
+                           "inference",
+                           "cp ring",
+                           "cp all-to-all"}) {
     EXPECT_TRUE(seen.count(want)) << want;
   }
 }
@@ -200,7 +209,7 @@ TEST_P(PlanProperty, RandomSchemesVerify) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, PlanProperty, ::testing::Range(0, 5),
+INSTANTIATE_TEST_SUITE_P(Models, PlanProperty, ::testing::Range(0, kNumModels),
                          [](const ::testing::TestParamInfo<int>& info) {
                            std::string name = kModels[info.param].name;
                            std::replace(name.begin(), name.end(), '-', '_');

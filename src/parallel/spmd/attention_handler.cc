@@ -11,7 +11,7 @@ Status Spmd::lower_context_attention(NodeId id, const StrategySet& own,
                                      const std::vector<std::string>& axes) {
   const Node& node = src_.node(id);
   const std::string& cp = policy_.context_axis;
-  constexpr int kHeadsLoop = 1, kQueryLoop = 2;
+  constexpr int kHeadsLoop = 1, kQueryLoop = 2, kKeyLoop = 3;
   constexpr int64_t kSequenceDim = 2;
   std::vector<Candidate> candidates;
   if (policy_.ring_attention) {
@@ -20,6 +20,11 @@ Status Spmd::lower_context_attention(NodeId id, const StrategySet& own,
       if (a != cp) others.push_back(a);
     }
     for (const OpStrategy& base : strategies_->get(src_, node, mesh_, others)->strategies) {
+      // The ring's positions are its members' chunk pairs: no other axis splits the sequence.
+      bool sequence_split = false;
+      for (const auto& [axis, loop] : base.assignment)
+        sequence_split = sequence_split || loop == kQueryLoop || loop == kKeyLoop;
+      if (sequence_split) continue;
       Candidate c{base, std::nullopt, true};
       c.strategy.assignment.emplace_back(cp, kQueryLoop);
       bool valid = true;
