@@ -143,6 +143,24 @@ TEST_F(PlanErrors, OverrideLayoutWithTooManyAxisNames) {
                   layout));
 }
 
+// Context parallelism: an unknown form; a ring whose chunk pairs do not divide the sequence
+// (llama-tiny has 16 positions: 2 · 16 chunks is too many); all-to-all over more ranks than
+// key/value heads (llama-tiny has 2).
+TEST_F(PlanErrors, ContextParallelism) {
+  expect_transform_error(
+      "llama-tiny", "mesh: {cp: 2}\ncontext: spiral\n",
+      "autopar: error: s.yaml: context: 'spiral' is not one of ring, all-to-all");
+  expect_error({"transform", "llama-tiny", "--batch", "1", "--scheme",
+                scheme("mesh: {cp: 16}\ncontext: ring\nbatch: {global: 1}\n"), "-o", "plan"},
+               "autopar: error: s.yaml: mesh.cp: input 'input_ids' has 16 positions, which do not "
+               "split into 32 chunks (2 per rank of a ring of 16)");
+  expect_error({"transform", "llama-tiny", "--batch", "1", "--scheme",
+                scheme("mesh: {cp: 4}\ncontext: all-to-all\nbatch: {global: 1}\n"), "-o", "plan"},
+               "autopar: error: s.yaml: context: all-to-all: node "
+               "'model/layers.0/self_attn/Softmax/Attention' (Attention): the heads of queries "
+               "1x4x16x16 and keys 1x2x16x16 do not split over cp = 4 with the other axes");
+}
+
 TEST_F(PlanErrors, UnknownMeshAxis) {
   expect_transform_error("mlp", "mesh: {foo: 2}\n",
                          "autopar: error: s.yaml: mesh.foo: no paradigm splits over 'foo' (the "
