@@ -481,7 +481,7 @@ std::optional<Match> match_swiglu(const Matcher& m, const Node& sigmoid) {
 // A key or value tensor [b, hk, s, d] as attention reads it: itself, or its key/value heads
 // repeated onto the query heads (repeat_kv: Unsqueeze at 2, Expand by the group, Reshape to
 // [b, h, s, d]), the repeat folded into Attention's grouped-query reading. Appends the nodes.
-ValueId kv_heads_of(const Matcher& m, ValueId x, const Node& reader, std::vector<NodeId>& covered) {
+ValueId kv_heads_of(const Matcher& m, ValueId x, std::vector<NodeId>& covered) {
   const Graph& g = m.graph();
   const Node* reshape = m.producer(x, "Reshape");
   if (!reshape || g.value(x).consumers.size() != 1) return x;
@@ -498,7 +498,6 @@ ValueId kv_heads_of(const Matcher& m, ValueId x, const Node& reader, std::vector
   if (mid[0] != from[0] || mid[1] != from[1] || mid[3] != from[2] || mid[4] != from[3] ||
       to[0] != from[0] || to[1] != from[1] * mid[2] || to[2] != from[2] || to[3] != from[3])
     return x;
-  (void)reader;
   covered.push_back(m.id_of(unsqueeze));
   covered.push_back(m.id_of(expand));
   covered.push_back(m.id_of(reshape));
@@ -609,8 +608,8 @@ std::optional<Match> match_attention(const Matcher& m, const Node& softmax) {
   covered.push_back(m.id_of(kt));
   covered.push_back(m.id_of(pv));
   const ValueId q = qk->inputs[0];
-  const ValueId k = kv_heads_of(m, kt->inputs[0], *kt, covered);
-  const ValueId v = kv_heads_of(m, pv->inputs[1], *pv, covered);
+  const ValueId k = kv_heads_of(m, kt->inputs[0], covered);
+  const ValueId v = kv_heads_of(m, pv->inputs[1], covered);
   const std::vector<int64_t>& qd = g.value(q).shape.dims;
   const std::vector<int64_t>& kd = g.value(k).shape.dims;
   const std::vector<int64_t>& vd = g.value(v).shape.dims;

@@ -1,5 +1,6 @@
 // Long sequences: Llama 3 8B at 128K tokens on 32 H100s fits no plan without context
-// parallelism; the long-context space finds ring-attention plans, and the best one's estimate
+// parallelism; the long-context space finds ring-attention plans (ring over cp 8 with tp 4 is
+// the best), exported to Megatron-LM as its context parallelism, and the best one's estimate
 // agrees with the simulation of its plan.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -25,7 +26,7 @@ TEST(LongContext, SearchPicksContextParallelismWhereNothingElseFits) {
   std::vector<std::string> with = {"autotune"};
   with.insert(with.end(), common.begin(), common.end());
   with.insert(with.end(), {"--space", testing::source_path("configs/spaces/long-context.yaml"),
-                           "-o", dir + "/plan", "--json"});
+                           "-o", dir + "/plan", "--export", "megatron", "--json"});
   auto r = testing::run_autopar(with);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto json = nlohmann::json::parse(r.out);
@@ -36,7 +37,12 @@ TEST(LongContext, SearchPicksContextParallelismWhereNothingElseFits) {
   }
   // The plan written runs attention as ring attention (or on heads exchanged all-to-all).
   const std::string best = json["best"]["scheme"].get<std::string>();
-  EXPECT_NE(best.find("context: "), std::string::npos) << best;
+  EXPECT_NE(best.find("context: ring"), std::string::npos) << best;
+  // Megatron-LM's context parallelism over the same ring ("p2p"), its sequence in the same
+  // chunk pairs.
+  const std::string exported = json["export"].get<std::string>();
+  EXPECT_NE(exported.find("--context-parallel-size 8 --cp-comm-type p2p"), std::string::npos)
+      << exported;
   auto simulated = testing::run_autopar({"simulate", dir + "/plan", "--hw", "dgx-h100", "--json"});
   ASSERT_EQ(simulated.exit_code, 0) << simulated.err;
   const double step = nlohmann::json::parse(simulated.out)["step_time_s"].get<double>();

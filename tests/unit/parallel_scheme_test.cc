@@ -137,7 +137,7 @@ TEST(Scheme, ExampleConfigsParse) {
     EXPECT_TRUE(scheme.is_ok()) << scheme.status().message();
     parsed += scheme.is_ok() ? 1 : 0;
   }
-  EXPECT_EQ(parsed, 9);
+  EXPECT_EQ(parsed, 11);
 }
 
 }  // namespace
