@@ -208,7 +208,42 @@ double Spmd::constant_split_cost(const Node& node, const OpStrategy& s) const {
   return cost;
 }
 
+bool Spmd::becomes_gradient(ValueId v) const {
+  for (int hops = 0; hops < 3; ++hops) {
+    if (maps_.parameter_of.count(v)) return true;
+    const std::vector<NodeId>& readers = src_.value(v).consumers;
+    if (readers.size() != 1 || src_.is_output(v)) return false;
+    const Node& reader = src_.node(readers[0]);
+    const bool carries =
+        reader.domain.empty() && reader.outputs.size() == 1 &&
+        (reader.op_type == "Cast" || reader.op_type == "Sum" || reader.op_type == "Add");
+    if (!carries) return false;
+    v = reader.outputs[0];
+  }
+  return false;
+}
+
 double Spmd::storage_cost(const Node& node, const OpStrategy& s) const {
+  if (node.phase == Phase::kBackward) {
+    // A parameter's gradient left a partial sum over an axis other than dp is reduced over it
+    // before the update, whatever reads it: the strategy answers for that reduction, at the
+    // least a reduce-scatter onto the update's shards (a sequence-split embedding gradient, a
+    // whole table per rank, costs a table-sized reduction that gathering the sequence's rows
+    // first does not).
+    double cost = 0.0;
+    for (size_t j = 0; j < s.outputs.size() && j < node.outputs.size(); ++j) {
+      if (node.outputs[j] == kNoId || !s.outputs[j].is_partial() ||
+          !becomes_gradient(node.outputs[j]))
+        continue;
+      const double bytes = static_cast<double>(src_.value(node.outputs[j]).num_bytes()) /
+                           static_cast<double>(s.outputs[j].split_degree(mesh_));
+      for (const std::string& axis : s.outputs[j].partial_axes()) {
+        if (axis != "dp")
+          cost += pricing_.collective(Collective::kReduceScatter, bytes, find_axis(axis));
+      }
+    }
+    return cost;
+  }
   if (node.phase != Phase::kOptimizer) return 0.0;
   double cost = 0.0;
   for (size_t j = 0; j < s.outputs.size() && j < node.outputs.size(); ++j) {

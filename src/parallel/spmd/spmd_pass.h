@@ -107,8 +107,13 @@ class Spmd {
   double step_cost(const ReshardStep& step, ValueId v, const Layout& from, const Layout& want,
                    const Node& consumer, bool constant, double cost) const;
   double strategy_cost(NodeId id, const OpStrategy& s) const;
-  // An update's part in bringing the new state it computes into the state's storage layout.
+  // An update's part in bringing the new state it computes into the state's storage layout;
+  // a backward node's part in reducing a parameter's gradient it leaves a partial sum over an
+  // axis other than dp.
   double storage_cost(const Node& node, const OpStrategy& s) const;
+  // Whether `v` is a parameter's gradient, or becomes one through a Cast or a sum of
+  // contributions.
+  bool becomes_gradient(ValueId v) const;
   // A split over an axis that only constants carry into a node (position ids sliced) makes an
   // activation split that the node's readers gather back unless they split alike: priced,
   // as an activation's slice is, as that gather.
