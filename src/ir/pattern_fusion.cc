@@ -561,20 +561,22 @@ std::optional<Match> match_attention(const Matcher& m, const Node& softmax) {
   std::vector<NodeId>& covered = match.covered;
   covered.push_back(m.id_of(&softmax));
   ValueId scores = softmax.inputs[0];
-  bool causal = false;
+  // The mask's side of the Add: a constant, or computed (a Mul of a Cast); its contents are
+  // checked last, once the rest is attention (a constant mask is read whole).
+  ValueId mask = kNoId;
   if (const Node* add = m.producer(scores, "Add"); add && m.sole(scores, "Softmax")) {
-    const int64_t s = score_dims[2];
-    if (score_dims[3] != s) return std::nullopt;
-    for (size_t side = 0; side < 2 && !causal; ++side) {
-      const ValueId mask = add->inputs[side];
-      // (A computed mask is shared by every layer: its nodes stay, dead once all are fused.)
-      if (constant_causal_mask(g, mask, s) || computed_causal_mask(m, mask, s)) {
-        causal = true;
-        covered.push_back(m.id_of(add));
-        scores = add->inputs[1 - side];
-      }
-    }
-    if (!causal) return std::nullopt;
+    if (score_dims[3] != score_dims[2] || add->inputs.size() != 2) return std::nullopt;
+    auto mask_like = [&](ValueId v) {
+      if (v == kNoId) return false;
+      if (g.value(v).kind == ValueKind::kConstant) return true;
+      const Node* mul = m.producer(v, "Mul");
+      return mul && mul->inputs.size() == 2 && m.producer(mul->inputs[0], "Cast");
+    };
+    const size_t side = mask_like(add->inputs[1]) ? 1 : mask_like(add->inputs[0]) ? 0 : 2;
+    if (side == 2) return std::nullopt;
+    mask = add->inputs[side];
+    covered.push_back(m.id_of(add));
+    scores = add->inputs[1 - side];
   }
   double scale = 1.0;
   if (const Node* div = m.producer(scores, "Div")) {
@@ -618,6 +620,10 @@ std::optional<Match> match_attention(const Matcher& m, const Node& softmax) {
       g.value(k).dtype != g.value(q).dtype || g.value(v).dtype != g.value(q).dtype ||
       !is_floating(g.value(q).dtype) || !g.value(q).shape.known || !g.value(k).shape.known ||
       !g.value(v).shape.known)
+    return std::nullopt;
+  // (A computed mask is shared by every layer: its nodes stay, dead once all are fused.)
+  const bool causal = mask != kNoId;
+  if (causal && !computed_causal_mask(m, mask, qd[2]) && !constant_causal_mask(g, mask, qd[2]))
     return std::nullopt;
   match.last = *std::max_element(covered.begin(), covered.end());
   match.fused.name = softmax.name + "/Attention";

@@ -147,7 +147,7 @@ struct Steps {
   std::map<std::string, int> fused_ops;
 };
 
-Steps step_both_ways(const std::string& name) {
+Steps step_both_ways(const std::string& name, bool attention = false) {
   Steps steps;
   ZooOptions options;
   options.batch = 2;
@@ -160,7 +160,8 @@ Steps step_both_ways(const std::string& name) {
   sgd.momentum = 0;
   for (int fused = 0; fused < 2; ++fused) {
     auto training =
-        build_training_graph(*model, {LossKind::kCrossEntropy, ""}, sgd, {.fused = fused == 1});
+        build_training_graph(*model, {LossKind::kCrossEntropy, ""}, sgd,
+                             {.fused = fused == 1, .fuse_attention = fused == 1 && attention});
     EXPECT_TRUE(training.is_ok()) << training.status().message();
     if (!training.is_ok()) return steps;
     const Graph& g = training->graph;
@@ -228,6 +229,22 @@ TEST(TrainingGraph, FusedLlamaOpsTrainAsTheStandardOnes) {
                                                {"SwiGLUGrad", 4}};
   EXPECT_EQ(steps.fused_ops, expected);
   expect_same_step(steps);
+}
+
+// With attention fused too (as context parallelism lowers it): each layer's causal,
+// grouped-query softmax(Q·Kᵀ/√d + mask)·V (its mask computed from positions, its keys and values
+// repeated onto the query heads) is one Attention, differentiated by one AttentionGrad, and the
+// step moves every parameter as the standard graph's does. GPT-2's attention, whose keys are
+// transposed straight from [b, s, heads, d], is left as written.
+TEST(TrainingGraph, FusedAttentionTrainsAsTheStandardOne) {
+  const Steps steps = step_both_ways("llama-tiny", true);
+  const std::map<std::string, int> expected = {{"Attention", 4},        {"AttentionGrad", 4},
+                                               {"RMSNormalization", 9}, {"RMSNormalizationGrad", 9},
+                                               {"RotaryEmbedding", 16}, {"SwiGLU", 4},
+                                               {"SwiGLUGrad", 4}};
+  EXPECT_EQ(steps.fused_ops, expected);
+  expect_same_step(steps);
+  EXPECT_EQ(step_both_ways("gpt-tiny", true).fused_ops.count("Attention"), 0u);
 }
 
 }  // namespace
