@@ -53,12 +53,15 @@ StatusOr<Executor> Executor::create(Graph graph, const ExecutorOptions& options)
     e.kernels_.push_back(kernel);
   }
   // Ops over half types (but Cast, which converts them, and the communication ops, which move
-  // bytes) run widened to float32.
+  // bytes; the ring attentions compute, and every member widens its blocks alike) run widened
+  // to float32.
   e.widened_.assign(graph.num_nodes(), false);
   bool any_widened = false;
   for (NodeId id = 0; id < graph.num_nodes(); ++id) {
     const Node& node = graph.node(id);
-    if (node.domain == kAutoparDomain || node.op_type == "Cast") continue;
+    const bool moves_bytes = node.domain == kAutoparDomain && node.op_type != "RingAttention" &&
+                             node.op_type != "RingAttentionGrad";
+    if (moves_bytes || node.op_type == "Cast") continue;
     bool half = false;
     for (ValueId v : node.inputs) half = half || (v != kNoId && is_half(graph.value(v).dtype));
     for (ValueId v : node.outputs) half = half || (v != kNoId && is_half(graph.value(v).dtype));

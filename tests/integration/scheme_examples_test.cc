@@ -71,5 +71,29 @@ TEST(SchemeExamples, Bf16PlanTracksItsFp32Twin) {
   EXPECT_NE(first_loss[1], first_loss[0]);
 }
 
+// The same for context parallelism on llama-tiny: ring attention (its blocks widened to fp32
+// by every member alike, as other half-type ops are) and all-to-all over heads run in bf16 and
+// track their fp32 twins.
+TEST(SchemeExamples, Bf16ContextParallelPlansTrackTheirFp32Twins) {
+  const std::string work = testing::temp_dir("bf16_context");
+  for (const char* context : {"ring", "all-to-all"}) {
+    std::vector<double> first_loss;
+    for (const char* precision : {"fp32", "bf16"}) {
+      const std::string name = std::string(context) + "_" + precision;
+      const std::string scheme = work + "/" + name + ".yaml";
+      std::ofstream(scheme) << "mesh: {dp: 2, cp: 2}\ncontext: " << context
+                            << "\nbatch: {global: 4, micro: 1}\nprecision: " << precision << "\n";
+      auto t = testing::run_autopar(
+          {"transform", "llama-tiny", "--scheme", scheme, "-o", work + "/" + name});
+      ASSERT_EQ(t.exit_code, 0) << t.err;
+      auto r = testing::run_autopar({"run", work + "/" + name, "--steps", "1", "--json"});
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+      first_loss.push_back(nlohmann::json::parse(r.out)["losses"][0].get<double>());
+    }
+    EXPECT_NEAR(first_loss[1], first_loss[0], 2e-2 * first_loss[0]) << context;
+    EXPECT_NE(first_loss[1], first_loss[0]) << context;
+  }
+}
+
 }  // namespace
 }  // namespace autopar
