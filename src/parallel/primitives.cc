@@ -308,6 +308,10 @@ StatusOr<ValueId> augment(Graph& dst, ValueId x, const ReshardStep& step, const 
   n.layer = layer;
   n.attrs["axes"] = Attribute(std::vector<std::string>{step.axis});
   n.attrs["group_size"] = mesh.size(step.axis);
+  // Over the mesh's paired axis a split dim holds chunk pairs (ring attention's layout): the
+  // steps that split or join one say so.
+  const bool splits = step.kind != ReshardStep::Kind::kAllReduce;
+  if (splits && mesh.is_paired(find_axis(step.axis))) n.attrs["zigzag"] = int64_t{1};
   switch (step.kind) {
     case ReshardStep::Kind::kAllReduce:
       n.attrs["op"] = std::string("sum");

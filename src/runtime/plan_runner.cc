@@ -386,20 +386,7 @@ Tensor reorder_zigzag(const Tensor& x, const Layout& layout, const DeviceMesh& m
   }
   const int64_t n = mesh.size(axis);
   std::vector<Tensor> blocks = split_tensor(x, dim, outer);
-  for (Tensor& block : blocks) {
-    std::vector<Tensor> chunks = split_tensor(block, dim, 2 * n);
-    std::vector<Tensor> ordered(chunks.size());
-    for (int64_t r = 0; r < n; ++r) {
-      if (to_pairs) {
-        ordered[2 * r] = std::move(chunks[r]);
-        ordered[2 * r + 1] = std::move(chunks[2 * n - 1 - r]);
-      } else {
-        ordered[r] = std::move(chunks[2 * r]);
-        ordered[2 * n - 1 - r] = std::move(chunks[2 * r + 1]);
-      }
-    }
-    block = concat_tensors(ordered, dim);
-  }
+  for (Tensor& block : blocks) block = reorder_chunk_pairs(block, dim, n, to_pairs);
   return concat_tensors(blocks, dim);
 }
 

@@ -83,6 +83,11 @@ StatusOr<std::unique_ptr<Communicator>> create_mpi_communicator(int* argc = null
 // Splits along `axis` into `parts` equal pieces; concatenates along `axis`.
 std::vector<Tensor> split_tensor(const Tensor& x, int64_t axis, int64_t parts);
 Tensor concat_tensors(const std::vector<Tensor>& parts, int64_t axis);
+// A zigzag split over n members cuts `axis` (divisible by 2·n) into 2·n chunks, member r
+// holding chunks r and 2·n − 1 − r. `to_pairs` reorders a whole tensor's chunks so that a
+// plain split into n parts gives each member its pair; without it, gathered pairs go back in
+// order.
+Tensor reorder_chunk_pairs(const Tensor& x, int64_t axis, int64_t n, bool to_pairs);
 // `count` rows from `begin` along `axis`; parts of any sizes along `axis` joined.
 Tensor slice_along(const Tensor& x, int64_t axis, int64_t begin, int64_t count);
 Tensor join_along(const std::vector<Tensor>& parts, int64_t axis);

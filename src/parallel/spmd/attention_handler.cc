@@ -84,18 +84,4 @@ bool Spmd::context_forbids(const Node& node, const OpStrategy& s,
   return false;
 }
 
-void Spmd::mark_zigzag() {
-  Graph& g = result_.graph;
-  for (NodeId n = 0; n < g.num_nodes(); ++n) {
-    Node& node = g.mutable_node(n);
-    if (node.domain != kAutoparDomain || node.attr("zigzag")) continue;
-    if (node.op_type != "AllGather" && node.op_type != "ReduceScatter" &&
-        node.op_type != "AllToAll" && node.op_type != "Shard")
-      continue;
-    const Attribute* axes = node.attr("axes");
-    if (axes && axes->strings() == std::vector<std::string>{policy_.context_axis})
-      node.attrs["zigzag"] = int64_t{1};
-  }
-}
-
 }  // namespace autopar::spmd_detail

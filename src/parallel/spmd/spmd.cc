@@ -348,7 +348,6 @@ StatusOr<SpmdResult> Spmd::run() {
   }
   if (!accumulated) RETURN_IF_ERROR(accumulate_gradients());
   RETURN_IF_ERROR(place_outputs());
-  if (policy_.ring_attention) mark_zigzag();
   for (size_t k = 0; k < policy_.overrides.size(); ++k) {
     if (!override_used_[k])
       return error("tensor.{}: the pattern matches no node", policy_.overrides[k].pattern);

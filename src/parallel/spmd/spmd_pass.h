@@ -147,9 +147,6 @@ class Spmd {
   // A strategy that splits over the context axis what it must not: a Gather's table rows
   // (masked by contiguous ranges, where a ring's chunk pairs are not).
   bool context_forbids(const Node& node, const OpStrategy& s, const IterationSpace* space) const;
-  // Under ring attention every split over the context axis holds chunk pairs: its
-  // collectives and slices are marked zigzag.
-  void mark_zigzag();
   // A tied parameter's gradient summed from contributions on several pipeline ranks:
   // accumulated per rank (accumulate_per_stage). Whether it was.
   StatusOr<bool> lower_tied_gradient_sum(NodeId id);

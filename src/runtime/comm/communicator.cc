@@ -119,6 +119,19 @@ Tensor concat_tensors(const std::vector<Tensor>& parts, int64_t axis) {
   return out;
 }
 
+Tensor reorder_chunk_pairs(const Tensor& x, int64_t axis, int64_t n, bool to_pairs) {
+  std::vector<Tensor> chunks = split_tensor(x, axis, 2 * n);
+  std::vector<Tensor> ordered(chunks.size());
+  for (int64_t r = 0; r < n; ++r) {
+    // Pair order: slot 2r holds chunk r, slot 2r + 1 chunk 2n − 1 − r.
+    const int64_t low = to_pairs ? 2 * r : r, high = to_pairs ? 2 * r + 1 : 2 * n - 1 - r;
+    const int64_t from_low = to_pairs ? r : 2 * r, from_high = to_pairs ? 2 * n - 1 - r : 2 * r + 1;
+    ordered[low] = std::move(chunks[from_low]);
+    ordered[high] = std::move(chunks[from_high]);
+  }
+  return concat_tensors(ordered, axis);
+}
+
 Tensor slice_along(const Tensor& x, int64_t axis, int64_t begin, int64_t count) {
   std::vector<int64_t> dims = x.dims();
   const int64_t length = dims[axis];

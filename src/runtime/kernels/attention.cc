@@ -157,21 +157,25 @@ void attend_block_grad(const BlockSpec& s, const T* q, const T* k, const T* v, c
   });
 }
 
-double scale_of(const Node& node, int64_t head_dim) {
-  return node.attr("scale") ? static_cast<double>(node.attr_float("scale", 1.0f))
-                            : 1.0 / std::sqrt(static_cast<double>(head_dim));
+// The blocks of a node whose Q, K and V are its inputs from `q_input` on, over the whole
+// sequence (the ring kernels set their members' positions).
+BlockSpec spec_of(const KernelContext& ctx, size_t q_input) {
+  BlockSpec spec;
+  spec.dims = dims_of(ctx.input(q_input), ctx.input(q_input + 1), ctx.input(q_input + 2));
+  spec.queries = {0, 1, spec.dims.sq, false};
+  spec.keys = {0, 1, spec.dims.sk, false};
+  const Node& node = ctx.node();
+  spec.scale = node.attr("scale") ? static_cast<double>(node.attr_float("scale", 1.0f))
+                                  : 1.0 / std::sqrt(static_cast<double>(spec.dims.d));
+  spec.causal = node.attr_int("causal", 0) != 0;
+  return spec;
 }
 
 Status attention_kernel(KernelContext& ctx) {
   const Tensor& q = ctx.input(0);
   const Tensor& k = ctx.input(1);
   const Tensor& v = ctx.input(2);
-  BlockSpec spec;
-  spec.dims = dims_of(q, k, v);
-  spec.queries = {0, 1, spec.dims.sq, false};
-  spec.keys = {0, 1, spec.dims.sk, false};
-  spec.scale = scale_of(ctx.node(), spec.dims.d);
-  spec.causal = ctx.node().attr_int("causal", 0) != 0;
+  const BlockSpec spec = spec_of(ctx, 0);
   Tensor& y = ctx.allocate_output(0);
   Tensor* lse = ctx.has_output(1) ? &ctx.allocate_output(1) : nullptr;
   return dispatch_float(ctx, q.dtype(), [&](auto tag) {
@@ -191,12 +195,7 @@ Status attention_grad_kernel(KernelContext& ctx) {
   const Tensor& q = ctx.input(1);
   const Tensor& k = ctx.input(2);
   const Tensor& v = ctx.input(3);
-  BlockSpec spec;
-  spec.dims = dims_of(q, k, v);
-  spec.queries = {0, 1, spec.dims.sq, false};
-  spec.keys = {0, 1, spec.dims.sk, false};
-  spec.scale = scale_of(ctx.node(), spec.dims.d);
-  spec.causal = ctx.node().attr_int("causal", 0) != 0;
+  const BlockSpec spec = spec_of(ctx, 1);
   Tensor& dq = ctx.allocate_output(0);
   Tensor& dk = ctx.allocate_output(1);
   Tensor& dv = ctx.allocate_output(2);
@@ -211,7 +210,7 @@ Status attention_grad_kernel(KernelContext& ctx) {
   });
 }
 
-// This member's place in the ring and the spec of its queries.
+// This member's place in the ring.
 struct Ring {
   Communicator* comm = nullptr;
   std::vector<int64_t> group;
@@ -239,12 +238,9 @@ StatusOr<Ring> ring_of(const KernelContext& ctx, int64_t rows) {
 // and values move one member on.
 Status ring_attention_kernel(KernelContext& ctx) {
   const Tensor& q = ctx.input(0);
-  BlockSpec spec;
-  spec.dims = dims_of(q, ctx.input(1), ctx.input(2));
+  BlockSpec spec = spec_of(ctx, 0);
   ASSIGN_OR_RETURN(const Ring ring, ring_of(ctx, spec.dims.sq));
   spec.queries = {ring.me, ring.n, spec.dims.sq, ring.zigzag};
-  spec.scale = scale_of(ctx.node(), spec.dims.d);
-  spec.causal = ctx.node().attr_int("causal", 0) != 0;
   Tensor& y = ctx.allocate_output(0);
   Tensor* lse = ctx.has_output(1) ? &ctx.allocate_output(1) : nullptr;
   return dispatch_float(ctx, q.dtype(), [&](auto tag) -> Status {
@@ -273,12 +269,9 @@ Status ring_attention_kernel(KernelContext& ctx) {
 // the last block one more step brings each sum to the member that owns its keys.
 Status ring_attention_grad_kernel(KernelContext& ctx) {
   const Tensor& q = ctx.input(1);
-  BlockSpec spec;
-  spec.dims = dims_of(q, ctx.input(2), ctx.input(3));
+  BlockSpec spec = spec_of(ctx, 1);
   ASSIGN_OR_RETURN(const Ring ring, ring_of(ctx, spec.dims.sq));
   spec.queries = {ring.me, ring.n, spec.dims.sq, ring.zigzag};
-  spec.scale = scale_of(ctx.node(), spec.dims.d);
-  spec.causal = ctx.node().attr_int("causal", 0) != 0;
   Tensor& dq = ctx.allocate_output(0);
   return dispatch_float(ctx, q.dtype(), [&](auto tag) -> Status {
     using T = decltype(tag);

@@ -40,28 +40,14 @@ StatusOr<std::vector<int64_t>> group_of(const KernelContext& ctx, const Communic
   return comm_group(ctx, comm);
 }
 
-// A zigzag split (zigzag = 1) over n members cuts the dim into 2·n chunks, member r holding
-// chunks r and 2·n − 1 − r. `to_pairs` reorders a whole tensor's chunks so that a plain split
-// into n parts gives each member its pair; its inverse puts gathered pairs back in order.
+// A zigzag split (zigzag = 1): the dim holds chunk pairs (reorder_chunk_pairs).
 bool zigzag(const KernelContext& ctx) { return ctx.node().attr_int("zigzag", 0) != 0; }
 
 StatusOr<Tensor> reorder_pairs(const KernelContext& ctx, const Tensor& x, int64_t axis, int64_t n,
                                bool to_pairs) {
   if (x.dims()[axis] % (2 * n) != 0)
     return ctx.fail("dim {} ({}) does not split into 2·{} chunks", axis, x.dims()[axis], n);
-  std::vector<Tensor> chunks = split_tensor(x, axis, 2 * n);
-  std::vector<Tensor> ordered(chunks.size());
-  for (int64_t r = 0; r < n; ++r) {
-    // Pair order: slot 2r holds chunk r, slot 2r + 1 chunk 2n − 1 − r.
-    if (to_pairs) {
-      ordered[2 * r] = std::move(chunks[r]);
-      ordered[2 * r + 1] = std::move(chunks[2 * n - 1 - r]);
-    } else {
-      ordered[r] = std::move(chunks[2 * r]);
-      ordered[2 * n - 1 - r] = std::move(chunks[2 * r + 1]);
-    }
-  }
-  return concat_tensors(ordered, axis);
+  return reorder_chunk_pairs(x, axis, n, to_pairs);
 }
 
 StatusOr<int64_t> peer_of(const KernelContext& ctx, const Communicator& comm) {
