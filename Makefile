@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 DEPS_STAMP := $(BUILD)/.deps-ok
 
-.PHONY: all build test test-asan test-tsan fuzz autotune deps format clean
+.PHONY: all build python test test-asan test-tsan fuzz autotune deps format clean
 
 all: build
 
@@ -18,6 +18,10 @@ $(BUILD)/CMakeCache.txt: $(DEPS_STAMP) CMakeLists.txt
 
 build: $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
+
+# The Python module alone: build/python/autopar (PYTHONPATH=build/python python3 -c 'import autopar').
+python: $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS) --target autopar_python
 
 # The whole suite, then, where clang is installed, a few seconds of each fuzz target (a
 # sanitizer build of its own, $(ASAN_BUILD)).

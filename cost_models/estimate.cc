@@ -1006,8 +1006,7 @@ StatusOr<Estimate> Estimator::combine(const LayerCosts& costs, const Scheme& sch
       std::max(0.0, step - e.breakdown.compute_s - e.breakdown.bubble_s - e.breakdown.optimizer_s);
   add_memory(e, costs, scheme, rank, profile());
   e.model_flops = (costs.training ? 3.0 : 1.0) * costs.model_flops * dm;
-  const double peak =
-      profile().device.peak(peak_key(scheme.precision)) * static_cast<double>(mesh.num_devices());
+  const double peak = profile().device.mfu_peak() * static_cast<double>(mesh.num_devices());
   e.mfu = step > 0 && peak > 0 ? e.model_flops / (peak * step) : 0.0;
   return e;
 }

@@ -175,6 +175,7 @@ class Simulator {
     int32_t micro;
     std::map<ValueId, double> local;
     std::vector<bool> comm_output;
+    std::map<ValueId, double> transfer;  // received values: their message's transfer seconds
   };
   // Whether every receive of the program has its message sent already.
   bool ready(const Role& role, const Program& program);
@@ -192,7 +193,8 @@ class Simulator {
   std::vector<double> compute_free_, comm_free_;
   // Ready times of values that cross programs, by (value, microbatch), per role.
   std::vector<std::map<std::pair<ValueId, int32_t>, double>> kept_;
-  std::map<Channel, std::deque<double>> in_flight_;
+  // Messages sent and not yet received: when each arrives, and its transfer's seconds.
+  std::map<Channel, std::deque<std::pair<double, double>>> in_flight_;
 };
 
 bool Simulator::ready(const Role& role, const Program& program) {
@@ -224,18 +226,23 @@ void Simulator::run_node(Run& run, NodeId n) {
   const Node& node = role.graph.node(n);
   double inputs_ready = 0;
   bool waited_on_comm = false;
+  ValueId last_input = kNoId;
   for (ValueId in : node.inputs) {
     const double t = ready_at(run, in);
     if (t > inputs_ready) {
       inputs_ready = t;
       waited_on_comm = in != kNoId && run.comm_output[in];
+      last_input = in;
     }
   }
   double start = 0, end = 0;
   const bool comm = is_communication(node);
   if (node.domain == kAutoparDomain && node.op_type == "Recv") {
     auto& queue = in_flight_[{node.attr_int("peer_coord", 0), role.id, node.attr_int("tag", 0)}];
-    start = end = std::max(inputs_ready, queue.front());
+    start = end = std::max(inputs_ready, queue.front().first);
+    for (ValueId out : node.outputs) {
+      if (out != kNoId) run.transfer[out] = queue.front().second;
+    }
     queue.pop_front();
   } else if (comm) {
     start = std::max(comm_free_[r], inputs_ready);
@@ -245,12 +252,20 @@ void Simulator::run_node(Run& run, NodeId n) {
     if (!streams_.overlap_communication) compute_free_[r] = end;
     sim_.roles[r].comm_busy += end - start;
     if (node.op_type == "Send") {
-      in_flight_[{role.id, node.attr_int("peer_coord", 0), node.attr_int("tag", 0)}].push_back(end);
+      in_flight_[{role.id, node.attr_int("peer_coord", 0), node.attr_int("tag", 0)}].emplace_back(
+          end, end - start);
     }
   } else {
     start = std::max(compute_free_[r], inputs_ready);
-    if (waited_on_comm && inputs_ready > compute_free_[r])
-      sim_.roles[r].exposed_comm += inputs_ready - compute_free_[r];
+    if (waited_on_comm && inputs_ready > compute_free_[r]) {
+      // Waiting on a received value is waiting for its transfer, and before that for the
+      // stage that sends it.
+      const double wait = inputs_ready - compute_free_[r];
+      auto received = run.transfer.find(last_input);
+      const double transfer = received == run.transfer.end() ? wait : received->second;
+      sim_.roles[r].exposed_comm += std::min(wait, transfer);
+      sim_.roles[r].pipeline_wait += wait - std::min(wait, transfer);
+    }
     end = start + costs_(role, n, run.device);
     compute_free_[r] = end;
     sim_.roles[r].compute_busy += end - start;
@@ -328,7 +343,8 @@ StatusOr<Simulation> Simulator::run() {
             step.kind == ProgramKind::kUpdate || step.kind == ProgramKind::kExchange ? last_micro
                                                                                      : step.micro;
         Run run{r,      role,  step, prog,
-                device, micro, {},   std::vector<bool>(role.graph.num_values(), false)};
+                device, micro, {},   std::vector<bool>(role.graph.num_values(), false),
+                {}};
         run_program(run);
         ++next_[r];
         --remaining;

@@ -12,6 +12,7 @@ packages=(
   libopenmpi-dev openmpi-bin
   libssl-dev
   libmimalloc-dev
+  python3-dev pybind11-dev
 )
 
 # The torch tests' oracle (PyTorch and torchvision for /usr/bin/python3): installed when the

@@ -47,6 +47,7 @@ StatusOr<Tuning> prepare_tuning(const std::string& model, const std::string& hw,
                            : batch              ? *batch
                                                 : 8 * t.problem.devices;
   for (const Node& n : probe.nodes()) t.problem.layers = std::max(t.problem.layers, n.layer + 1);
+  t.problem.transformer = transformer_shape(probe).is_ok();
   t.problem.parameters = static_cast<double>(probe.num_parameter_elements());
 
   t.options.inference = given.loss == "none";
@@ -70,6 +71,7 @@ StatusOr<Tuning> prepare_tuning(const std::string& model, const std::string& hw,
     t.source.loss = "none";
     t.source.optimizer = "none";
     t.problem.optimizer_bytes = 0;
+    t.problem.training = false;
   }
   const PlanSource source = t.source;
   t.model_at = [model, dims, source](int64_t b) { return load_model_at(model, b, dims, source); };
@@ -122,6 +124,7 @@ struct AutotuneFlags {
   bool exhaustive = false;
   bool json = false;
   std::string export_to;
+  bool export_any = false;  // --export-any: the whole space, obstacles listed as notes
   std::string loss;
   std::string optimizer = "adam";
   DimFlags dims;
@@ -161,29 +164,38 @@ nlohmann::json candidate_json(const Candidate& c, const Tuning& t) {
                       {"mfu", r.mfu},
                       {"peak_memory_bytes", r.memory}};
   if (c.simulated_s) j["simulated_step_time_s"] = *c.simulated_s;
+  j["ranked_by"] = c.simulated_s ? "simulation" : "estimate";
   return j;
 }
 
 std::string table(const std::vector<Candidate>& top, const Tuning& t,
                   const std::vector<std::optional<double>>& measured) {
   std::string out = fmt::format(
-      "{:>3}  {:<22} {:<15} {:<11} {:>5} {:>4} {:<9} {:<5} {:>10} {:>10} {:>9} {:>6} {:>10}{}\n",
-      "#", "mesh", "pipeline", "tensor", "micro", "zero", "recompute", "prec", "step", "samples/s",
-      "TFLOP/s/d", "MFU", "memory", measured.empty() ? "" : "   measured");
+      "{:>3}  {:<22} {:<15} {:<11} {:>5} {:>4} {:<9} {:<5} {:>10} {:<3} {:>10} {:>9} {:>6} "
+      "{:>10}{}\n",
+      "#", "mesh", "pipeline", "tensor", "micro", "zero", "recompute", "prec", "step", "by",
+      "samples/s", "TFLOP/s/d", "MFU", "memory", measured.empty() ? "" : "   measured");
   for (size_t i = 0; i < top.size(); ++i) {
     const Candidate& c = top[i];
     const Row r = row_of(c);
+    // The simulated rank first; the rest follow by their estimates (see the legend).
+    if (i > 0 && !c.simulated_s && top[i - 1].simulated_s && measured.empty())
+      out += "     -- estimated only: not simulated, ranked after the simulated --\n";
     out += fmt::format(
-        "{:>3}  {:<22} {:<15} {:<11} {:>5} {:>4} {:<9} {:<5} {:>10} {:>10.1f} {:>9.1f} {:>5.1f}% "
-        "{:>10}",
+        "{:>3}  {:<22} {:<15} {:<11} {:>5} {:>4} {:<9} {:<5} {:>10} {:<3} {:>10.1f} {:>9.1f} "
+        "{:>5.1f}% {:>10}",
         i + 1, mesh_text(c.scheme), pipeline_text(c.scheme),
         c.scheme.tp() > 1 ? tensor_strategy_name(c.scheme.tensor) : "-", c.scheme.micro_batch,
         c.scheme.zero, recompute_name(c.scheme.recompute), precision_name(c.scheme.precision),
-        seconds_text(r.step), r.samples, r.tflops, r.mfu * 100, human_bytes(r.memory));
+        seconds_text(r.step), c.simulated_s ? "sim" : "est", r.samples, r.tflops, r.mfu * 100,
+        human_bytes(r.memory));
     if (!measured.empty())
       out += measured[i] ? fmt::format(" {:>10}", seconds_text(*measured[i])) : "          -";
     out += "\n";
   }
+  out +=
+      "by: sim = simulated step of the built plan, est = analytic estimate; MFU against the "
+      "device's dense bf16 peak\n";
   return out;
 }
 
@@ -196,9 +208,13 @@ std::string baselines_text(const SearchResult& result, const Tuning& t) {
       continue;
     }
     const Row r = row_of(*b.candidate);
-    out += fmt::format(
-        "  {:<14} {:<36} step {:>10}, MFU {:>5.1f}%, memory {:>10}: best is {:.2f}× faster\n",
-        b.name, b.note, seconds_text(r.step), r.mfu * 100, human_bytes(r.memory), r.step / best);
+    // (A search --export restricts can end slower than a baseline it could not run.)
+    const std::string versus = r.step >= best
+                                   ? fmt::format("best is {:.2f}× faster", r.step / best)
+                                   : fmt::format("best is {:.2f}× slower", best / r.step);
+    out += fmt::format("  {:<14} step {:>10} ({}), MFU {:>5.1f}%, memory {:>10}, {}: {}\n", b.name,
+                       seconds_text(r.step), b.candidate->simulated_s ? "sim" : "est", r.mfu * 100,
+                       human_bytes(r.memory), versus, b.note);
   }
   return out;
 }
@@ -225,8 +241,12 @@ Status run_autotune(const AutotuneFlags& f) {
   if (f.top < 1) return error("--top {}: must be at least 1", f.top);
   if (f.simulate_top < 0) return error("--simulate-top {}: must be at least 0", f.simulate_top);
   if (f.measure_top < 0) return error("--measure-top {}: must be at least 0", f.measure_top);
-  if (!f.export_to.empty() && f.export_to != "megatron" && f.export_to != "deepspeed")
-    return error("--export {}: expected megatron or deepspeed", f.export_to);
+  std::optional<ExportTarget> target;
+  if (!f.export_to.empty()) {
+    ASSIGN_OR_RETURN(target, parse_export_target(f.export_to));
+  } else if (f.export_any) {
+    return error("--export-any: only with --export");
+  }
   ASSIGN_OR_RETURN(Tuning t, prepare_tuning(f.model, f.hw, f.nodes, f.space, given,
                                             f.dims.given() ? f.dims.batch : std::nullopt));
   if (f.measure_top > 0) {
@@ -245,6 +265,18 @@ Status run_autotune(const AutotuneFlags& f) {
   options.simulate_top = f.simulate_top;
   options.exhaustive = f.exhaustive;
   options.simulate = [&t](const Scheme& s) { return simulate_scheme(t, s); };
+  if (target && !f.export_any) {
+    // --export: only the schemes the target runs as planned.
+    ASSIGN_OR_RETURN(Graph probe, t.model_at(1));
+    std::optional<TransformerShape> shape;
+    if (auto m = transformer_shape(probe); m.is_ok()) shape = *m;
+    if (!shape && *target != ExportTarget::kDeepSpeed)
+      return error("--export {}: {} is not a transformer (no attention in its repeated layers)",
+                   f.export_to, f.model);
+    options.admissible = [target, shape](const Scheme& s) {
+      return !export_obstacle(*target, s, shape).has_value();
+    };
+  }
   if (tty) {
     options.progress = [](double fraction) {
       const int width = 30;
@@ -254,7 +286,12 @@ Status run_autotune(const AutotuneFlags& f) {
       std::fflush(stderr);
     };
   }
-  ASSIGN_OR_RETURN(SearchResult result, search(t.space, t.problem, *t.estimator, options));
+  auto searched = search(t.space, t.problem, *t.estimator, options);
+  if (!searched.is_ok() && options.admissible) {
+    return error("{} (among the schemes {} runs as planned; --export-any searches them all)",
+                 searched.status().message(), f.export_to);
+  }
+  ASSIGN_OR_RETURN(SearchResult result, std::move(searched));
   if (tty) fmt::print(stderr, "\r{}\r", std::string(50, ' '));
 
   // --measure-top: measured on this machine, re-ranked by the measurement.
@@ -303,15 +340,26 @@ Status run_autotune(const AutotuneFlags& f) {
       "candidates evaluated ({} fit) in {:.2f} s",
       result.meshes, result.meshes_pruned, result.configurations, result.configurations_pruned,
       result.candidates_evaluated, result.feasible, result.search_time_s);
-  std::string exported;
-  if (!f.export_to.empty()) {
-    ASSIGN_OR_RETURN(exported, export_scheme(f.export_to, best.scheme, built.model));
+  std::optional<Exported> exported;
+  if (target) {
+    ExportSource source{f.model, &built.model, t.options.optimizer, t.profile.devices_per_node,
+                        t.profile.nodes};
+    ASSIGN_OR_RETURN(exported, export_scheme(*target, best.scheme, source));
+    const std::string file = exported->file == "deepspeed.json" ? exported->text
+                             : exported->file == "megatron.sh" ? "#!/bin/sh\n" + exported->printed()
+                                                               : exported->printed();
+    if (Status s = write_file_atomic(f.out + "/" + exported->file, file); !s.is_ok())
+      return error("-o {}", s.message());
   }
-  const std::string report = fmt::format(
+  std::string report = fmt::format(
       "# autotune: {}\n\n{}\n\n```\n{}```\n\nBaselines:\n\n```\n{}```\n\n"
       "The best scheme (scheme.yaml):\n\n```yaml\n{}```\n",
       header, summary, table(result.top, t, measured), baselines_text(result, t),
       best.scheme.to_yaml());
+  if (exported) {
+    report += fmt::format("\nFor {} ({}):\n\n```\n{}```\n", f.export_to, exported->file,
+                          exported->printed());
+  }
   for (const auto& [name, text] : {std::pair<const char*, std::string>{"report.md", report},
                                    {"scheme.yaml", best.scheme.to_yaml()}}) {
     if (Status s = write_file_atomic(f.out + "/" + name, text); !s.is_ok())
@@ -347,13 +395,21 @@ Status run_autotune(const AutotuneFlags& f) {
                           {"global_batch", t.problem.global_batch},
                           {"profile", t.profile.name},
                           {"plan", f.out}};
-    if (!exported.empty()) out["export"] = exported;
-    fmt::print("{}\n", out.dump(2));
+    if (exported) {
+      out["export"] = {{"target", f.export_to},
+                       {"file", f.out + "/" + exported->file},
+                       {"text", exported->text},
+                       {"notes", exported->notes}};
+    }
+    emit_json(out);
     return Status::ok();
   }
   fmt::print("{}\n{}\n\n{}\nbaselines:\n{}\nbest plan written to {}/ (trace.json, report.md)\n",
              header, summary, table(result.top, t, measured), baselines_text(result, t), f.out);
-  if (!exported.empty()) fmt::print("\n{} launch configuration:\n{}", f.export_to, exported);
+  if (exported) {
+    fmt::print("\n{} launch configuration ({}/{}):\n{}", f.export_to, f.out, exported->file,
+               exported->printed());
+  }
   return Status::ok();
 }
 
@@ -363,6 +419,14 @@ void add_autotune_command(CLI::App& app, Command& command) {
   auto flags = std::make_shared<AutotuneFlags>();
   CLI::App* c = app.add_subcommand(
       "autotune", "search a space of parallel schemes for the fastest plan on a cluster");
+  c->footer(
+      "Examples:\n"
+      "  autopar autotune                                  gpt2-small on one DGX A100 (the "
+      "defaults)\n"
+      "  autopar autotune model.onnx --hw dgx-h100 --nodes 8 --dim seq=2048\n"
+      "  autopar autotune gpt3-13b --hw dgx-h100 --nodes 8 --export megatron\n"
+      "  autopar autotune llama3-8b --seq 131072 --hw dgx-h100 --nodes 4 \\\n"
+      "      --space configs/spaces/long-context.yaml\n");
   c->add_option("model", flags->model, "ONNX file, or a zoo name (default gpt2-small)");
   c->add_option("--hw", flags->hw,
                 "hardware profile: a YAML file or a name in configs/hw/ "
@@ -378,7 +442,12 @@ void add_autotune_command(CLI::App& app, Command& command) {
   c->add_flag("--exhaustive", flags->exhaustive,
               "every pipeline stage partition, not the dynamic program's (small spaces)");
   c->add_option("--export", flags->export_to,
-                "also print the best scheme as megatron launch arguments or a deepspeed config");
+                "megatron, deepspeed or torchtitan: search only the schemes the framework runs "
+                "as planned and write the best as its launch configuration into the plan "
+                "directory (megatron.sh, deepspeed.json, torchtitan.toml)");
+  c->add_flag("--export-any", flags->export_any,
+              "with --export: search the whole space; what the framework cannot run is listed "
+              "as notes");
   c->add_option("--loss", flags->loss, "cross_entropy, mse or none (inference only)");
   c->add_option("--optimizer", flags->optimizer, "sgd, adam or adamw (default adam)");
   flags->dims.add_to(*c);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "autopar/autodiff/autodiff.h"
 #include "autopar/onnx/onnx_import.h"
@@ -81,6 +82,10 @@ void add_run_command(CLI::App& app, Command& command);
 void add_train_graph_command(CLI::App& app, Command& command);
 void add_calibrate_command(CLI::App& app, Command& command);
 void add_profile_command(CLI::App& app, Command& command);
+
+// Prints a command's --json answer: to stdout, or into the capture a library call
+// (call_cli, the Python module) has open on this thread.
+void emit_json(const nlohmann::json& j);
 
 // "1,234,567".
 std::string with_commas(int64_t n);

@@ -78,11 +78,13 @@ Status run_estimate(const EstimateFlags& f) {
                           {"scheme", s.to_yaml()},
                           {"estimate_time_s", seconds}};
     if (!e.feasible) out["reason"] = e.reason;
-    fmt::print("{}\n", out.dump(2));
+    emit_json(out);
     return Status::ok();
   }
-  fmt::print("{} under {} on {} ({} devices): step {:.3f} ms, {:.1f} samples/s, MFU {:.1f}%\n",
-             f.model, f.scheme, profile.name, devices, e.step_time_s * 1e3, samples, e.mfu * 100);
+  fmt::print(
+      "{} under {} on {} ({} devices): step {:.3f} ms, {:.1f} samples/s, MFU {:.1f}% (of the dense "
+      "bf16 peak)\n",
+      f.model, f.scheme, profile.name, devices, e.step_time_s * 1e3, samples, e.mfu * 100);
   fmt::print(
       "  compute {:.3f} ms, exposed communication {:.3f} ms, bubble {:.3f} ms, optimizer {:.3f} "
       "ms\n",
@@ -109,6 +111,10 @@ void add_estimate_command(CLI::App& app, Command& command) {
   auto flags = std::make_shared<EstimateFlags>();
   CLI::App* c = app.add_subcommand(
       "estimate", "predict a scheme's step time and memory per device without building its plan");
+  c->footer(
+      "Examples:\n"
+      "  autopar estimate gpt3-13b --scheme configs/schemes/megatron-3d.yaml --hw dgx-h100\n"
+      "  autopar estimate model.onnx --scheme s.yaml --hw dgx-a100-80g --json\n");
   c->add_option("model", flags->model, "ONNX file, or a zoo name")->required();
   c->add_option("--scheme", flags->scheme, "scheme YAML (see configs/schemes/)")->required();
   c->add_option("--hw", flags->hw, "hardware profile: a YAML file or a name in configs/hw/")

@@ -179,7 +179,7 @@ Status run_inspect(const InspectFlags& flags) {
     return Status::ok();
   }
   if (flags.json) {
-    fmt::print("{}\n", summary_json(flags.model, loaded.graph, summary, loaded).dump(2));
+    emit_json(summary_json(flags.model, loaded.graph, summary, loaded));
   } else {
     print_summary(flags.model, loaded.graph, summary, loaded);
   }
@@ -193,6 +193,10 @@ void add_inspect_command(CLI::App& app, Command& command) {
   CLI::App* inspect = app.add_subcommand("inspect",
                                          "summarise a model: ops, parameters, FLOPs, "
                                          "bytes, layers, unsupported ops");
+  inspect->footer(
+      "Examples:\n"
+      "  autopar inspect model.onnx\n"
+      "  autopar inspect gpt2-small --json\n");
   inspect->add_option("model", flags->model, "ONNX file, or a zoo name (autopar zoo --list)")
       ->required();
   flags->dims.add_to(*inspect, 1);

@@ -114,6 +114,15 @@ StatusOr<HardwareProfile> cluster_profile(const std::string& hw, int64_t nodes, 
     return error("--nodes {}: {} nodes of {} devices hold {}, the {} needs {}", profile.nodes,
                  profile.nodes, profile.devices_per_node, profile.num_devices(), what, devices);
   }
+  // Nodes the mesh would leave idle: the answer would be for a smaller cluster than asked.
+  const int64_t used = (devices + profile.devices_per_node - 1) / profile.devices_per_node;
+  if (used < profile.nodes) {
+    return error(
+        "--nodes {}: the {}'s {} devices fill {} node{} of {} devices; a {} for {} nodes "
+        "has {} devices in its mesh",
+        profile.nodes, what, devices, used, used == 1 ? "" : "s", profile.devices_per_node, what,
+        profile.nodes, profile.num_devices());
+  }
   return profile;
 }
 
@@ -339,9 +348,11 @@ struct TransformFlags {
   std::string dump_after;
   bool verify_passes = false;
   DimFlags dims;
+  bool json = false;
 };
 
 Status run_transform(const TransformFlags& f) {
+  if (f.json && !f.dump_after.empty()) return error("--dump-after: not with --json");
   if (!f.dump_after.empty()) {
     std::vector<std::string_view> names;
     for (const LoweringPass& p : lowering_passes()) names.push_back(p.name);
@@ -378,6 +389,16 @@ Status run_transform(const TransformFlags& f) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   int64_t nodes = 0;
   for (const Role& r : built.plan.roles) nodes += r.graph.num_nodes();
+  if (f.json) {
+    emit_json({{"plan", f.out},
+               {"devices", built.plan.device_role.size()},
+               {"roles", built.plan.roles.size()},
+               {"nodes", nodes},
+               {"microbatches", built.plan.microbatches},
+               {"scheme", built.plan.scheme.to_yaml()},
+               {"seconds", seconds}});
+    return Status::ok();
+  }
   fmt::print("{}: {} devices, {} roles ({} nodes), {} microbatches per step, in {:.2f} s\n", f.out,
              built.plan.device_role.size(), built.plan.roles.size(), nodes, built.plan.microbatches,
              seconds);
@@ -422,10 +443,12 @@ Status run_verify(const VerifyFlags& f, int* exit_code) {
   const std::vector<TensorDifference>& diffs = compared->differences;
   const bool ok = compared->within(f.tolerance);
   if (f.json) {
-    fmt::print(
-        "{{\"ok\": {}, \"worst_relative_error\": {:.3e}, \"worst\": \"{}\", \"compared\": {}}}\n",
-        ok ? "true" : "false", compared->worst(), diffs.empty() ? "" : diffs.front().name,
-        diffs.size());
+    emit_json({{"ok", ok},
+               {"worst_relative_error", compared->worst()},
+               {"worst", diffs.empty() ? "" : diffs.front().name},
+               {"compared", diffs.size()},
+               {"devices", built.plan.device_role.size()},
+               {"reference", f.fp32 ? "float32" : "float64"}});
   } else {
     fmt::print(
         "{}: {} devices against one ({}), {} tensors compared, worst relative error "
@@ -466,11 +489,12 @@ Status run_plan_directory(const std::string& dir, const std::string& comm, int s
   const StepTimes times = warm_step_times(result.step_seconds, result.seconds);
   const double median = times.median, p10 = times.p10;
   if (json) {
-    fmt::print(
-        "{{\"devices\": {}, \"steps\": {}, \"losses\": [{}], \"seconds\": {:.4f}, "
-        "\"median_step_s\": {:.6g}, \"p10_step_s\": {:.6g}}}\n",
-        built.plan.device_role.size(), steps, fmt::join(result.losses, ", "), result.seconds,
-        median, p10);
+    emit_json({{"devices", built.plan.device_role.size()},
+               {"steps", steps},
+               {"losses", result.losses},
+               {"seconds", result.seconds},
+               {"median_step_s", median},
+               {"p10_step_s", p10}});
     return Status::ok();
   }
   for (size_t i = 0; i < result.losses.size(); ++i)
@@ -515,7 +539,7 @@ Status run_plan_directory_cuda(const std::string& dir, int steps, bool json) {
                             {"programs", programs}});
     }
     out["roles"] = json_roles;
-    fmt::print("{}\n", out.dump(2));
+    emit_json(out);
     return Status::ok();
   }
   fmt::print("{}: {} devices, {} roles on {}, communication stubbed, {} replays per program\n", dir,
@@ -538,6 +562,10 @@ void add_transform_command(CLI::App& app, Command& command) {
   auto flags = std::make_shared<TransformFlags>();
   CLI::App* t = app.add_subcommand("transform",
                                    "lower a model under a parallel scheme into a plan directory");
+  t->footer(
+      "Examples:\n"
+      "  autopar transform gpt2-small --scheme configs/schemes/megatron-3d.yaml -o plan\n"
+      "  autopar transform model.onnx --scheme s.yaml --hw dgx-h100 --nodes 2 --dump-after spmd\n");
   t->add_option("model", flags->model, "ONNX file, or a zoo name")->required();
   t->add_option("--scheme", flags->scheme, "scheme YAML (see configs/schemes/)")->required();
   t->add_option("-o,--output", flags->out, "plan directory to write (default plan)");
@@ -554,6 +582,7 @@ void add_transform_command(CLI::App& app, Command& command) {
     passes += fmt::format("{}{} ({})", passes.empty() ? "" : "; ", p.name, p.what);
   t->add_option("--dump-after", flags->dump_after,
                 "print the graph in text form after a pass of the lowering: " + passes);
+  t->add_flag("--json", flags->json, "print one JSON object");
   t->add_flag("--verify-passes", flags->verify_passes,
               "check the graph's invariants after every pass of the lowering");
   flags->dims.add_to(*t);
@@ -564,6 +593,10 @@ void add_verify_command(CLI::App& app, Command& command, int* exit_code) {
   auto flags = std::make_shared<VerifyFlags>();
   CLI::App* v = app.add_subcommand(
       "verify", "run one step of a plan and of one device on the same data and compare");
+  v->footer(
+      "Examples:\n"
+      "  autopar verify plan\n"
+      "  mpirun -np 8 autopar verify plan --comm mpi\n");
   v->add_option("plan", flags->plan, "plan directory")->required();
   v->add_option("--comm", flags->comm, "inproc (threads, default) or mpi (under mpirun)");
   v->add_option("--seed", flags->seed, "seed of the synthetic batch (default 0)");

@@ -357,9 +357,9 @@ std::vector<CudaRoleProfile> compare_cuda(const Plan& plan, const NodeSeconds& m
         CudaRoleProfile::Kind& k = r.kinds[l.kind];
         k.launches += t.runs_per_step;
         k.seconds += l.seconds * scale;
-        const std::string op_type =
-            l.node_id >= 0 && l.node_id < role.graph.num_nodes() ? role.graph.node(l.node_id).op_type
-                                                                  : "";
+        const std::string op_type = l.node_id >= 0 && l.node_id < role.graph.num_nodes()
+                                        ? role.graph.node(l.node_id).op_type
+                                        : "";
         r.slowest.push_back({l.kind, l.node, op_type, l.nodes, l.bytes, l.seconds * scale});
       }
     }
@@ -378,8 +378,8 @@ double worst_role_error(const std::vector<CudaRoleProfile>& roles) {
   return worst;
 }
 
-nlohmann::json cuda_profile_json(const ProfileFlags& f, const HardwareProfile& hw,
-                                 const Plan& plan, const std::vector<CudaRoleProfile>& roles) {
+nlohmann::json cuda_profile_json(const ProfileFlags& f, const HardwareProfile& hw, const Plan& plan,
+                                 const std::vector<CudaRoleProfile>& roles) {
   nlohmann::json json_roles = nlohmann::json::array();
   for (const CudaRoleProfile& r : roles) {
     nlohmann::json classes = nlohmann::json::object();
@@ -390,8 +390,10 @@ nlohmann::json cuda_profile_json(const ProfileFlags& f, const HardwareProfile& h
       kinds[name] = {{"launches", k.launches}, {"measured_s", k.seconds}};
     nlohmann::json slowest = nlohmann::json::array();
     for (const CudaRoleProfile::Slow& l : r.slowest) {
-      nlohmann::json launch = {{"kind", l.kind},         {"node", l.node},
-                               {"op_type", l.op_type},   {"nodes", l.nodes},
+      nlohmann::json launch = {{"kind", l.kind},
+                               {"node", l.node},
+                               {"op_type", l.op_type},
+                               {"nodes", l.nodes},
                                {"measured_s", l.seconds}};
       if (l.bytes > 0) {
         launch["bytes"] = l.bytes;
@@ -475,7 +477,7 @@ Status run_profile_cuda(const ProfileFlags& f) {
   const std::vector<CudaRoleProfile> roles =
       compare_cuda(plan, model_costs, stream_model(hw), timings);
   if (f.json) {
-    fmt::print("{}\n", cuda_profile_json(f, hw, plan, roles).dump(2));
+    emit_json(cuda_profile_json(f, hw, plan, roles));
     return Status::ok();
   }
   print_cuda_profile(f, hw, plan, roles);
@@ -510,7 +512,7 @@ Status run_profile(const ProfileFlags& f) {
   ASSIGN_OR_RETURN(runtime::PlanResult result, runtime::run_plan_inproc(plan, feeds, options));
   attribute(plan, result, p);
   if (f.json) {
-    fmt::print("{}\n", profile_json(f, hw, plan, p).dump(2));
+    emit_json(profile_json(f, hw, plan, p));
     return Status::ok();
   }
   print_profile(f, hw, plan, p);

@@ -294,7 +294,7 @@ Status run_regress(const RegressFlags& f, int* exit_code) {
     out["cases"] = nlohmann::ordered_json::array();
     for (const Outcome& o : outcomes) out["cases"].push_back(outcome_json(o));
     if (!unused.empty()) out["baseline_only"] = unused;
-    fmt::print("{}\n", out.dump(2));
+    emit_json(out);
     return Status::ok();
   }
   fmt::print("{}", table(outcomes));

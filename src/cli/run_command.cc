@@ -118,7 +118,7 @@ Status run_inference(const RunFlags& flags) {
                           {"backend", flags.backend},
                           {"threads", threads},
                           {"peak_activation_bytes", stats.peak_activation_bytes}};
-    fmt::print("{}\n", out.dump(2));
+    emit_json(out);
     return Status::ok();
   }
   for (const auto& o : json_outputs) {
@@ -169,7 +169,7 @@ Status run_training(RunFlags& flags) {
         {"peak_activation_bytes", run.peak_activation_bytes},
         {"training_nodes", run.training_nodes}};
     if (options.cuda) out["device"] = runtime::cuda_device_description();
-    fmt::print("{}\n", out.dump(2));
+    emit_json(out);
     return Status::ok();
   }
   fmt::print("training {} with {} and {} (lr {}), {} synthetic batches from a random teacher\n",
@@ -192,6 +192,11 @@ void add_run_command(CLI::App& app, Command& command) {
   auto flags = std::make_shared<RunFlags>();
   CLI::App* run = app.add_subcommand(
       "run", "run a model or a plan on the CPU runtime or a GPU (--backend cuda)");
+  run->footer(
+      "Examples:\n"
+      "  autopar run model.onnx --inputs inputs/ --outputs outputs/\n"
+      "  autopar run gpt-tiny --train --steps 20 --optimizer adamw --lr 0.001\n"
+      "  autopar run plan --steps 5\n");
   run->add_option("model", flags->model,
                   "ONNX file, a zoo name (built with weights), or a plan directory (runs its "
                   "training steps on synthetic data)")
@@ -217,8 +222,20 @@ void add_run_command(CLI::App& app, Command& command) {
   run->add_option("--seed", flags->seed, "seed of the synthetic data and the teacher (default 0)");
   flags->dims.add_to(*run, 4);
   flags->training.add_to(*run);
-  run->callback([flags, &command] {
-    command = [flags]() -> Status {
+  run->callback([flags, run, &command] {
+    // The flags given of `names` (a flag that does nothing for an input is an error).
+    auto given = [run](std::initializer_list<const char*> names) {
+      std::vector<std::string> out;
+      for (const char* name : names) {
+        if (run->get_option(name)->count() > 0) out.emplace_back(name);
+      }
+      return out;
+    };
+    const std::vector<std::string> training =
+        given({"--loss", "--optimizer", "--lr", "--momentum", "--beta1", "--beta2", "--epsilon",
+               "--weight-decay", "--batches"});
+    const std::vector<std::string> threads = given({"--threads"});
+    command = [flags, training, threads]() -> Status {
       if (flags->backend != "cpu" && flags->backend != "cuda")
         return error("--backend {}: expected cpu or cuda", flags->backend);
       std::error_code ec;
@@ -228,6 +245,14 @@ void add_run_command(CLI::App& app, Command& command) {
               "{}: a plan runs as it was made: --batch, --dim, --inputs and --outputs "
               "do not apply",
               flags->model);
+        if (!training.empty() || !threads.empty()) {
+          std::vector<std::string> ignored = training;
+          ignored.insert(ignored.end(), threads.begin(), threads.end());
+          return error(
+              "{}: a plan trains with the loss and optimizer it was made with, a thread per "
+              "device: {} do{} not apply",
+              flags->model, fmt::join(ignored, ", "), ignored.size() == 1 ? "es" : "");
+        }
         const bool steps = flags->train || flags->steps_option->count() > 0;
         if (flags->backend == "cuda") {
           if (flags->comm != "inproc")
@@ -242,6 +267,8 @@ void add_run_command(CLI::App& app, Command& command) {
       }
       if (flags->comm != "inproc")
         return error("--comm {}: only plans run on a communicator", flags->comm);
+      if (!flags->train && !training.empty())
+        return error("{}: only with --train", fmt::join(training, ", "));
       return flags->train ? run_training(*flags) : run_inference(*flags);
     };
   });

@@ -31,12 +31,12 @@ Status run_simulate(const SimulateFlags& f) {
     const Status written = write_file_atomic(f.trace, chrome_trace(built.plan, sim));
     if (!written.is_ok()) return error("--trace {}", written.message());
   }
-  // Model FLOPs: the forward of every microbatch and a backward of twice that (the standard
-  // count, whatever a plan recomputes), over the devices' peak for the plan's arithmetic.
+  // Model FLOPs: the forward of every microbatch and, training, a backward of twice that (the
+  // standard count, whatever a plan recomputes), over the devices' dense bf16 peak.
   const double forward = model_forward_flops(built.model);
-  const double model_flops = 3.0 * forward * static_cast<double>(built.plan.microbatches);
-  const double peak =
-      profile.device.peak(peak_key(built.plan.scheme.precision)) * static_cast<double>(devices);
+  const double passes = built.plan.loss.empty() ? 1.0 : 3.0;
+  const double model_flops = passes * forward * static_cast<double>(built.plan.microbatches);
+  const double peak = profile.device.mfu_peak() * static_cast<double>(devices);
   const double mfu = sim.step_seconds > 0 ? model_flops / (peak * sim.step_seconds) : 0.0;
   double exposed = 0;
   for (const RoleTimeline& t : sim.roles) exposed = std::max(exposed, t.exposed_comm);
@@ -48,6 +48,7 @@ Status run_simulate(const SimulateFlags& f) {
                        {"compute_busy_s", t.compute_busy},
                        {"communication_busy_s", t.comm_busy},
                        {"exposed_communication_s", t.exposed_comm},
+                       {"pipeline_wait_s", t.pipeline_wait},
                        {"finish_s", t.finish}});
     }
     nlohmann::json out = {{"step_time_s", sim.step_seconds},
@@ -57,17 +58,20 @@ Status run_simulate(const SimulateFlags& f) {
                           {"devices", devices},
                           {"profile", profile.name},
                           {"roles", roles}};
-    fmt::print("{}\n", out.dump(2));
+    emit_json(out);
     return Status::ok();
   }
-  fmt::print("{} on {} ({} devices): step {:.3f} ms, MFU {:.1f}%, bubble {:.3f} ms\n", f.plan,
-             profile.name, devices, sim.step_seconds * 1e3, mfu * 100, sim.bubble_seconds * 1e3);
-  fmt::print("{:>5} {:>12} {:>12} {:>12} {:>12}\n", "role", "compute ms", "comm ms", "exposed ms",
-             "finish ms");
+  fmt::print(
+      "{} on {} ({} devices): step {:.3f} ms, MFU {:.1f}% (of the dense bf16 peak), bubble {:.3f} "
+      "ms\n",
+      f.plan, profile.name, devices, sim.step_seconds * 1e3, mfu * 100, sim.bubble_seconds * 1e3);
+  // exposed: waiting on communication; stages: waiting for another pipeline stage's output.
+  fmt::print("{:>5} {:>12} {:>12} {:>12} {:>12} {:>12}\n", "role", "compute ms", "comm ms",
+             "exposed ms", "stages ms", "finish ms");
   for (size_t r = 0; r < sim.roles.size(); ++r) {
     const RoleTimeline& t = sim.roles[r];
-    fmt::print("{:>5} {:>12.3f} {:>12.3f} {:>12.3f} {:>12.3f}\n", r, t.compute_busy * 1e3,
-               t.comm_busy * 1e3, t.exposed_comm * 1e3, t.finish * 1e3);
+    fmt::print("{:>5} {:>12.3f} {:>12.3f} {:>12.3f} {:>12.3f} {:>12.3f}\n", r, t.compute_busy * 1e3,
+               t.comm_busy * 1e3, t.exposed_comm * 1e3, t.pipeline_wait * 1e3, t.finish * 1e3);
   }
   return Status::ok();
 }

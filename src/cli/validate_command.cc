@@ -170,7 +170,7 @@ Status run_validate(const ValidateFlags& f, int* exit_code) {
                           {"infeasible", infeasible},
                           {"passed", failures.empty()}};
     if (!failures.empty()) out["failures"] = failures;
-    fmt::print("{}\n", out.dump(2));
+    emit_json(out);
     return Status::ok();
   }
   size_t width = 3;

@@ -1,6 +1,8 @@
 // `autopar zoo NAME`: writes a built-in model as ONNX.
 #include <filesystem>
 
+#include <nlohmann/json.hpp>
+
 #include "autopar/ir/graph.h"
 #include "autopar/onnx/onnx_export.h"
 #include "autopar/zoo/zoo.h"
@@ -15,10 +17,23 @@ struct ZooFlags {
   bool list = false;
   bool no_weights = false;
   bool with_weights = false;
+  bool json = false;
   ZooOptions options;
 };
 
-Status list_models() {
+Status list_models(bool json) {
+  if (json) {
+    nlohmann::json models = nlohmann::json::array();
+    for (const ZooEntry& entry : zoo_entries()) {
+      auto count = zoo_parameter_count(entry.name, ZooOptions{});
+      models.push_back({{"name", entry.name},
+                        {"family", entry.family},
+                        {"parameters", count ? nlohmann::json(*count) : nlohmann::json()},
+                        {"description", entry.description}});
+    }
+    emit_json({{"models", models}});
+    return Status::ok();
+  }
   fmt::print("{:<18} {:<7} {:>10}  {}\n", "name", "family", "params", "description");
   for (const ZooEntry& entry : zoo_entries()) {
     auto count = zoo_parameter_count(entry.name, ZooOptions{});
@@ -29,7 +44,7 @@ Status list_models() {
 }
 
 Status run_zoo(ZooFlags& flags) {
-  if (flags.list || flags.name.empty()) return list_models();
+  if (flags.list || flags.name.empty()) return list_models(flags.json);
   if (flags.no_weights && flags.with_weights) {
     return error("--no-weights and --with-weights contradict each other");
   }
@@ -40,6 +55,14 @@ Status run_zoo(ZooFlags& flags) {
   RETURN_IF_ERROR(write_onnx_file(graph, path));
   bool shape_only = false;
   for (ValueId id : graph.parameters()) shape_only = shape_only || !graph.value(id).data;
+  if (flags.json) {
+    emit_json({{"file", path},
+               {"name", flags.name},
+               {"parameters", graph.num_parameter_elements()},
+               {"shape_only", shape_only},
+               {"nodes", graph.num_nodes()}});
+    return Status::ok();
+  }
   fmt::print("wrote {}: {} ({} parameters{}, {} nodes)\n", path, flags.name,
              with_commas(graph.num_parameter_elements()), shape_only ? ", shape-only" : "",
              graph.num_nodes());
@@ -53,6 +76,11 @@ void add_zoo_command(CLI::App& app, Command& command) {
   CLI::App* zoo = app.add_subcommand("zoo",
                                      "write a built-in model (mlp, gpt, llama, bert, resnet, vit "
                                      "and their presets) as ONNX");
+  zoo->footer(
+      "Examples:\n"
+      "  autopar zoo --list\n"
+      "  autopar zoo gpt2-small -o gpt2.onnx\n"
+      "  autopar zoo llama --layers 4 --hidden 256 --heads 8 --kv-heads 2 -o llama.onnx\n");
   zoo->add_option("name", flags->name, "preset or family name; without one, lists them");
   zoo->add_option("-o,--output", flags->output, "file to write (default NAME.onnx)");
   zoo->add_flag("--list", flags->list, "list the presets and families");
@@ -72,6 +100,7 @@ void add_zoo_command(CLI::App& app, Command& command) {
   zoo->add_option("--patch", flags->options.patch, "patch side in pixels (vit)");
   zoo->add_option("--classes", flags->options.classes, "classifier outputs");
   zoo->add_option("--inputs", flags->options.inputs, "input features (mlp)");
+  zoo->add_flag("--json", flags->json, "print one JSON object");
   zoo->callback([flags, &command] { command = [flags] { return run_zoo(*flags); }; });
 }
 

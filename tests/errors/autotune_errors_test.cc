@@ -57,13 +57,18 @@ TEST_F(AutotuneErrors, NoMicroBatchDivides) {
 
 TEST_F(AutotuneErrors, ExportOfAModelThatIsNotATransformer) {
   expect_error("mlp", "mesh: {tp: [1], pp: [1]}\n", {"--export", "megatron", "--simulate-top", "0"},
-               "autopar: error: --export: mlp is not a transformer (no attention in repeated "
-               "layers)");
+               "autopar: error: --export megatron: mlp is not a transformer (no attention in its "
+               "repeated layers)");
+}
+
+TEST_F(AutotuneErrors, ExportAnyWithoutATarget) {
+  expect_error("gpt-tiny", "mesh: {tp: [1], pp: [1]}\n", {"--export-any"},
+               "autopar: error: --export-any: only with --export");
 }
 
 TEST_F(AutotuneErrors, UnknownExportTarget) {
   expect_error("gpt-tiny", "mesh: {tp: [1], pp: [1]}\n", {"--export", "jax"},
-               "autopar: error: --export jax: expected megatron or deepspeed");
+               "autopar: error: --export jax: expected megatron, deepspeed or torchtitan");
 }
 
 TEST_F(AutotuneErrors, MeasuringMoreDevicesThanCores) {

@@ -43,6 +43,13 @@ TEST_F(EstimateErrors, TooFewNodes) {
                "autopar: error: --nodes 1: 1 nodes of 8 devices hold 8, the scheme needs 16");
 }
 
+// A mesh that leaves nodes idle answers for another cluster than the one asked about.
+TEST_F(EstimateErrors, TooManyNodes) {
+  expect_error("mesh: {dp: 8}\nbatch: {global: 16}\n", {"--nodes", "2"},
+               "autopar: error: --nodes 2: the scheme's 8 devices fill 1 node of 8 devices; a "
+               "scheme for 2 nodes has 16 devices in its mesh");
+}
+
 TEST_F(EstimateErrors, MoreStagesThanLayers) {
   expect_error("mesh: {pp: 8}\nbatch: {global: 8, micro: 1}\n", {},
                "autopar: error: s.yaml: mesh.pp: 8 stages for a model of 4 layers");

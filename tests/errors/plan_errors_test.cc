@@ -241,6 +241,14 @@ TEST_F(PlanErrors, PlanWithBatchFlag) {
                "--outputs do not apply");
   expect_error({"run", "plan", "--comm", "nccl"},
                "autopar: error: --comm nccl: expected inproc or mpi");
+  // Flags that would do nothing for a plan, or for inference, are errors too.
+  expect_error({"run", "plan", "--lr", "0.01"},
+               "autopar: error: plan: a plan trains with the loss and optimizer it was made "
+               "with, a thread per device: --lr does not apply");
+  expect_error({"run", "plan", "--optimizer", "sgd", "--threads", "2"},
+               "autopar: error: plan: a plan trains with the loss and optimizer it was made "
+               "with, a thread per device: --optimizer, --threads do not apply");
+  expect_error({"run", "mlp", "--lr", "0.01"}, "autopar: error: --lr: only with --train");
 }
 
 // A plan whose run needs more memory than any machine has (GPT-3 175B on one device: its

@@ -18,8 +18,8 @@ TEST(AutotuneCli, BestPlanIsWrittenAndVerifies) {
          "pipeline: {schedules: [1f1b, interleaved], chunks: [1, 2]}\nzero: [0, 1]\n";
   const std::string profile = testing::source_path("tests/data/hw/fixture.yaml");
   auto r = testing::run_autopar({"autotune", "gpt-tiny", "--hw", profile, "--space",
-                                 dir + "/space.yaml", "--batch", "16", "-o", dir + "/plan",
-                                 "--top", "3", "--simulate-top", "2", "--json"});
+                                 dir + "/space.yaml", "--batch", "16", "-o", dir + "/plan", "--top",
+                                 "3", "--simulate-top", "2", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto json = nlohmann::json::parse(r.out);
   for (const char* key : {"best", "top", "baselines", "candidates_evaluated", "search_time_s"})
@@ -32,11 +32,13 @@ TEST(AutotuneCli, BestPlanIsWrittenAndVerifies) {
   // The best two were re-scored by simulating their plans; the best's time is its simulation.
   EXPECT_TRUE(json["best"].contains("simulated_step_time_s"));
   EXPECT_EQ(json["best"]["step_time_s"], json["best"]["simulated_step_time_s"]);
-  EXPECT_LE(json["top"][0]["step_time_s"].get<double>(), json["top"][1]["step_time_s"].get<double>());
+  EXPECT_LE(json["top"][0]["step_time_s"].get<double>(),
+            json["top"][1]["step_time_s"].get<double>());
   ASSERT_EQ(json["baselines"].size(), 2u);
   EXPECT_EQ(json["baselines"][0]["name"], "data parallel");
   EXPECT_EQ(json["baselines"][1]["name"], "megatron");
-  for (const char* file : {"manifest.yaml", "role_0.onnx", "trace.json", "report.md", "scheme.yaml"})
+  for (const char* file :
+       {"manifest.yaml", "role_0.onnx", "trace.json", "report.md", "scheme.yaml"})
     EXPECT_TRUE(std::filesystem::exists(dir + "/plan/" + file)) << file;
   std::ifstream report(dir + "/plan/report.md");
   std::string text((std::istreambuf_iterator<char>(report)), std::istreambuf_iterator<char>());
@@ -67,7 +69,7 @@ TEST(AutotuneCli, ExportsMegatronArguments) {
                                  "--simulate-top", "0", "--export", "deepspeed", "--json"});
   ASSERT_EQ(d.exit_code, 0) << d.err;
   const auto json = nlohmann::json::parse(d.out);
-  const std::string config = json["export"].get<std::string>();
+  const std::string config = json["export"]["text"].get<std::string>();
   EXPECT_NE(config.find("\"train_micro_batch_size_per_gpu\": 1"), std::string::npos) << config;
   EXPECT_NE(config.find("\"gradient_accumulation_steps\": 8"), std::string::npos) << config;
 }

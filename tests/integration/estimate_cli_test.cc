@@ -30,8 +30,8 @@ TEST(EstimateCli, JsonKeysAndAgreementWithSimulate) {
   EXPECT_EQ(json["devices"].get<int>(), 8);
   EXPECT_GT(json["breakdown"]["bubble_s"].get<double>(), 0.0);  // two pipeline stages
 
-  ASSERT_EQ(testing::run_autopar({"transform", "gpt-tiny", "--scheme", dir + "/s.yaml", "-o",
-                                  dir + "/plan"})
+  ASSERT_EQ(testing::run_autopar(
+                {"transform", "gpt-tiny", "--scheme", dir + "/s.yaml", "-o", dir + "/plan"})
                 .exit_code,
             0);
   auto s = testing::run_autopar({"simulate", dir + "/plan", "--hw", profile, "--json"});
@@ -39,11 +39,29 @@ TEST(EstimateCli, JsonKeysAndAgreementWithSimulate) {
   const double simulated = nlohmann::json::parse(s.out)["step_time_s"].get<double>();
   EXPECT_NEAR(json["step_time_s"].get<double>() / simulated, 1.0, 0.05);
 
-  auto text = testing::run_autopar(
-      {"estimate", "gpt-tiny", "--scheme", dir + "/s.yaml", "--hw", profile});
+  auto text =
+      testing::run_autopar({"estimate", "gpt-tiny", "--scheme", dir + "/s.yaml", "--hw", profile});
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_NE(text.out.find("step "), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("peak memory"), std::string::npos) << text.out;
+}
+
+// MFU is the model's FLOPs over the device's dense bf16 peak whatever the plan computes in:
+// an fp32 and a bf16 scheme compare by it (312 TFLOP/s per A100).
+TEST(EstimateCli, MfuIsAgainstTheDenseBf16PeakInEveryPrecision) {
+  const std::string dir = testing::temp_dir("estimate_mfu");
+  for (const char* precision : {"fp32", "bf16"}) {
+    std::ofstream(dir + "/" + precision + ".yaml")
+        << "mesh: {dp: 2, tp: 4}\nbatch: {global: 16}\nprecision: " << precision << "\n";
+    auto e =
+        testing::run_autopar({"estimate", "gpt-tiny", "--scheme", dir + "/" + precision + ".yaml",
+                              "--hw", "dgx-a100-80g", "--json"});
+    ASSERT_EQ(e.exit_code, 0) << e.err;
+    const auto json = nlohmann::json::parse(e.out);
+    const double flops = json["model_flops"].get<double>();
+    const double step = json["step_time_s"].get<double>();
+    EXPECT_NEAR(json["mfu"].get<double>(), flops / (312e12 * 8 * step), 1e-12) << precision;
+  }
 }
 
 TEST(EstimateCli, OverCapacityIsInfeasible) {
@@ -57,8 +75,8 @@ TEST(EstimateCli, OverCapacityIsInfeasible) {
   ASSERT_NE(at, std::string::npos);
   profile.replace(at, 18, "memory_bytes: 5e9");
   std::ofstream(dir + "/small.yaml") << profile;
-  auto e = testing::run_autopar(
-      {"estimate", "gpt2-small", "--scheme", dir + "/s.yaml", "--hw", dir + "/small.yaml", "--json"});
+  auto e = testing::run_autopar({"estimate", "gpt2-small", "--scheme", dir + "/s.yaml", "--hw",
+                                 dir + "/small.yaml", "--json"});
   ASSERT_EQ(e.exit_code, 0) << e.err;
   const auto json = nlohmann::json::parse(e.out);
   EXPECT_FALSE(json["feasible"].get<bool>());

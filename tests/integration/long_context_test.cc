@@ -1,7 +1,6 @@
 // Long sequences: Llama 3 8B at 128K tokens on 32 H100s fits no plan without context
-// parallelism; the long-context space finds ring-attention plans (ring over cp 8 with tp 4 is
-// the best), exported to Megatron-LM as its context parallelism, and the best one's estimate
-// agrees with the simulation of its plan.
+// parallelism; the long-context space finds ring-attention plans, exported to Megatron-LM as
+// its context parallelism, and the best one's estimate agrees with the simulation of its plan.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -39,9 +38,15 @@ TEST(LongContext, SearchPicksContextParallelismWhereNothingElseFits) {
   const std::string best = json["best"]["scheme"].get<std::string>();
   EXPECT_NE(best.find("context: ring"), std::string::npos) << best;
   // Megatron-LM's context parallelism over the same ring ("p2p"), its sequence in the same
-  // chunk pairs.
-  const std::string exported = json["export"].get<std::string>();
-  EXPECT_NE(exported.find("--context-parallel-size 8 --cp-comm-type p2p"), std::string::npos)
+  // chunk pairs (the search kept to what Megatron-LM runs: no tensor auto or selective
+  // recomputation, so cp 4 with tp 8 rather than the whole space's cp 8 with tp 4).
+  const std::string mesh = json["best"]["mesh"].get<std::string>();
+  const std::string cp =
+      mesh.substr(mesh.find("cp ") + 3, mesh.find(" ring") - mesh.find("cp ") - 3);
+  const std::string exported = json["export"]["text"].get<std::string>();
+  EXPECT_NE(exported.find("--context-parallel-size " + cp + " --cp-comm-type p2p"),
+            std::string::npos)
+      << mesh << "\n"
       << exported;
   auto simulated = testing::run_autopar({"simulate", dir + "/plan", "--hw", "dgx-h100", "--json"});
   ASSERT_EQ(simulated.exit_code, 0) << simulated.err;

@@ -31,6 +31,11 @@ TEST(SimulateCli, JsonAndTrace) {
   EXPECT_EQ(json["roles"].size(), 2u);
   EXPECT_GT(json["mfu"].get<double>(), 0.0);
   EXPECT_LT(json["mfu"].get<double>(), 1.0);
+  // The second stage first waits for the first one's forward: that is waiting for a stage,
+  // not exposed communication (its activations' transfer is, and it is far shorter).
+  const auto& last = json["roles"][1];
+  EXPECT_GT(last["pipeline_wait_s"].get<double>(), 0.0);
+  EXPECT_LT(last["exposed_communication_s"].get<double>(), last["pipeline_wait_s"].get<double>());
   std::ifstream in(dir + "/trace.json");
   std::stringstream trace;
   trace << in.rdbuf();

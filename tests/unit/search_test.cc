@@ -3,9 +3,11 @@
 // the exhaustive one on small spaces.
 #include <tbb/global_control.h>
 
+#include <atomic>
 #include <cstdio>
 #include <memory>
 #include <mutex>
+#include <set>
 
 #include <gtest/gtest.h>
 
@@ -255,11 +257,14 @@ class FakeCostModel : public CostModel {
                     2e-3 * static_cast<double>(scheme.pp() - 1);
     e.ranks.resize(static_cast<size_t>(scheme.pp()));
     e.memory.resize(static_cast<size_t>(scheme.pp()));
-    e.memory_bytes_per_device.assign(static_cast<size_t>(scheme.pp()), 1e9);
-    e.peak_memory_bytes = 1e9;
+    e.peak_memory_bytes = too_large(scheme) ? 1e12 : 1e9;
+    e.memory_bytes_per_device.assign(static_cast<size_t>(scheme.pp()), e.peak_memory_bytes);
+    e.feasible = !too_large(scheme);
     return e;
   }
   int asked() const { return asked_; }
+  // Schemes for which every rank needs 1 TB: they do not fit.
+  std::function<bool(const Scheme&)> too_large = [](const Scheme&) { return false; };
 
  private:
   HardwareProfile profile_;
@@ -295,6 +300,126 @@ TEST(Search, RanksByTheCostModelItIsGiven) {
   EXPECT_GT(fake.asked(), 0);
   for (size_t i = 1; i < result->top.size(); ++i)
     EXPECT_LE(result->top[i - 1].step_s(), result->top[i].step_s());
+}
+
+SearchProblem fake_problem(const HardwareProfile& profile) {
+  SearchProblem problem;
+  problem.devices = profile.num_devices();
+  problem.devices_per_node = profile.devices_per_node;
+  problem.global_batch = 32;
+  problem.layers = 4;
+  problem.parameters = 1e6;
+  return problem;
+}
+
+// The simulation disagrees with the estimate (pure data parallelism simulates 3× slower):
+// the simulated rank first by their simulation, and every candidate whose estimate beats the
+// best simulated step is simulated too, so that no estimate-only row could be the best.
+TEST(Search, SimulatedRowsRankFirstAndNoEstimateOnlyRowCouldBeTheBest) {
+  const HardwareProfile profile = fixture_profile(1);
+  FakeCostModel fake(profile, 4);
+  SearchOptions options;
+  options.top = 8;
+  options.simulate_top = 2;
+  std::atomic<int> simulated{0};
+  options.simulate = [&](const Scheme& s) -> StatusOr<double> {
+    ++simulated;
+    ASSIGN_OR_RETURN(const LayerCosts* costs, fake.layer_costs(s));
+    ASSIGN_OR_RETURN(Estimate e, fake.combine(*costs, s));
+    return e.step_time_s * (s.tp() == 1 && s.pp() == 1 ? 3.0 : 1.0);
+  };
+  auto result = search(space_of(kSmallSpace), fake_problem(profile), fake, options);
+  ASSERT_TRUE(result.is_ok()) << result.status().message();
+  const std::vector<Candidate>& top = result->top;
+  ASSERT_EQ(top.size(), 8u);
+  size_t first_estimated = top.size();
+  for (size_t i = 0; i < top.size(); ++i) {
+    if (!top[i].simulated_s && first_estimated == top.size()) first_estimated = i;
+    if (i >= first_estimated) EXPECT_FALSE(top[i].simulated_s) << i << ": simulated after est";
+    if (i > 0 && (i < first_estimated || i > first_estimated))
+      EXPECT_LE(top[i - 1].step_s(), top[i].step_s()) << i;
+  }
+  // More were simulated than the best two: the estimate's best few were slower in the
+  // simulation than other rows' estimates.
+  EXPECT_GT(first_estimated, 2u);
+  for (size_t i = first_estimated; i < top.size(); ++i)
+    EXPECT_GE(top[i].estimate.step_time_s, top.front().step_s()) << i;
+  std::set<std::string> schemes;
+  for (const Candidate& c : top) EXPECT_TRUE(schemes.insert(c.scheme.to_yaml()).second);
+  // The data-parallel baseline is that family's best by the simulation.
+  ASSERT_TRUE(result->baselines[0].candidate);
+  EXPECT_TRUE(result->baselines[0].candidate->simulated_s);
+  EXPECT_GT(simulated.load(), 2 + 2);
+}
+
+// Baselines: each family's best over what it varies, or exactly why none of it fits.
+TEST(Search, BaselinesAreEachFamilysBestOrSayWhyNoneFits) {
+  const HardwareProfile profile = fixture_profile(1);
+  FakeCostModel fake(profile, 4);
+  SearchOptions options;
+  options.simulate_top = 0;
+  auto result = search(space_of(kSmallSpace), fake_problem(profile), fake, options);
+  ASSERT_TRUE(result.is_ok()) << result.status().message();
+  ASSERT_EQ(result->baselines.size(), 2u);
+  const Baseline& dp = result->baselines[0];
+  ASSERT_TRUE(dp.candidate) << dp.note;
+  // The largest micro batch (fewest microbatches); ZeRO changes nothing in this model, and
+  // of equal steps the first scheme by its text is kept.
+  EXPECT_EQ(dp.note, "dp 8, micro 4, ZeRO 0");
+  const Baseline& megatron = result->baselines[1];
+  ASSERT_TRUE(megatron.candidate) << megatron.note;
+  // (Recomputation costs nothing in this model: which policy the tie leaves is not asked.)
+  EXPECT_EQ(megatron.note.rfind("tp 1, pp 1, dp 8, micro 4", 0), 0u) << megatron.note;
+
+  // Without tp, nothing fits: data parallelism says by how much; Megatron's recipe takes tp.
+  fake.too_large = [](const Scheme& s) { return s.tp() == 1; };
+  auto large = search(space_of(kSmallSpace), fake_problem(profile), fake, options);
+  ASSERT_TRUE(large.is_ok()) << large.status().message();
+  EXPECT_FALSE(large->baselines[0].candidate);
+  EXPECT_EQ(large->baselines[0].note,
+            "does not fit: the least memory any of its 12 schemes needs is 931.3 GiB per device "
+            "(dp 8, micro 1, ZeRO 0) of 74.5 GiB");
+  ASSERT_TRUE(large->baselines[1].candidate) << large->baselines[1].note;
+  EXPECT_EQ(large->baselines[1].candidate->scheme.tp(), 2);
+
+  // A global batch that does not split over the devices.
+  SearchProblem odd = fake_problem(profile);
+  odd.global_batch = 12;
+  fake.too_large = [](const Scheme&) { return false; };
+  auto split =
+      search(space_of("mesh: {tp: [1, 2, 4], pp: [1, 2], dp: auto}\n"), odd, fake, options);
+  ASSERT_TRUE(split.is_ok()) << split.status().message();
+  EXPECT_EQ(split->baselines[0].note, "the global batch 12 does not split over 8 devices");
+}
+
+// An inference search varies no ZeRO stage, recomputation or GPipe against 1F1B (they would
+// repeat one plan); --export's admissibility keeps the search to what the target runs.
+TEST(Search, InferenceAndAdmissibilityNarrowTheSearch) {
+  const HardwareProfile profile = fixture_profile(1);
+  FakeCostModel fake(profile, 4);
+  SearchProblem problem = fake_problem(profile);
+  problem.training = false;
+  SearchOptions options;
+  options.top = 50;
+  options.simulate_top = 0;
+  auto result = search(space_of(kSmallSpace), problem, fake, options);
+  ASSERT_TRUE(result.is_ok()) << result.status().message();
+  std::set<std::string> schemes;
+  for (const Candidate& c : result->top) {
+    EXPECT_EQ(c.scheme.zero, 0);
+    EXPECT_EQ(c.scheme.recompute, Recompute::kNone);
+    EXPECT_NE(c.scheme.schedule, PipelineSchedule::kGpipe);
+    EXPECT_TRUE(schemes.insert(c.scheme.to_yaml()).second) << c.scheme.to_yaml();
+  }
+
+  options.admissible = [](const Scheme& s) { return s.tp() == 2 && s.chunks == 1; };
+  auto admitted = search(space_of(kSmallSpace), fake_problem(profile), fake, options);
+  ASSERT_TRUE(admitted.is_ok()) << admitted.status().message();
+  ASSERT_FALSE(admitted->top.empty());
+  for (const Candidate& c : admitted->top) {
+    EXPECT_EQ(c.scheme.tp(), 2);
+    EXPECT_EQ(c.scheme.chunks, 1);
+  }
 }
 
 // The fast search (stages by dynamic programming) against every stage partition: the exact

@@ -86,6 +86,10 @@ struct DeviceSpec {
   // Peak FLOP/s for arithmetic in `dtype` (fp32 matmuls may run as tf32 where the profile
   // says `fp32_matmul: tf32`).
   double peak(std::string_view dtype) const;
+  // What model FLOPs utilisation is measured against: the dense bf16 peak (the fp32 one on a
+  // device without bf16), whatever a plan computes in, so that MFUs of fp32 and bf16 plans
+  // compare (PaLM's and Megatron-LM's convention).
+  double mfu_peak() const { return peak("bf16"); }
 };
 
 // One level of the interconnect: within a node (NVLink/NVSwitch) or between nodes (InfiniBand).

@@ -26,7 +26,10 @@ struct RoleTimeline {
   double compute_busy = 0;  // seconds the compute stream works
   double comm_busy = 0;     // seconds the communication stream works
   double exposed_comm = 0;  // compute-stream idle time spent waiting on communication
-  double finish = 0;        // when its last program ends
+  // Compute-stream idle time spent waiting for another pipeline stage to produce what it
+  // sends (beyond the message's own transfer, which is exposed communication).
+  double pipeline_wait = 0;
+  double finish = 0;  // when its last program ends
 };
 
 struct Simulation {

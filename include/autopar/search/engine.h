@@ -12,7 +12,9 @@
 //    its microbatches' and update's) or balanced forward FLOPs, whichever is faster, or every
 //    partition under --exhaustive.
 // 4. Results are ordered by predicted step time, then by the scheme's text: deterministic
-//    for a given input whatever the thread count.
+//    for a given input whatever the thread count. The best few are simulated and rank first,
+//    by the simulation.
+// 5. Baselines: each family's best (data parallelism; Megatron-LM's recipe), or why none fits.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +35,8 @@ struct SearchProblem {
   int32_t layers = 0;
   double parameters = 0;       // trainable elements of the model
   double optimizer_bytes = 8;  // optimizer state per parameter (Adam: two fp32 moments)
+  bool training = true;        // false: inference (no ZeRO stages or recomputation to vary)
+  bool transformer = true;     // attention in its layers (Megatron-LM's recipe applies)
 };
 
 struct SearchOptions {
@@ -44,6 +48,10 @@ struct SearchOptions {
   // Builds and simulates a scheme's plan: its simulated step time (for simulate_top and the
   // baselines). Called from several threads at once.
   std::function<StatusOr<double>(const Scheme&)> simulate;
+  // Restricts the search to the schemes a target framework runs (autotune --export): false
+  // leaves a scheme out. Asked of each configuration (no stages yet), of each scheme priced
+  // over one, and of each stage partition tried; even partitions are tried too.
+  std::function<bool(const Scheme&)> admissible;
 };
 
 struct Candidate {
@@ -60,7 +68,10 @@ struct Baseline {
 };
 
 struct SearchResult {
-  std::vector<Candidate> top;  // best first
+  // Best first: the simulated candidates by their simulated step, then the others by their
+  // estimate (an estimate-only row is never placed above a simulated one it might beat only
+  // because the estimate is optimistic).
+  std::vector<Candidate> top;
   std::vector<Baseline> baselines;
   int64_t meshes = 0;                 // meshes the space and cluster allow
   int64_t meshes_pruned = 0;          // pruned by memory before lowering
