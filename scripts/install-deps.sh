@@ -15,9 +15,10 @@ packages=(
   python3-dev pybind11-dev
 )
 
-# The torch tests' oracle (PyTorch and torchvision for /usr/bin/python3): installed when the
-# package index has them; without them those tests skip, saying why.
-optional=(python3-torch python3-torchvision)
+# The torch tests' oracle (PyTorch and torchvision for /usr/bin/python3), and Chromium for
+# rendering autotune's report.html: installed when the package index has them; without them
+# those tests skip (torch) or are not registered (report).
+optional=(python3-torch python3-torchvision chromium)
 
 missing=()
 for p in "${packages[@]}"; do

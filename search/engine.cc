@@ -783,6 +783,15 @@ StatusOr<SearchResult> Searcher::run() {
     result.candidates_evaluated += evaluated[i];
     for (Candidate& c : found[i]) all.push_back(std::move(c));
   }
+  std::map<std::string, const Candidate*> family_best;
+  for (const Candidate& c : all) {
+    const std::string family = paradigm_family(c.scheme);
+    result.points.push_back({c.estimate.step_time_s, c.estimate.peak_memory_bytes, family});
+    auto [it, added] = family_best.try_emplace(family, &c);
+    if (!added && better(c, *it->second)) it->second = &c;
+  }
+  for (const auto& [family, c] : family_best) result.family_best.push_back(*c);
+  std::sort(result.family_best.begin(), result.family_best.end(), better);
   result.configurations = static_cast<int64_t>(configs.size());
   result.feasible = static_cast<int64_t>(all.size());
   if (all.empty()) {
@@ -840,6 +849,15 @@ StatusOr<SearchResult> Searcher::run() {
 }
 
 }  // namespace
+
+std::string paradigm_family(const Scheme& scheme) {
+  std::vector<std::string> axes;
+  for (const MeshAxis& a : scheme.mesh.axes()) {
+    if (a.size > 1) axes.push_back(a.name);
+  }
+  if (axes.empty()) return "1 device";
+  return fmt::format("{}", fmt::join(axes, "·"));
+}
 
 StatusOr<SearchResult> search(const SearchSpace& space, const SearchProblem& problem,
                               CostModel& estimator, const SearchOptions& options) {

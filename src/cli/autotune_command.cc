@@ -18,6 +18,7 @@
 #include "autopar/support/files.h"
 #include "autotune.h"
 #include "export.h"
+#include "report_html.h"
 
 namespace autopar::cli {
 
@@ -360,7 +361,9 @@ Status run_autotune(const AutotuneFlags& f) {
     report += fmt::format("\nFor {} ({}):\n\n```\n{}```\n", f.export_to, exported->file,
                           exported->printed());
   }
+  const std::string page = report_html({header, summary, &result, &best, &sim, &t.profile});
   for (const auto& [name, text] : {std::pair<const char*, std::string>{"report.md", report},
+                                   {"report.html", page},
                                    {"scheme.yaml", best.scheme.to_yaml()}}) {
     if (Status s = write_file_atomic(f.out + "/" + name, text); !s.is_ok())
       return error("-o {}", s.message());
@@ -404,8 +407,10 @@ Status run_autotune(const AutotuneFlags& f) {
     emit_json(out);
     return Status::ok();
   }
-  fmt::print("{}\n{}\n\n{}\nbaselines:\n{}\nbest plan written to {}/ (trace.json, report.md)\n",
-             header, summary, table(result.top, t, measured), baselines_text(result, t), f.out);
+  fmt::print(
+      "{}\n{}\n\n{}\nbaselines:\n{}\nbest plan written to {}/ (trace.json, report.md, "
+      "report.html)\n",
+      header, summary, table(result.top, t, measured), baselines_text(result, t), f.out);
   if (exported) {
     fmt::print("\n{} launch configuration ({}/{}):\n{}", f.export_to, f.out, exported->file,
                exported->printed());

@@ -335,9 +335,12 @@ TEST(Search, SimulatedRowsRankFirstAndNoEstimateOnlyRowCouldBeTheBest) {
   size_t first_estimated = top.size();
   for (size_t i = 0; i < top.size(); ++i) {
     if (!top[i].simulated_s && first_estimated == top.size()) first_estimated = i;
-    if (i >= first_estimated) EXPECT_FALSE(top[i].simulated_s) << i << ": simulated after est";
-    if (i > 0 && (i < first_estimated || i > first_estimated))
+    if (i >= first_estimated) {
+      EXPECT_FALSE(top[i].simulated_s) << i << ": simulated after est";
+    }
+    if (i > 0 && (i < first_estimated || i > first_estimated)) {
       EXPECT_LE(top[i - 1].step_s(), top[i].step_s()) << i;
+    }
   }
   // More were simulated than the best two: the estimate's best few were slower in the
   // simulation than other rows' estimates.

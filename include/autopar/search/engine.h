@@ -67,12 +67,27 @@ struct Baseline {
   std::string note;                    // how it was chosen, or why it does not fit
 };
 
+// One feasible candidate of a search, for plotting step time against memory.
+struct CandidatePoint {
+  double step_s = 0;        // estimated
+  double memory_bytes = 0;  // the busiest device's, with the reserve
+  std::string family;       // paradigm_family of its scheme
+};
+
+// The paradigms a scheme combines, by the mesh axes it uses: "dp", "dp·tp", "pp·dp·tp",
+// "cp·tp" ("1 device" for none).
+std::string paradigm_family(const Scheme& scheme);
+
 struct SearchResult {
   // Best first: the simulated candidates by their simulated step, then the others by their
   // estimate (an estimate-only row is never placed above a simulated one it might beat only
   // because the estimate is optimistic).
   std::vector<Candidate> top;
   std::vector<Baseline> baselines;
+  // Every feasible candidate priced (the best stage partition of each scheme), and the best
+  // of each paradigm family by its estimate, fastest first.
+  std::vector<CandidatePoint> points;
+  std::vector<Candidate> family_best;
   int64_t meshes = 0;                 // meshes the space and cluster allow
   int64_t meshes_pruned = 0;          // pruned by memory before lowering
   int64_t configurations = 0;         // layer costs computed
