@@ -24,6 +24,7 @@ struct RunFlags {
   bool train = false;
   int steps = 50;
   int batches = 4;
+  int repeat = 1;  // inference: runs, of which the first is the cold one
   uint64_t seed = 0;
   std::string comm = "inproc";
   std::string backend = "cpu";
@@ -68,10 +69,14 @@ Status run_inference(const RunFlags& flags) {
   std::vector<TensorPtr> outputs;
   std::optional<runtime::Executor> executor;
   std::unique_ptr<runtime::CudaExecutor> cuda;
+  std::vector<double> run_seconds;  // each run's
   if (flags.backend == "cuda") {
     ASSIGN_OR_RETURN(cuda, runtime::CudaExecutor::create(bound.graph));
     RETURN_IF_ERROR(cuda->feed(feeds));
-    ASSIGN_OR_RETURN(stats.seconds, cuda->step());
+    for (int i = 0; i < flags.repeat; ++i) {
+      ASSIGN_OR_RETURN(stats.seconds, cuda->step());
+      run_seconds.push_back(stats.seconds);
+    }
     ASSIGN_OR_RETURN(outputs, cuda->outputs());
     stats.peak_activation_bytes = runtime::summarize(cuda->lowering()).arena_bytes;
   } else {
@@ -88,8 +93,13 @@ Status run_inference(const RunFlags& flags) {
           "machine has {:.1f} GiB available",
           flags.model, need / kGiB, available / kGiB);
     }
-    ASSIGN_OR_RETURN(outputs, executor->run(feeds, &stats));
+    for (int i = 0; i < flags.repeat; ++i) {
+      ASSIGN_OR_RETURN(outputs, executor->run(feeds, &stats));
+      run_seconds.push_back(stats.seconds);
+    }
   }
+  // The steady state: the median and 10th percentile of the runs after the first.
+  const StepTimes times = warm_step_times(run_seconds, stats.seconds);
   const Graph& g = cuda ? cuda->graph() : executor->graph();
   const int threads = cuda ? 0 : executor->num_threads();
   if (!flags.outputs.empty()) {
@@ -113,11 +123,11 @@ Status run_inference(const RunFlags& flags) {
                             {"mean", mean}});
   }
   if (flags.json) {
-    nlohmann::json out = {{"outputs", json_outputs},
-                          {"seconds", stats.seconds},
-                          {"backend", flags.backend},
-                          {"threads", threads},
-                          {"peak_activation_bytes", stats.peak_activation_bytes}};
+    nlohmann::json out = {
+        {"outputs", json_outputs},    {"seconds", run_seconds.front()},
+        {"runs", run_seconds.size()}, {"median_s", times.median},
+        {"p10_s", times.p10},         {"backend", flags.backend},
+        {"threads", threads},         {"peak_activation_bytes", stats.peak_activation_bytes}};
     emit_json(out);
     return Status::ok();
   }
@@ -126,10 +136,19 @@ Status run_inference(const RunFlags& flags) {
                o["dtype"].get<std::string>(),
                fmt::join(o["shape"].get<std::vector<int64_t>>(), ","), o["mean"].get<double>());
   }
-  fmt::print("ran {} nodes in {:.3f} ms on {}; peak activations {}\n", g.num_nodes(),
-             stats.seconds * 1e3,
-             cuda ? runtime::cuda_device_description() : fmt::format("{} threads", threads),
-             human_bytes(static_cast<double>(stats.peak_activation_bytes)));
+  const std::string device =
+      cuda ? runtime::cuda_device_description() : fmt::format("{} threads", threads);
+  if (run_seconds.size() > 1) {
+    fmt::print(
+        "ran {} nodes {} times on {}: first {:.3f} ms, then median {:.3f} ms, 10th "
+        "percentile {:.3f} ms; peak activations {}\n",
+        g.num_nodes(), run_seconds.size(), device, run_seconds.front() * 1e3, times.median * 1e3,
+        times.p10 * 1e3, human_bytes(static_cast<double>(stats.peak_activation_bytes)));
+  } else {
+    fmt::print("ran {} nodes in {:.3f} ms on {}; peak activations {}\n", g.num_nodes(),
+               stats.seconds * 1e3, device,
+               human_bytes(static_cast<double>(stats.peak_activation_bytes)));
+  }
   return Status::ok();
 }
 
@@ -208,6 +227,9 @@ void add_run_command(CLI::App& app, Command& command) {
                   "take their sizes");
   run->add_option("--outputs", flags->outputs, "folder to write output_<i>.pb files to");
   run->add_option("--threads", flags->threads, "threads of the kernels (default 0: every core)");
+  run->add_option("--repeat", flags->repeat,
+                  "inference: runs of the inputs; the median and 10th percentile are of the "
+                  "runs after the first (default 1)");
   run->add_option("--backend", flags->backend,
                   "cpu (default) or cuda (device 0; plans: each role's programs on the one GPU, "
                   "communication stubbed)");
@@ -235,7 +257,9 @@ void add_run_command(CLI::App& app, Command& command) {
         given({"--loss", "--optimizer", "--lr", "--momentum", "--beta1", "--beta2", "--epsilon",
                "--weight-decay", "--batches"});
     const std::vector<std::string> threads = given({"--threads"});
-    command = [flags, training, threads]() -> Status {
+    const std::vector<std::string> repeat = given({"--repeat"});
+    command = [flags, training, threads, repeat]() -> Status {
+      if (flags->repeat < 1) return error("--repeat {}: must be at least 1", flags->repeat);
       if (flags->backend != "cpu" && flags->backend != "cuda")
         return error("--backend {}: expected cpu or cuda", flags->backend);
       std::error_code ec;
@@ -245,9 +269,10 @@ void add_run_command(CLI::App& app, Command& command) {
               "{}: a plan runs as it was made: --batch, --dim, --inputs and --outputs "
               "do not apply",
               flags->model);
-        if (!training.empty() || !threads.empty()) {
+        if (!training.empty() || !threads.empty() || !repeat.empty()) {
           std::vector<std::string> ignored = training;
           ignored.insert(ignored.end(), threads.begin(), threads.end());
+          ignored.insert(ignored.end(), repeat.begin(), repeat.end());
           return error(
               "{}: a plan trains with the loss and optimizer it was made with, a thread per "
               "device: {} do{} not apply",
@@ -269,6 +294,8 @@ void add_run_command(CLI::App& app, Command& command) {
         return error("--comm {}: only plans run on a communicator", flags->comm);
       if (!flags->train && !training.empty())
         return error("{}: only with --train", fmt::join(training, ", "));
+      if (flags->train && !repeat.empty())
+        return error("--repeat: inference only (training runs --steps)");
       return flags->train ? run_training(*flags) : run_inference(*flags);
     };
   });

@@ -115,6 +115,21 @@ TEST(RuntimeCli, RunWritesTheExecutorsOutputs) {
   ASSERT_TRUE(expected.is_ok());
   EXPECT_EQ(*written, *(*expected)[0]);
   EXPECT_EQ(written->dims(), (std::vector<int64_t>{3, 10}));
+
+  // --repeat: the runs after the first give the steady state; the outputs are the same.
+  const auto repeated = run_autopar({"run", "resnet.onnx", "--inputs", "in", "--outputs", "again",
+                                     "--threads", "2", "--repeat", "5", "--json"},
+                                    dir);
+  ASSERT_EQ(repeated.exit_code, 0) << repeated.err;
+  const auto json = nlohmann::json::parse(repeated.out);
+  EXPECT_EQ(json["runs"].get<int>(), 5);
+  EXPECT_GT(json["median_s"].get<double>(), 0.0);
+  EXPECT_LE(json["p10_s"].get<double>(), json["median_s"].get<double>());
+  auto again = read_tensor_file(dir + "/again/output_0.pb");
+  ASSERT_TRUE(again.is_ok());
+  EXPECT_EQ(*again, *written);
+  EXPECT_EQ(run_autopar({"run", "resnet.onnx", "--inputs", "in", "--repeat", "0"}, dir).err,
+            "autopar: error: --repeat 0: must be at least 1\n");
   std::filesystem::remove_all(dir);
 }
 
