@@ -196,6 +196,14 @@ TEST(RuntimeConv, ConvMatchesDirectLoopOverGeometries) {
       {{1, 4, 6, 6}, {6, 2, 3, 3}, {{1, 2}, {2, 1}, {2, 1, 0, 1}}, 2, false},
       // Depthwise with multiplier 2.
       {{2, 3, 5, 5}, {6, 1, 3, 3}, {{1, 1}, {1, 1}, {1, 1, 1, 1}}, 3, true},
+      // Depthwise as MobileNets run it: stride 2; a 5x5 kernel with strides 2x1, dilations
+      // 1x2 and uneven pads; dilation 2 with pads beyond the kernel's reach and stride 3.
+      {{1, 4, 9, 8}, {4, 1, 3, 3}, {{2, 2}, {1, 1}, {1, 1, 1, 1}}, 4, true},
+      {{2, 3, 8, 7}, {3, 1, 5, 5}, {{2, 1}, {1, 2}, {2, 0, 1, 3}}, 3, false},
+      {{1, 2, 3, 3}, {2, 1, 3, 3}, {{1, 3}, {2, 2}, {3, 2, 3, 2}}, 2, true},
+      // One channel over a large image: its 119,715 outputs are cut into panels of 116,508
+      // (2^20 multiply-adds of 9 taps), the cut inside a row.
+      {{1, 1, 345, 347}, {1, 1, 3, 3}, {{1, 1}, {1, 1}, {1, 1, 1, 1}}, 1, true},
       // Pointwise (1x1, stride 1, no pads) reads the image directly.
       {{2, 5, 4, 3}, {7, 5, 1, 1}, {{1, 1}, {1, 1}, {0, 0, 0, 0}}, 1, true},
       // 1x1 with stride goes through im2col.

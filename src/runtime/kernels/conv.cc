@@ -257,12 +257,62 @@ void add_scaled(T* __restrict target, const T* __restrict source, T weight, int6
   for (; j < n; ++j) target[j] += weight * source[j];
 }
 
+// conv_single_channel over two spatial dims, row by row: for each output row, each kernel tap
+// adds its weight times one run of an input row (contiguous under stride 1) over the outputs
+// whose input lies inside that row, found once per kernel column.
+template <typename T>
+void single_channel_2d(const T* plane, const T* weights, int64_t outputs, const Window& w,
+                       int64_t first, int64_t count, T* out, int64_t out_stride) {
+  const int64_t ih = w.input[0], iw = w.input[1], ow = w.output[1];
+  const int64_t kh = w.kernel[0], kw = w.kernel[1];
+  const int64_t sy = w.strides[0], sx = w.strides[1];
+  const int64_t dy = w.dilations[0], dx = w.dilations[1];
+  const int64_t py = w.pads_begin[0], px = w.pads_begin[1];
+  // Kernel column kx reads input column ox·sx + shift: the outputs [begin, end) read inside.
+  std::vector<int64_t> begin(static_cast<size_t>(kw)), end(static_cast<size_t>(kw));
+  for (int64_t kx = 0; kx < kw; ++kx) {
+    const int64_t shift = kx * dx - px;
+    const int64_t e = iw - 1 - shift < 0 ? 0 : std::min(ow, (iw - 1 - shift) / sx + 1);
+    begin[kx] = std::min(e, shift >= 0 ? int64_t{0} : (-shift + sx - 1) / sx);
+    end[kx] = e;
+  }
+  const int64_t last = first + count;
+  for (int64_t oy = first / ow; oy * ow < last; ++oy) {
+    const int64_t row_first = std::max(first, oy * ow) - oy * ow;
+    const int64_t row_last = std::min(last, (oy + 1) * ow) - oy * ow;
+    for (int64_t m = 0; m < outputs; ++m) {
+      T* target = out + m * out_stride + oy * ow - first;
+      const T* taps = weights + m * kh * kw;
+      for (int64_t ky = 0; ky < kh; ++ky) {
+        const int64_t iy = oy * sy - py + ky * dy;
+        if (iy < 0 || iy >= ih) continue;
+        const T* row = plane + iy * iw;
+        for (int64_t kx = 0; kx < kw; ++kx) {
+          const int64_t b = std::max(begin[kx], row_first), e = std::min(end[kx], row_last);
+          if (b >= e) continue;
+          const T weight = taps[ky * kw + kx];
+          const T* in = row + b * sx + kx * dx - px;
+          if (sx == 1) {
+            add_scaled(target + b, in, weight, e - b);
+          } else {
+            for (int64_t j = 0; j < e - b; ++j) target[b + j] += weight * in[j * sx];
+          }
+        }
+      }
+    }
+  }
+}
+
 // out[m, p] += Σ_k weights[m, k]·plane[position of output first + p under kernel offset k] for
 // `outputs` rows m (row stride `out_stride`) and `count` output positions.
 template <typename T>
 void conv_single_channel(const T* plane, const T* weights, int64_t outputs, const Window& w,
                          const std::vector<std::vector<int64_t>>& shifts, int64_t first,
                          int64_t count, T* out, int64_t out_stride) {
+  if (w.rank() == 2) {
+    single_channel_2d(plane, weights, outputs, w, first, count, out, out_stride);
+    return;
+  }
   const int64_t stride = w.strides.back();
   const int64_t kernel_count = static_cast<int64_t>(shifts.size());
   const std::vector<int64_t> input_strides = strides_of(w.input);
