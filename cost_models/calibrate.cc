@@ -64,12 +64,22 @@ class Sweeps {
     t.push_back(seconds);
     return median(t);
   }
-  void restart() { next_ = 0; }
+  void restart() {
+    next_ = 0;
+    ++sweep_;
+  }
+  int sweep() const { return sweep_; }  // the one under way, from 1
 
  private:
   std::vector<std::vector<double>> times_;
   size_t next_ = 0;
+  int sweep_ = 0;
 };
+
+// Tells `options.progress`, if any, that a stage of the sweep under way starts.
+void report_stage(const CalibrationOptions& options, const Sweeps& sweeps, std::string_view name) {
+  if (options.progress) options.progress(sweeps.sweep(), std::max(options.sweeps, 1), name);
+}
 
 std::vector<TensorPtr> bench_inputs(const Graph& g) {
   std::vector<TensorPtr> inputs;
@@ -500,15 +510,22 @@ class CpuSweep {
   }
 
   StatusOr<Calibration> run() {
+    stage("launch overhead");
     RETURN_IF_ERROR(launch());
+    stage("GEMM");
     ASSIGN_OR_RETURN(const double gemm_error, gemm());
+    stage("attention and convolution");
     RETURN_IF_ERROR(attention_and_conv());
+    stage("memory-bound ops");
     ASSIGN_OR_RETURN(const double elementwise_error, memory_bound());
+    stage("fused runs");
     ASSIGN_OR_RETURN(const double fused_worst, fused());
     p_.device.memory_bytes = total_memory_bytes() / static_cast<double>(p_.devices_per_node);
     p_.device.reserved_bytes = std::min(64e6, 0.05 * p_.device.memory_bytes);
+    stage("communication");
     ASSIGN_OR_RETURN(const double comm_error, inproc_tier());
     {
+      stage("plan overheads");
       std::string report;
       RETURN_IF_ERROR(plan_overheads(p_, repeats_, budget_, sweeps_, report));
       cal_.report.push_back(std::move(report));
@@ -528,6 +545,8 @@ class CpuSweep {
   StatusOr<double> memory_bound();
   StatusOr<double> fused();
   StatusOr<double> inproc_tier();
+
+  void stage(std::string_view name) const { report_stage(options_, sweeps_, name); }
 
   const CalibrationOptions& options_;
   Sweeps& sweeps_;
@@ -967,13 +986,21 @@ class CudaSweep {
   }
 
   StatusOr<Calibration> run() {
+    stage("launch overhead");
     RETURN_IF_ERROR(launch());
+    stage("GEMM");
     ASSIGN_OR_RETURN(const double gemm_error, gemm());
+    stage("attention");
     ASSIGN_OR_RETURN(const double attention_error, attention());
+    stage("convolution");
     ASSIGN_OR_RETURN(const double conv_error, convolution());
+    stage("memory-bound ops");
     ASSIGN_OR_RETURN(const double memory_error, memory_bound());
+    stage("fused runs");
     ASSIGN_OR_RETURN(const double fused_error, fused());
+    stage("optimizer");
     ASSIGN_OR_RETURN(const double adam_error, optimizer());
+    stage("unaligned GEMMs");
     RETURN_IF_ERROR(unaligned_gemm());
     cal_.worst_held_out_error =
         std::max({gemm_error, attention_error, conv_error, memory_error, fused_error, adam_error});
@@ -1008,6 +1035,8 @@ class CudaSweep {
   StatusOr<double> fused();
   StatusOr<double> optimizer();
   Status unaligned_gemm();
+
+  void stage(std::string_view name) const { report_stage(options_, sweeps_, name); }
 
   const CalibrationOptions& options_;
   const HardwareProfile& base_;

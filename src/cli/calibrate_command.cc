@@ -2,6 +2,8 @@
 // profile of this machine from microbenchmarks run through the runtime.
 // autopar calibrate --backend cuda -o PROFILE [--quick] [--hw BASE]: the same for GPU 0 through
 // the CUDA backend, on top of BASE (a datasheet profile of the GPU and its interconnect).
+#include <unistd.h>
+
 #include <chrono>
 #include <ctime>
 #include <filesystem>
@@ -42,13 +44,20 @@ Status write_profile(const CalibrateFlags& f, const Calibration& cal, std::strin
   return Status::ok();
 }
 
+// The progress line, once the sweeps are done.
+void clear_progress(const CalibrationOptions& options) {
+  if (options.progress) fmt::print(stderr, "\r{}\r", std::string(72, ' '));
+}
+
 Status run_calibrate_cuda(const CalibrateFlags& f, const CalibrationOptions& options) {
   const std::string base_name = f.hw.empty() ? "hgx-h200" : f.hw;
   ASSIGN_OR_RETURN(HardwareProfile base,
                    read_hardware_profile(base_name, std::string(AUTOPAR_CONFIG_DIR) + "/hw"));
   if (const std::string why = runtime::cuda_unavailable_reason(); !why.empty())
     return error("--backend cuda: {}", why);
-  ASSIGN_OR_RETURN(Calibration cal, calibrate_cuda(options, base));
+  auto calibrated = calibrate_cuda(options, base);
+  clear_progress(options);
+  ASSIGN_OR_RETURN(Calibration cal, std::move(calibrated));
   const std::string header = fmt::format(
       "# Measured by `autopar calibrate --backend cuda` on {} ({}, median of {} sweep{}) on\n"
       "# {}, each benchmark replayed as a CUDA graph (its median replay counts).\n"
@@ -67,9 +76,10 @@ Status run_calibrate(const CalibrateFlags& f) {
   if (f.backend != "cpu" && f.backend != "cuda")
     return error("--backend {}: expected cpu or cuda", f.backend);
   if (!f.hw.empty() && f.backend != "cuda")
-    return error("--hw {}: a base profile applies to --backend cuda only (the CPU calibration "
-                 "measures every number)",
-                 f.hw);
+    return error(
+        "--hw {}: a base profile applies to --backend cuda only (the CPU calibration "
+        "measures every number)",
+        f.hw);
   if (f.comm != "inproc")
     return error("--comm {}: calibration measures the inproc communicator (threads)", f.comm);
   CalibrationOptions options;
@@ -77,8 +87,19 @@ Status run_calibrate(const CalibrateFlags& f) {
   if (f.sweeps < 0) return error("--sweeps {}: must be at least 1", f.sweeps);
   // A GPU's replays are steady where a shared host's cores drift: one sweep unless asked.
   options.sweeps = f.sweeps > 0 ? f.sweeps : f.quick || f.backend == "cuda" ? 1 : 5;
+  // Sweeps take minutes: a terminal sees which is under way.
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  if (tty) {
+    options.progress = [](int sweep, int sweeps, std::string_view stage) {
+      fmt::print(stderr, "\rcalibrating: sweep {}/{}, {}{}", sweep, sweeps, stage,
+                 std::string(20, ' '));
+      std::fflush(stderr);
+    };
+  }
   if (f.backend == "cuda") return run_calibrate_cuda(f, options);
-  ASSIGN_OR_RETURN(Calibration cal, calibrate_cpu(options));
+  auto calibrated = calibrate_cpu(options);
+  clear_progress(options);
+  ASSIGN_OR_RETURN(Calibration cal, std::move(calibrated));
   const std::string header = fmt::format(
       "# Measured by `autopar calibrate --backend cpu` on {} ({}, median of {} sweeps): one\n"
       "# device per core, the inproc communicator between them. Fit (held-out sizes):\n",

@@ -4,6 +4,9 @@
 // timed through the CUDA backend, and the interconnect is the base profile's.
 #pragma once
 
+#include <functional>
+#include <string_view>
+
 #include <string>
 #include <vector>
 
@@ -24,6 +27,9 @@ struct CalibrationOptions {
   // Compute benchmarks run while every other core runs a copy of them, as every device of a
   // plan works at once; false times one core on an idle machine.
   bool loaded = true;
+  // Told the sweep (from 1) and the stage each time a stage starts (autopar calibrate shows it
+  // on a terminal); optional.
+  std::function<void(int sweep, int sweeps, std::string_view stage)> progress;
 };
 
 struct Calibration {
@@ -40,7 +46,8 @@ StatusOr<Calibration> calibrate_cpu(const CalibrationOptions& options);
 // bf16/fp16 peaks and views, and replaces the launch and program overheads, the memory
 // bandwidth, every efficiency curve and the fp32 peak with measurements. `loaded` does not
 // apply (one GPU is timed alone).
-StatusOr<Calibration> calibrate_cuda(const CalibrationOptions& options, const HardwareProfile& base);
+StatusOr<Calibration> calibrate_cuda(const CalibrationOptions& options,
+                                     const HardwareProfile& base);
 
 // A profile as the YAML parse_hardware_profile reads, `header` as its leading comments.
 std::string profile_yaml(const HardwareProfile& profile, const std::string& header);
