@@ -327,6 +327,8 @@ std::string torchtitan(const Scheme& s, const TransformerShape& m, const ExportS
   if (s.zero >= 2)
     line("fsdp_reshard_after_forward", toml_string(s.zero == 3 ? "always" : "never"));
   line("tensor_parallel_degree", fmt::format("{}", s.tp()));
+  // The plan computes the loss on whole rows; torchtitan would on vocabulary shards over tp.
+  if (s.tp() > 1) line("disable_loss_parallel", "true");
   line("context_parallel_degree", fmt::format("{}", s.cp()));
   if (s.cp() > 1) {
     // Rank r holds chunks r and 2cp-1-r ("headtail"); the K/V blocks pass round the ring.
@@ -365,11 +367,6 @@ std::string torchtitan(const Scheme& s, const TransformerShape& m, const ExportS
   }
   out += "\n[activation_checkpoint]\n";
   line("mode", toml_string(s.recompute == Recompute::kFull ? "full" : "none"));
-  if (s.tp() > 1)
-    notes.push_back(
-        "torchtitan computes the loss on vocabulary shards over tp (loss "
-        "parallelism), which the plan does not: set disable_loss_parallel = true "
-        "to run the plan's");
   return out;
 }
 

@@ -283,6 +283,7 @@ TEST(Export, TorchtitanJobConfigsAreTorchtitans) {
   EXPECT_EQ(keys.at("model.flavor"), "\"8B\"");
   EXPECT_EQ(keys.at("parallelism.data_parallel_shard_degree"), "4");
   EXPECT_EQ(keys.at("parallelism.tensor_parallel_degree"), "2");
+  EXPECT_EQ(keys.at("parallelism.disable_loss_parallel"), "true");
   EXPECT_EQ(keys.at("parallelism.pipeline_parallel_schedule"), "\"Interleaved1F1B\"");
   EXPECT_EQ(keys.at("parallelism.pipeline_parallel_microbatch_size"), "2");
   // 32 layers over 4 virtual stages of 8, none for the embedding and the output.
