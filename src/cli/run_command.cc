@@ -1,5 +1,6 @@
 // `autopar run MODEL`: runs a model on the CPU executor (inference on input files).
 #include <filesystem>
+#include <map>
 #include <optional>
 
 #include <nlohmann/json.hpp>
@@ -24,7 +25,8 @@ struct RunFlags {
   bool train = false;
   int steps = 50;
   int batches = 4;
-  int repeat = 1;  // inference: runs, of which the first is the cold one
+  int repeat = 1;         // inference: runs, of which the first is the cold one
+  bool op_times = false;  // inference: time per op type of the last run
   uint64_t seed = 0;
   std::string comm = "inproc";
   std::string backend = "cpu";
@@ -82,6 +84,7 @@ Status run_inference(const RunFlags& flags) {
   } else {
     runtime::ExecutorOptions options;
     options.num_threads = flags.threads;
+    options.profile = flags.op_times;
     ASSIGN_OR_RETURN(executor, runtime::Executor::create(std::move(bound.graph), options));
     // The model and its inputs are in memory already; what the run adds is its activations.
     const double need = static_cast<double>(executor->planned_peak_bytes());
@@ -100,6 +103,28 @@ Status run_inference(const RunFlags& flags) {
   }
   // The steady state: the median and 10th percentile of the runs after the first.
   const StepTimes times = warm_step_times(run_seconds, stats.seconds);
+  // --op-times: the last run's seconds per op type (a fused run's shared among its nodes),
+  // most first.
+  std::vector<std::pair<double, std::string>> op_seconds;
+  if (flags.op_times && executor) {
+    const Graph& g = executor->graph();
+    // Convolutions by kind: their kernels differ (a GEMM, a per-channel stencil, im2col).
+    auto kind = [&g](const Node& node) {
+      if (node.op_type != "Conv" || node.inputs.size() < 2) return node.op_type;
+      const Shape& w = g.value(node.inputs[1]).shape;
+      bool pointwise = w.rank() > 2;
+      for (size_t d = 2; d < w.dims.size(); ++d) pointwise = pointwise && w.dims[d] == 1;
+      if (pointwise) return std::string("Conv 1x1");
+      return w.rank() > 1 && w.dims[1] == 1 && node.attr_int("group", 1) > 1
+                 ? std::string("Conv depthwise")
+                 : node.op_type;
+    };
+    std::map<std::string, double> by_op;
+    for (size_t n = 0; n < stats.node_seconds.size(); ++n)
+      by_op[kind(g.node(static_cast<NodeId>(n)))] += stats.node_seconds[n];
+    for (const auto& [op, seconds] : by_op) op_seconds.emplace_back(seconds, op);
+    std::sort(op_seconds.rbegin(), op_seconds.rend());
+  }
   const Graph& g = cuda ? cuda->graph() : executor->graph();
   const int threads = cuda ? 0 : executor->num_threads();
   if (!flags.outputs.empty()) {
@@ -128,6 +153,7 @@ Status run_inference(const RunFlags& flags) {
         {"runs", run_seconds.size()}, {"median_s", times.median},
         {"p10_s", times.p10},         {"backend", flags.backend},
         {"threads", threads},         {"peak_activation_bytes", stats.peak_activation_bytes}};
+    for (const auto& [seconds, op] : op_seconds) out["op_seconds"][op] = seconds;
     emit_json(out);
     return Status::ok();
   }
@@ -136,6 +162,10 @@ Status run_inference(const RunFlags& flags) {
                o["dtype"].get<std::string>(),
                fmt::join(o["shape"].get<std::vector<int64_t>>(), ","), o["mean"].get<double>());
   }
+  double total = 0;
+  for (const auto& entry : op_seconds) total += entry.first;
+  for (const auto& [seconds, op] : op_seconds)
+    fmt::print("{:<24} {:>10.3f} ms {:>6.1f}%\n", op, seconds * 1e3, 100 * seconds / total);
   const std::string device =
       cuda ? runtime::cuda_device_description() : fmt::format("{} threads", threads);
   if (run_seconds.size() > 1) {
@@ -227,6 +257,8 @@ void add_run_command(CLI::App& app, Command& command) {
                   "take their sizes");
   run->add_option("--outputs", flags->outputs, "folder to write output_<i>.pb files to");
   run->add_option("--threads", flags->threads, "threads of the kernels (default 0: every core)");
+  run->add_flag("--op-times", flags->op_times,
+                "inference on the CPU: the last run's time per op type (--json: op_seconds)");
   run->add_option("--repeat", flags->repeat,
                   "inference: runs of the inputs; the median and 10th percentile are of the "
                   "runs after the first (default 1)");
@@ -257,7 +289,7 @@ void add_run_command(CLI::App& app, Command& command) {
         given({"--loss", "--optimizer", "--lr", "--momentum", "--beta1", "--beta2", "--epsilon",
                "--weight-decay", "--batches"});
     const std::vector<std::string> threads = given({"--threads"});
-    const std::vector<std::string> repeat = given({"--repeat"});
+    const std::vector<std::string> repeat = given({"--repeat", "--op-times"});
     command = [flags, training, threads, repeat]() -> Status {
       if (flags->repeat < 1) return error("--repeat {}: must be at least 1", flags->repeat);
       if (flags->backend != "cpu" && flags->backend != "cuda")
@@ -295,7 +327,7 @@ void add_run_command(CLI::App& app, Command& command) {
       if (!flags->train && !training.empty())
         return error("{}: only with --train", fmt::join(training, ", "));
       if (flags->train && !repeat.empty())
-        return error("--repeat: inference only (training runs --steps)");
+        return error("{}: inference only (training runs --steps)", fmt::join(repeat, ", "));
       return flags->train ? run_training(*flags) : run_inference(*flags);
     };
   });

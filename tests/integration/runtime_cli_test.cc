@@ -130,6 +130,18 @@ TEST(RuntimeCli, RunWritesTheExecutorsOutputs) {
   EXPECT_EQ(*again, *written);
   EXPECT_EQ(run_autopar({"run", "resnet.onnx", "--inputs", "in", "--repeat", "0"}, dir).err,
             "autopar: error: --repeat 0: must be at least 1\n");
+  // --op-times: the time per op type, convolutions by kind (resnet-tiny has 1x1 projection
+  // shortcuts and 3x3 convolutions), every op type of the graph once.
+  const auto timed = run_autopar(
+      {"run", "resnet.onnx", "--inputs", "in", "--threads", "1", "--op-times", "--json"}, dir);
+  ASSERT_EQ(timed.exit_code, 0) << timed.err;
+  const auto ops = nlohmann::json::parse(timed.out)["op_seconds"];
+  for (const char* op : {"Conv", "Conv 1x1", "Relu", "Add", "Gemm"}) {
+    ASSERT_TRUE(ops.contains(op)) << op << " " << ops.dump();
+    EXPECT_GE(ops[op].get<double>(), 0.0) << op;
+  }
+  EXPECT_EQ(run_autopar({"run", "mlp", "--train", "--op-times"}, dir).err,
+            "autopar: error: --op-times: inference only (training runs --steps)\n");
   std::filesystem::remove_all(dir);
 }
 
