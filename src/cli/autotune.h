@@ -3,10 +3,12 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "autopar/search/engine.h"
 #include "commands.h"
+#include "export.h"
 #include "plan_command.h"
 
 namespace autopar::cli {
@@ -20,6 +22,7 @@ struct Tuning {
   LoweringOptions options;
   ModelAt model_at;  // the model shape-only at a batch
   std::unique_ptr<Estimator> estimator;
+  std::optional<TransformerShape> transformer;  // the model's, when it is one
 };
 
 // Reads the profile (at `nodes`, default 1) and the space, loads the model shape-only and

@@ -48,7 +48,8 @@ StatusOr<Tuning> prepare_tuning(const std::string& model, const std::string& hw,
                            : batch              ? *batch
                                                 : 8 * t.problem.devices;
   for (const Node& n : probe.nodes()) t.problem.layers = std::max(t.problem.layers, n.layer + 1);
-  t.problem.transformer = transformer_shape(probe).is_ok();
+  if (auto shape = transformer_shape(probe); shape.is_ok()) t.transformer = *shape;
+  t.problem.transformer = t.transformer.has_value();
   t.problem.parameters = static_cast<double>(probe.num_parameter_elements());
 
   t.options.inference = given.loss == "none";
@@ -268,13 +269,10 @@ Status run_autotune(const AutotuneFlags& f) {
   options.simulate = [&t](const Scheme& s) { return simulate_scheme(t, s); };
   if (target && !f.export_any) {
     // --export: only the schemes the target runs as planned.
-    ASSIGN_OR_RETURN(Graph probe, t.model_at(1));
-    std::optional<TransformerShape> shape;
-    if (auto m = transformer_shape(probe); m.is_ok()) shape = *m;
-    if (!shape && *target != ExportTarget::kDeepSpeed)
+    if (!t.transformer && *target != ExportTarget::kDeepSpeed)
       return error("--export {}: {} is not a transformer (no attention in its repeated layers)",
                    f.export_to, f.model);
-    options.admissible = [target, shape](const Scheme& s) {
+    options.admissible = [target, shape = t.transformer](const Scheme& s) {
       return !export_obstacle(*target, s, shape).has_value();
     };
   }
