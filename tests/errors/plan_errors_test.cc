@@ -46,6 +46,8 @@ TEST_F(PlanErrors, DumpAfter) {
                "autopar: error: --dump-after lowering: no such pass (the passes: "
                "split-projections, mixed-precision, training-graph, batch-norm-statistics, "
                "gradient-casts, spmd, roles)");
+  expect_error({"transform", "mlp", "--scheme", s, "--dump-after", "spmd", "--json"},
+               "autopar: error: --dump-after: not with --json");
   expect_error({"transform", "mlp", "--scheme", s, "--dump-after", "mixed-precision"},
                "autopar: error: --dump-after mixed-precision: the pass does not run under s.yaml "
                "(it runs for the forward narrowed to bf16 or fp16 with fp32 master weights)");
@@ -249,6 +251,12 @@ TEST_F(PlanErrors, PlanWithBatchFlag) {
                "autopar: error: plan: a plan trains with the loss and optimizer it was made "
                "with, a thread per device: --optimizer, --threads do not apply");
   expect_error({"run", "mlp", "--lr", "0.01"}, "autopar: error: --lr: only with --train");
+  expect_error({"run", "plan", "--repeat", "3"},
+               "autopar: error: plan: a plan trains with the loss and optimizer it was made "
+               "with, a thread per device: --repeat does not apply");
+  expect_error({"run", "mlp", "--train", "--repeat", "2"},
+               "autopar: error: --repeat: inference only (training runs --steps)");
+  expect_error({"run", "mlp", "--repeat", "0"}, "autopar: error: --repeat 0: must be at least 1");
 }
 
 // A plan whose run needs more memory than any machine has (GPT-3 175B on one device: its
