@@ -103,6 +103,10 @@ std::optional<std::string> deepspeed_obstacle(const Scheme& s,
   if (s.tp() > 1 && s.tensor != TensorStrategy::kMegatron)
     return fmt::format("DeepSpeed's AutoTP splits projections as tensor: megatron does, not as {}",
                        tensor_strategy_name(s.tensor));
+  // AutoTP training is a data-parallel engine's: not with the pipeline engine, nor with
+  // ZeRO 3's parameter partitioning.
+  if (s.tp() > 1 && (s.pp() > 1 || s.zero >= 3))
+    return "DeepSpeed's AutoTP training runs with ZeRO 0-2 and without pipeline stages";
   if (s.pp() > 1) {
     if (!shape) return "DeepSpeed's pipeline engine needs the model as a PipelineModule of layers";
     if (s.zero >= 2) return "DeepSpeed's pipeline engine runs ZeRO stages 0 and 1 only";
