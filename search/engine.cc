@@ -362,6 +362,7 @@ StatusOr<std::vector<Scheme>> Searcher::configurations(const std::vector<DeviceM
   const double optimizer_bytes = problem_.optimizer_bytes;
   std::vector<Scheme> configs;
   int64_t micro_mismatch = 0;
+  int64_t inadmissible = 0;  // configurations SearchOptions::admissible left out
   for (const DeviceMesh& mesh : meshes) {
     if (state_floor(mesh, space_, problem_, optimizer_bytes) > capacity_) {
       ++result.meshes_pruned;
@@ -386,7 +387,10 @@ StatusOr<std::vector<Scheme>> Searcher::configurations(const std::vector<DeviceM
       base.global_batch = problem_.global_batch;
       base.micro_batch = micro;
       for (Scheme& s : expand(base, true, problem_.layers)) {
-        if (!admissible(s)) continue;
+        if (!admissible(s)) {
+          ++inadmissible;
+          continue;
+        }
         if (state_floor(mesh, s.zero, problem_, optimizer_bytes) > capacity_) {
           ++result.configurations_pruned;
           continue;
@@ -396,6 +400,9 @@ StatusOr<std::vector<Scheme>> Searcher::configurations(const std::vector<DeviceM
     }
   }
   if (configs.empty()) {
+    if (inadmissible > 0 && result.configurations_pruned == 0)
+      return error("{}: every scheme of the space was left out ({} configuration{})", space_.source,
+                   inadmissible, inadmissible == 1 ? "" : "s");
     if (result.meshes_pruned == result.meshes || result.configurations_pruned > 0) {
       return error(
           "{}: zero: no mesh of {} devices can hold the model's {:.3g} parameters' state even "
@@ -804,6 +811,9 @@ StatusOr<SearchResult> Searcher::run() {
     }
     if (!first_error.empty() && result.candidates_evaluated == 0)
       return error("{}: no scheme of the space can be lowered: {}", space_.source, first_error);
+    if (options_.admissible && result.candidates_evaluated == 0)
+      return error("{}: every scheme of the space was left out ({} configuration{})", space_.source,
+                   result.configurations, result.configurations == 1 ? "" : "s");
     // Without context parallelism a long sequence's activations may not fit at any degree.
     const bool has_cp =
         space_.cp.automatic || std::any_of(space_.cp.values.begin(), space_.cp.values.end(),

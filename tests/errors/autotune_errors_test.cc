@@ -61,6 +61,15 @@ TEST_F(AutotuneErrors, ExportOfAModelThatIsNotATransformer) {
                "repeated layers)");
 }
 
+// A space with nothing the target runs as planned: tp with pipeline stages, for DeepSpeed.
+TEST_F(AutotuneErrors, ExportOfASpaceTheTargetCannotRun) {
+  expect_error("gpt-tiny", "mesh: {tp: [2], pp: [2], dp: auto}\nbatch: {micro: [1]}\n",
+               {"--export", "deepspeed", "--simulate-top", "0"},
+               "autopar: error: space.yaml: every scheme of the space was left out (1 "
+               "configuration) (among the schemes deepspeed runs as planned; --export-any "
+               "searches them all)");
+}
+
 TEST_F(AutotuneErrors, ExportAnyWithoutATarget) {
   expect_error("gpt-tiny", "mesh: {tp: [1], pp: [1]}\n", {"--export-any"},
                "autopar: error: --export-any: only with --export");

@@ -64,14 +64,27 @@ TEST(AutotuneCli, ExportsMegatronArguments) {
                           "--global-batch-size 16", "--recompute-granularity full", "--bf16"})
     EXPECT_NE(r.out.find(arg), std::string::npos) << arg << "\n" << r.out;
 
+  // DeepSpeed's pipeline engine does not combine with AutoTP: pipeline and data parallelism.
+  std::ofstream(dir + "/pipeline.yaml") << "mesh: {tp: [1], pp: [2], dp: auto}\n"
+                                           "batch: {micro: [1]}\nrecompute: [full]\n"
+                                           "precision: [bf16]\n";
   auto d = testing::run_autopar({"autotune", "gpt-tiny", "--hw", profile, "--space",
-                                 dir + "/space.yaml", "--batch", "16", "-o", dir + "/plan2",
+                                 dir + "/pipeline.yaml", "--batch", "16", "-o", dir + "/plan2",
                                  "--simulate-top", "0", "--export", "deepspeed", "--json"});
   ASSERT_EQ(d.exit_code, 0) << d.err;
   const auto json = nlohmann::json::parse(d.out);
   const std::string config = json["export"]["text"].get<std::string>();
   EXPECT_NE(config.find("\"train_micro_batch_size_per_gpu\": 1"), std::string::npos) << config;
-  EXPECT_NE(config.find("\"gradient_accumulation_steps\": 8"), std::string::npos) << config;
+  // 16 samples over dp 4, one per microbatch.
+  EXPECT_NE(config.find("\"gradient_accumulation_steps\": 4"), std::string::npos) << config;
+  EXPECT_NE(config.find("\"activation_checkpoint_interval\": 1"), std::string::npos) << config;
+  // The same space with tp 2 holds nothing DeepSpeed runs as planned.
+  auto none = testing::run_autopar({"autotune", "gpt-tiny", "--hw", profile, "--space",
+                                    dir + "/space.yaml", "--batch", "16", "-o", dir + "/plan3",
+                                    "--simulate-top", "0", "--export", "deepspeed"});
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_NE(none.err.find("among the schemes deepspeed runs as planned"), std::string::npos)
+      << none.err;
 }
 
 }  // namespace
