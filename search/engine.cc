@@ -48,6 +48,14 @@ double layer_seconds(const LayerCost& c, Recompute recompute) {
   return t;
 }
 
+// `layers` layers cut into `stages` ranges of equal length (`stages` divides `layers`).
+std::vector<std::pair<int32_t, int32_t>> even_partition(int32_t layers, int64_t stages) {
+  std::vector<std::pair<int32_t, int32_t>> out;
+  const auto per = static_cast<int32_t>(layers / stages);
+  for (int32_t first = 0; first < layers; first += per) out.emplace_back(first, first + per - 1);
+  return out;
+}
+
 // Every way to cut `layers` layers into `stages` contiguous non-empty ranges.
 void all_partitions(int32_t layers, int64_t stages, std::vector<std::pair<int32_t, int32_t>>& cur,
                     const std::function<void(const std::vector<std::pair<int32_t, int32_t>>&)>& f) {
@@ -508,10 +516,7 @@ std::optional<Candidate> Searcher::best_partition(const LayerCosts& c, Scheme s,
     if (by_flops != by_time && by_flops != by_step) consider(by_flops);
     // A target that runs only some partitions (--export) can run even ones.
     if (options_.admissible && layers % virtual_stages == 0) {
-      std::vector<std::pair<int32_t, int32_t>> even;
-      const auto per = static_cast<int32_t>(layers / virtual_stages);
-      for (int32_t first = 0; first < layers; first += per)
-        even.emplace_back(first, first + per - 1);
+      const auto even = even_partition(layers, virtual_stages);
       if (even != by_time && even != by_step && even != by_flops) consider(even);
     }
     // Where every balance above leaves a rank that does not fit: what else a stage
@@ -654,6 +659,7 @@ Baseline Searcher::megatron_baseline(Precision precision) const {
   // Per tp, pipeline degrees from the least: the recipe takes the least pp that fits (and
   // the next, which may run a larger micro-batch).
   std::vector<Scheme> tried;
+  std::optional<Baseline> best;
   for (int64_t tp : {1, 2, 4, 8}) {
     if (tp > problem_.devices_per_node || problem_.devices % tp != 0) continue;
     int more = -1;  // pipeline degrees still to try once one fits
@@ -662,16 +668,22 @@ Baseline Searcher::megatron_baseline(Precision precision) const {
       if (layers % pp != 0 || problem_.global_batch % dp != 0) continue;
       const std::vector<Scheme> schemes = megatron_schemes(precision, tp, pp);
       tried.insert(tried.end(), schemes.begin(), schemes.end());
-      if (more < 0 && best_of("megatron", schemes, describe_megatron).candidate) more = 1;
+      Baseline b = best_of("megatron", schemes, describe_megatron);
+      if (b.candidate) {
+        if (more < 0) more = 1;
+        if (!best || better(*b.candidate, *best->candidate)) best = std::move(b);
+      }
       if (more >= 0 && more-- == 0) break;
     }
   }
+  if (best) return *best;
   if (tried.empty()) {
     return {"megatron", std::nullopt,
             fmt::format("no tp in {{1, 2, 4, 8}} and pp dividing the {} layers make {} devices "
                         "with a dp dividing the global batch {}",
                         layers, problem_.devices, problem_.global_batch)};
   }
+  // Nothing fits: the reason, over every scheme tried.
   return best_of("megatron", tried, describe_megatron);
 }
 
@@ -686,10 +698,7 @@ std::vector<Scheme> Searcher::megatron_schemes(Precision precision, int64_t tp, 
   s.mesh = *DeviceMesh::create(axes);
   s.global_batch = problem_.global_batch;
   s.precision = precision;
-  for (int64_t stage = 0; pp > 1 && stage < pp; ++stage) {
-    const auto first = static_cast<int32_t>(stage * layers / pp);
-    s.stages.emplace_back(first, static_cast<int32_t>(first + layers / pp - 1));
-  }
+  if (pp > 1) s.stages = even_partition(static_cast<int32_t>(layers), pp);
   std::vector<Scheme> schemes;
   for (int64_t micro : micro_choices(dp)) {
     s.micro_batch = micro;

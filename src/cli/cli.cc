@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <exception>
+#include <utility>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
@@ -78,17 +79,13 @@ CliOutcome run_cli(const std::vector<std::string>& args) {
 }
 
 CliOutcome run_cli_json(const std::vector<std::string>& args, std::string& json) {
-  std::string* outer = json_capture;
-  json_capture = &json;
-  CliOutcome outcome;
-  try {
-    outcome = run_cli(args);
-  } catch (...) {
-    json_capture = outer;
-    throw;
-  }
-  json_capture = outer;
-  return outcome;
+  // The capture this call opens, closed however the call ends.
+  struct Capture {
+    std::string* outer;
+    explicit Capture(std::string& json) : outer(std::exchange(json_capture, &json)) {}
+    ~Capture() { json_capture = outer; }
+  } capture(json);
+  return run_cli(args);
 }
 
 }  // namespace autopar::cli

@@ -399,7 +399,7 @@ StatusOr<TransformerShape> transformer_shape(const Graph& g) {
   TransformerShape s;
   std::map<int64_t, int> widths;  // layer 0's projection widths, counted
   int64_t projected = 0;
-  bool layer_norm = false;
+  bool layer_norm = false, bias = false;
   for (const Node& n : g.nodes()) {
     s.layers = std::max(s.layers, n.layer + 1);
     if (n.layer != 0 || n.inputs.empty() || n.inputs[0] == kNoId) continue;
@@ -413,6 +413,12 @@ StatusOr<TransformerShape> transformer_shape(const Graph& g) {
       if (projected == 0) projected = p->first;
       if (p->first == projected) ++widths[p->second];
     }
+    // Biases: a Gemm's third input, or a rank-1 parameter added in the layer.
+    auto is_bias = [&g](ValueId v) { return is_parameter(g, v) && g.value(v).shape.rank() == 1; };
+    if ((n.op_type == "Gemm" && n.inputs.size() == 3 && is_parameter(g, n.inputs[2])) ||
+        (n.op_type == "Add" && n.inputs.size() == 2 &&
+         (is_bias(n.inputs[0]) || is_bias(n.inputs[1]))))
+      bias = true;
   }
   if (s.heads == 0 || s.layers == 0 || projected == 0)
     return error("{} is not a transformer (no attention in its repeated layers)", g.name);
@@ -428,16 +434,7 @@ StatusOr<TransformerShape> transformer_shape(const Graph& g) {
   s.ffn = widths.rbegin()->first;
   s.gated = widths.rbegin()->second >= 2 && s.ffn != s.hidden;
   s.rms_norm = !layer_norm;
-  // Biases: a Gemm's third input, or a rank-1 parameter added in the layer.
-  s.bias = false;
-  for (const Node& n : g.nodes()) {
-    if (n.layer != 0) continue;
-    if ((n.op_type == "Gemm" && n.inputs.size() == 3 && is_parameter(g, n.inputs[2])) ||
-        (n.op_type == "Add" && n.inputs.size() == 2 &&
-         ((is_parameter(g, n.inputs[1]) && g.value(n.inputs[1]).shape.rank() == 1) ||
-          (is_parameter(g, n.inputs[0]) && g.value(n.inputs[0]).shape.rank() == 1))))
-      s.bias = true;
-  }
+  s.bias = bias;
   // Embeddings: Gathers of [rows, hidden] parameters outside the layers; the one indexed by a
   // graph input of token ids is the vocabulary, any other a learned position table.
   ValueId token_table = kNoId;

@@ -274,15 +274,20 @@ class FakeCostModel : public CostModel {
   std::vector<std::unique_ptr<LayerCosts>> costs_;
 };
 
-TEST(Search, RanksByTheCostModelItIsGiven) {
-  const HardwareProfile profile = fixture_profile(1);
-  FakeCostModel fake(profile, 4);
+SearchProblem fake_problem(const HardwareProfile& profile) {
   SearchProblem problem;
   problem.devices = profile.num_devices();
   problem.devices_per_node = profile.devices_per_node;
   problem.global_batch = 32;
   problem.layers = 4;
   problem.parameters = 1e6;
+  return problem;
+}
+
+TEST(Search, RanksByTheCostModelItIsGiven) {
+  const HardwareProfile profile = fixture_profile(1);
+  FakeCostModel fake(profile, 4);
+  const SearchProblem problem = fake_problem(profile);
   SearchOptions options;
   options.top = 3;
   options.simulate_top = 0;
@@ -300,16 +305,6 @@ TEST(Search, RanksByTheCostModelItIsGiven) {
   EXPECT_GT(fake.asked(), 0);
   for (size_t i = 1; i < result->top.size(); ++i)
     EXPECT_LE(result->top[i - 1].step_s(), result->top[i].step_s());
-}
-
-SearchProblem fake_problem(const HardwareProfile& profile) {
-  SearchProblem problem;
-  problem.devices = profile.num_devices();
-  problem.devices_per_node = profile.devices_per_node;
-  problem.global_batch = 32;
-  problem.layers = 4;
-  problem.parameters = 1e6;
-  return problem;
 }
 
 // The simulation disagrees with the estimate (pure data parallelism simulates 3× slower):
