@@ -90,6 +90,21 @@ StatusOr<Executor> Executor::create(Graph graph, const ExecutorOptions& options)
     }
   }
   e.groups_ = std::make_shared<const std::vector<FusedGroup>>(std::move(groups));
+  // A convolution's output that only its activation reads is never stored: the convolution
+  // writes the activation's output.
+  e.activation_at_.assign(graph.num_nodes(), -1);
+  e.absorbed_.assign(graph.num_nodes(), false);
+  std::vector<FusedActivation> activations;
+  if (options.fuse_elementwise) {
+    for (const FusedActivation& f : find_fused_activations(graph)) {
+      if (e.widened_[f.conv] || e.widened_[f.activation]) continue;
+      e.activation_at_[f.conv] = static_cast<int>(activations.size());
+      e.absorbed_[f.activation] = true;
+      never_stored[graph.node(f.conv).output(0)] = true;
+      activations.push_back(f);
+    }
+  }
+  e.activations_ = std::make_shared<const std::vector<FusedActivation>>(std::move(activations));
   // A value dies after its last consumer; graph outputs live to the end. Values nobody reads
   // (unused side outputs) die right after their producer.
   std::vector<NodeId> last_use(graph.num_values(), kNoId);
@@ -112,6 +127,12 @@ StatusOr<Executor> Executor::create(Graph graph, const ExecutorOptions& options)
   return e;
 }
 
+ValueId Executor::stored_output(NodeId id, size_t i) const {
+  const int k = activation_at_[id];
+  if (i == 0 && k >= 0) return graph_->node((*activations_)[k].activation).output(0);
+  return graph_->node(id).output(i);
+}
+
 int64_t Executor::planned_peak_bytes() const {
   // As run() counts: a fused group's stored values, then each node's outputs, each freed
   // after its last reader.
@@ -131,8 +152,11 @@ int64_t Executor::planned_peak_bytes() const {
       id = group.last;
       continue;
     }
-    for (ValueId out : g.node(id).outputs) {
-      if (out != kNoId) live += g.value(out).num_bytes();
+    if (!absorbed_[id]) {
+      for (size_t i = 0; i < g.node(id).outputs.size(); ++i) {
+        const ValueId out = stored_output(id, i);
+        if (out != kNoId) live += g.value(out).num_bytes();
+      }
     }
     peak = std::max(peak, live);
     release(id);
@@ -200,6 +224,13 @@ StatusOr<std::vector<TensorPtr>> Executor::run(const std::vector<Feed>& feeds,
         id = group.last;
         continue;
       }
+      if (absorbed_[id]) {  // its convolution computed it
+        for (ValueId dead : release_[id]) {
+          live -= slots[dead]->num_bytes();
+          slots[dead].reset();
+        }
+        continue;
+      }
       const Node& node = g.node(id);
       std::vector<const Tensor*> inputs;
       inputs.reserve(node.inputs.size());
@@ -217,6 +248,7 @@ StatusOr<std::vector<TensorPtr>> Executor::run(const std::vector<Feed>& feeds,
       KernelContext ctx(widen ? *wide_graph_ : g, widen ? wide_graph_->node(id) : node,
                         std::move(inputs), num_threads_);
       ctx.set_communicator(communicator_);
+      if (const int k = activation_at_[id]; k >= 0) ctx.set_activation(&(*activations_)[k].kind);
       const auto node_start = std::chrono::steady_clock::now();
       status = (*kernels_[id])(ctx);
       if (!status.is_ok()) return;
@@ -225,7 +257,7 @@ StatusOr<std::vector<TensorPtr>> Executor::run(const std::vector<Feed>& feeds,
             std::chrono::duration<double>(std::chrono::steady_clock::now() - node_start).count();
       }
       for (size_t i = 0; i < node.outputs.size(); ++i) {
-        const ValueId out = node.outputs[i];
+        const ValueId out = stored_output(id, i);
         if (out == kNoId) continue;
         auto& produced = ctx.outputs()[i];
         if (!produced) {

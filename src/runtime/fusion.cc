@@ -253,6 +253,27 @@ void run_fused_group(const FusedGroup& group, std::vector<TensorPtr>& slots) {
   }
 }
 
+std::vector<FusedActivation> find_fused_activations(const Graph& g) {
+  std::vector<FusedActivation> found;
+  for (NodeId id = 0; id < g.num_nodes(); ++id) {
+    const Node& conv = g.node(id);
+    if (!conv.domain.empty() || conv.op_type != "Conv" || conv.outputs.empty() ||
+        conv.output(0) == kNoId)
+      continue;
+    const Value& y = g.value(conv.output(0));
+    if (y.kind != ValueKind::kIntermediate || g.is_output(conv.output(0)) ||
+        y.consumers.size() != 1)
+      continue;
+    const Node& next = g.node(y.consumers[0]);
+    if (next.inputs.empty() || next.inputs[0] != conv.output(0) || next.output(0) == kNoId ||
+        g.value(next.output(0)).dtype != y.dtype)
+      continue;
+    if (auto activation = activation_of(g, next))
+      found.push_back({id, y.consumers[0], *activation});
+  }
+  return found;
+}
+
 std::vector<FusedRun> fused_runs(const Graph& g, const std::vector<NodeId>& cut_before,
                                  bool half_types) {
   std::vector<FusedRun> runs;

@@ -8,6 +8,7 @@
 #include "autopar/ir/graph.h"
 #include "autopar/runtime/kernel.h"
 #include "autopar/support/status.h"
+#include "kernels/activation.h"
 
 namespace autopar::runtime {
 
@@ -33,6 +34,14 @@ struct FusedGroup {
   std::vector<ValueId> internals;  // the values the group computes
   std::vector<bool> escapes;       // per internal: read after the group (materialised)
 };
+
+// A convolution and the activation node that alone reads its output: the convolution applies
+// the activation as it writes (kernels/activation.h), and the activation's node does not run.
+struct FusedActivation {
+  NodeId conv = kNoId, activation = kNoId;
+  Activation kind;
+};
+std::vector<FusedActivation> find_fused_activations(const Graph& graph);
 
 // Groups of at least two consecutive fusible nodes (Add, Sub, Mul, Div, Neg, Sqrt, Reciprocal,
 // Exp, Erf, Tanh on f32/f64) whose operands have the group's shape, one element, or the

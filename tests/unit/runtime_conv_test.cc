@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "runtime/kernels/conv_simd.h"
 #include "testing/run_node.h"
 
 namespace autopar {
@@ -290,6 +291,91 @@ TEST(RuntimeConv, ConvSplitsLargeImagesIntoPanelsIdenticallyAcrossThreads) {
   Tensor p1 = conv_node("Conv", x, w1, nullptr, g, 1).threads(1).run1();
   EXPECT_EQ(p1, p2);
   expect_near_all(values_of(p2), naive_conv(x, w1, nullptr, p2.dims(), g, 1), 1e-4);
+}
+
+// The AVX-512 kernels against direct loops in double, over every row-block size of the
+// product (1–12 rows and more), column counts around the 16-lane vectors, and depthwise
+// geometries with strides 1 and 2, dilations, pads wider than the kernel, and row ranges.
+TEST(RuntimeConv, Avx512KernelsMatchDirectLoops) {
+  if (!runtime::cpu_has_avx512())
+    GTEST_SKIP() << "this CPU (or AUTOPAR_CPU_KERNELS) has no AVX-512";
+  uint64_t seed = 500;
+  for (int64_t rows : {1, 5, 12, 13, 27}) {
+    for (int64_t cols : {1, 15, 16, 17, 32, 33, 49}) {
+      for (int64_t depth : {1, 7, 40}) {
+        // One contiguous column is a matrix-vector product of its own.
+        const int64_t ldw = depth + 3, ldx = cols == 1 && depth == 40 ? 1 : cols + 5;
+        const int64_t ldy = cols + 2;
+        const std::vector<double> w = values_of(random_f32({rows, ldw}, ++seed));
+        const std::vector<double> x = values_of(random_f32({depth, ldx}, ++seed));
+        const std::vector<double> bias = values_of(random_f32({rows}, ++seed));
+        std::vector<float> wf(w.begin(), w.end()), xf(x.begin(), x.end()),
+            bf(bias.begin(), bias.end());
+        for (bool with_bias : {false, true}) {
+          std::vector<float> y(static_cast<size_t>(rows * ldy), 7.0f);
+          runtime::gemm_avx512(wf.data(), ldw, rows, depth, xf.data(), ldx, cols,
+                               with_bias ? bf.data() : nullptr, y.data(), ldy);
+          for (int64_t m = 0; m < rows; ++m) {
+            for (int64_t j = 0; j < ldy; ++j) {
+              const float got = y[m * ldy + j];
+              if (j >= cols) {
+                EXPECT_EQ(got, 7.0f) << "wrote past the columns";
+                continue;
+              }
+              double want = with_bias ? bias[m] : 0.0;
+              for (int64_t k = 0; k < depth; ++k) want += w[m * ldw + k] * x[k * ldx + j];
+              ASSERT_NEAR(got, want, 1e-5 * (1 + std::abs(want)))
+                  << rows << "x" << depth << "x" << cols << " at " << m << "," << j;
+            }
+          }
+        }
+      }
+    }
+  }
+  // Depthwise: {ih, iw, kh, kw, sy, sx, py, px, dy, dx, pads at the end}.
+  struct Case {
+    int64_t ih, iw, kh, kw, sy, sx, py, px, dy, dx, py_end, px_end;
+  };
+  const std::vector<Case> cases = {
+      {7, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},   {14, 14, 3, 3, 2, 2, 0, 0, 1, 1, 1, 1},
+      {20, 37, 5, 5, 1, 1, 2, 2, 1, 1, 2, 2}, {33, 40, 5, 5, 2, 2, 2, 2, 1, 1, 2, 2},
+      {9, 18, 3, 3, 1, 2, 2, 3, 2, 2, 2, 3},  {4, 5, 3, 7, 1, 1, 4, 5, 1, 1, 4, 5},
+      {1, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},   {6, 50, 1, 16, 2, 1, 0, 7, 1, 1, 0, 8},
+      {12, 12, 2, 4, 3, 2, 1, 1, 1, 3, 0, 2},
+  };
+  for (const Case& c : cases) {
+    runtime::DepthwiseShape s{c.ih, c.iw, 0, 0, c.kh, c.kw, c.sy, c.sx, c.py, c.px, c.dy, c.dx};
+    s.oh = (c.ih + c.py + c.py_end - ((c.kh - 1) * c.dy + 1)) / c.sy + 1;
+    s.ow = (c.iw + c.px + c.px_end - ((c.kw - 1) * c.dx + 1)) / c.sx + 1;
+    ASSERT_TRUE(runtime::depthwise_avx512_supports(s));
+    const std::vector<double> in = values_of(random_f32({c.ih, c.iw}, ++seed));
+    const std::vector<double> taps = values_of(random_f32({c.kh, c.kw}, ++seed));
+    std::vector<float> inf(in.begin(), in.end()), tapf(taps.begin(), taps.end());
+    const float bias = 0.375f;
+    // Rows [1, oh − 1) (or all of them) into a buffer whose other rows must stay untouched.
+    const int64_t begin = s.oh > 2 ? 1 : 0, end = s.oh > 2 ? s.oh - 1 : s.oh;
+    std::vector<float> out(static_cast<size_t>(s.oh * s.ow), -9.0f);
+    runtime::depthwise_avx512(s, inf.data(), tapf.data(), &bias, begin, end, out.data());
+    for (int64_t oy = 0; oy < s.oh; ++oy) {
+      for (int64_t ox = 0; ox < s.ow; ++ox) {
+        const float got = out[oy * s.ow + ox];
+        if (oy < begin || oy >= end) {
+          EXPECT_EQ(got, -9.0f) << "wrote outside its rows";
+          continue;
+        }
+        double want = bias;
+        for (int64_t ky = 0; ky < c.kh; ++ky) {
+          for (int64_t kx = 0; kx < c.kw; ++kx) {
+            const int64_t iy = oy * c.sy - c.py + ky * c.dy, ix = ox * c.sx - c.px + kx * c.dx;
+            if (iy >= 0 && iy < c.ih && ix >= 0 && ix < c.iw)
+              want += taps[ky * c.kw + kx] * in[iy * c.iw + ix];
+          }
+        }
+        ASSERT_NEAR(got, want, 1e-5 * (1 + std::abs(want)))
+            << c.ih << "x" << c.iw << " k " << c.kh << "x" << c.kw << " at " << oy << "," << ox;
+      }
+    }
+  }
 }
 
 TEST(RuntimeConv, ConvComputesInDouble) {

@@ -4,9 +4,11 @@
 #include <gtest/gtest.h>
 
 #include "autopar/autodiff/autodiff.h"
+#include "autopar/ir/builder.h"
 #include "autopar/runtime/executor.h"
 #include "autopar/runtime/trainer.h"
 #include "autopar/zoo/zoo.h"
+#include "testing/run_node.h"
 
 namespace autopar::runtime {
 namespace {
@@ -90,6 +92,150 @@ TEST(ElementwiseFusion, TranscendentalsDoNotDependOnTheThreadCount) {
     auto b = Executor::create(g, two)->run_inputs(inputs);
     ASSERT_TRUE(a.is_ok() && b.is_ok()) << op;
     EXPECT_EQ(*(*a)[0], *(*b)[0]) << op;
+  }
+}
+
+// ---- a convolution's activation --------------------------------------------------------
+
+struct ConvCase {
+  const char* name;
+  std::vector<int64_t> x_dims, w_dims;
+  Attributes attrs;
+};
+
+// The convolution paths: pointwise, depthwise (stride 2, padded), im2col, 1-D.
+std::vector<ConvCase> conv_cases() {
+  using Ints = std::vector<int64_t>;
+  return {
+      {"pointwise", {1, 6, 9, 7}, {8, 6, 1, 1}, {}},
+      {"depthwise",
+       {2, 6, 11, 10},
+       {6, 1, 3, 3},
+       {{"group", int64_t{6}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}}},
+      {"im2col", {1, 3, 8, 9}, {5, 3, 3, 3}, {{"pads", Ints{1, 1, 1, 1}}}},
+      {"1-D", {2, 4, 20}, {3, 4, 5}, {{"pads", Ints{2, 2}}}},
+  };
+}
+
+struct ActivationCase {
+  const char* op;
+  Attributes attrs;
+  std::vector<float> bounds;  // Clip's min and max inputs (opset 11 on)
+};
+
+std::vector<ActivationCase> activation_cases() {
+  return {{"Relu", {}, {}},
+          {"LeakyRelu", {{"alpha", 0.07f}}, {}},
+          {"Clip", {}, {-0.5f, 0.75f}},
+          {"Clip", {}, {-0.25f}},  // no upper bound
+          {"HardSigmoid", {{"alpha", 0.3f}, {"beta", 0.4f}}, {}},
+          {"HardSwish", {}, {}}};
+}
+
+// x → Conv (with bias) → activation → output, in `dtype`.
+Graph conv_activation_graph(const ConvCase& conv, const ActivationCase& act, DType dtype,
+                            int64_t opset = 17) {
+  GraphBuilder b("conv_activation", opset);
+  auto typed = [&](const Tensor& t) {
+    if (dtype == DType::kFloat32) return t;
+    Tensor out(dtype, t.dims());
+    for (int64_t i = 0; i < t.num_elements(); ++i) out.set_from_double(i, t.float_at(i));
+    return out;
+  };
+  const ValueId x = b.input("x", dtype, conv.x_dims);
+  const ValueId w = b.constant("w", typed(testing::random_f32(conv.w_dims, 3)));
+  const ValueId bias = b.constant("b", typed(testing::random_f32({conv.w_dims[0]}, 4)));
+  const ValueId y = b.op1("Conv", {x, w, bias}, conv.attrs);
+  std::vector<ValueId> inputs = {y};
+  for (size_t i = 0; i < act.bounds.size(); ++i) {
+    Tensor bound(dtype, {});
+    bound.set_from_double(0, act.bounds[i]);
+    inputs.push_back(b.constant(i == 0 ? "lo" : "hi", bound));
+  }
+  b.output(b.op1(act.op, inputs, act.attrs));
+  return b.finish();
+}
+
+// Runs `g` fused and node by node on input x (values in [-2, 2)); expects the same bits, and
+// the fused run holding less (the convolution's own output is never stored).
+void expect_fused_activation_is_exact(const Graph& g, const std::string& what) {
+  const Value& x = g.value(g.inputs()[0]);
+  Tensor input(x.dtype, x.shape.dims);
+  for (int64_t i = 0; i < input.num_elements(); ++i)
+    input.set_from_double(i, std::sin(0.71 * static_cast<double>(i)) * 2.0);
+  const std::vector<TensorPtr> inputs = {std::make_shared<const Tensor>(input)};
+  ExecutorOptions fused_options, plain_options;
+  fused_options.num_threads = plain_options.num_threads = 2;
+  plain_options.fuse_elementwise = false;
+  auto fused = Executor::create(g, fused_options);
+  auto plain = Executor::create(g, plain_options);
+  ASSERT_TRUE(fused.is_ok() && plain.is_ok()) << what;
+  RunStats fused_stats, plain_stats;
+  auto a = fused->run_inputs(inputs, &fused_stats);
+  auto b = plain->run_inputs(inputs, &plain_stats);
+  ASSERT_TRUE(a.is_ok()) << what << ": " << a.status().message();
+  ASSERT_TRUE(b.is_ok()) << what << ": " << b.status().message();
+  EXPECT_EQ(*(*a)[0], *(*b)[0]) << what;
+  // Plain: the convolution's output and the activation's live together; fused: one of them.
+  const int64_t bytes = (*a)[0]->num_bytes();
+  EXPECT_EQ(plain_stats.peak_activation_bytes, 2 * bytes) << what;
+  EXPECT_EQ(fused_stats.peak_activation_bytes, bytes) << what;
+  EXPECT_EQ(fused->planned_peak_bytes(), fused_stats.peak_activation_bytes) << what;
+}
+
+TEST(ConvActivationFusion, EveryActivationGivesTheBitsOfTheSeparateNodes) {
+  for (const ConvCase& conv : conv_cases()) {
+    for (const ActivationCase& act : activation_cases()) {
+      expect_fused_activation_is_exact(conv_activation_graph(conv, act, DType::kFloat32),
+                                       std::string(conv.name) + " " + act.op);
+    }
+  }
+  // float64, and Clip's bounds as attributes (opset 10).
+  expect_fused_activation_is_exact(
+      conv_activation_graph(conv_cases()[1], activation_cases().back(), DType::kFloat64),
+      "depthwise HardSwish f64");
+  ActivationCase clip10{"Clip", {{"min", -0.3f}, {"max", 0.6f}}, {}};
+  expect_fused_activation_is_exact(
+      conv_activation_graph(conv_cases()[0], clip10, DType::kFloat32, 10), "pointwise Clip-10");
+}
+
+// An output that another node reads too, or that the graph returns, is stored as computed;
+// bounds computed at run time keep Clip a node of its own.
+TEST(ConvActivationFusion, OnlyAnOutputTheActivationAloneReadsIsFused) {
+  for (int variant = 0; variant < 3; ++variant) {
+    GraphBuilder b("shared", 17);
+    const ValueId x = b.input("x", DType::kFloat32, {1, 4, 6, 6});
+    const ValueId lo = b.input("lo", DType::kFloat32, {});
+    const ValueId w = b.constant("w", testing::random_f32({4, 4, 1, 1}, 5));
+    const ValueId y = b.op1("Conv", {x, w});
+    if (variant == 0) {
+      b.output(b.op1("Relu", {y}));
+      b.output(b.op1("Neg", {y}));
+    } else if (variant == 1) {
+      b.output(b.op1("Relu", {y}));
+      b.output(y);
+    } else {
+      b.output(b.op1("Clip", {y, lo}));
+    }
+    const Graph g = b.finish();
+    Tensor input(DType::kFloat32, {1, 4, 6, 6});
+    for (int64_t i = 0; i < input.num_elements(); ++i)
+      input.set_from_double(i, std::cos(0.3 * static_cast<double>(i)));
+    const std::vector<TensorPtr> inputs = {
+        std::make_shared<const Tensor>(input),
+        std::make_shared<const Tensor>(testing::f32({}, {-0.1f}))};
+    ExecutorOptions plain_options;
+    plain_options.fuse_elementwise = false;
+    auto fused = Executor::create(g)->run_inputs(inputs);
+    auto plain = Executor::create(g, plain_options)->run_inputs(inputs);
+    ASSERT_TRUE(fused.is_ok() && plain.is_ok()) << variant;
+    ASSERT_EQ(fused->size(), plain->size());
+    for (size_t i = 0; i < fused->size(); ++i)
+      EXPECT_EQ(*(*fused)[i], *(*plain)[i]) << variant << " output " << i;
+    // The Conv's output is stored either way: the same peak.
+    EXPECT_EQ(Executor::create(g)->planned_peak_bytes(),
+              Executor::create(g, plain_options)->planned_peak_bytes())
+        << variant;
   }
 }
 

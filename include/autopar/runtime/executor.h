@@ -21,7 +21,9 @@ struct ExecutorOptions {
   bool profile = false;
   // The device's communicator, for graphs with ai.autopar ops (not owned).
   Communicator* communicator = nullptr;
-  // Run consecutive elementwise nodes over one shape tile by tile (bit-identical results).
+  // Run consecutive elementwise nodes over one shape tile by tile, and apply an activation
+  // (Relu, LeakyRelu, Clip, HardSigmoid, HardSwish) inside the convolution whose output only
+  // it reads (bit-identical results either way).
   bool fuse_elementwise = true;
 };
 
@@ -38,6 +40,7 @@ struct RunStats {
 using Feed = std::pair<ValueId, std::shared_ptr<const Tensor>>;
 
 struct FusedGroup;
+struct FusedActivation;
 
 // A run of nodes [first, last] the executor computes as one elementwise kernel, tile by tile
 // (fuse_elementwise): `ops` operations over `elements` each, reading and writing only
@@ -77,12 +80,20 @@ class Executor {
 
  private:
   Executor() = default;
+  // Where node `id` stores its output i: its own value, or for a convolution with a fused
+  // activation, the activation's output.
+  ValueId stored_output(NodeId id, size_t i) const;
 
   std::shared_ptr<const Graph> graph_;
   std::vector<const Kernel*> kernels_;         // per node
   std::vector<std::vector<ValueId>> release_;  // per node: values dead after it runs
   std::shared_ptr<const std::vector<FusedGroup>> groups_;
   std::vector<int> group_starting_at_;  // per node: the fused group it starts, or -1
+  // Convolutions that apply the activation reading their output as they write it: per node,
+  // the index of its FusedActivation, or -1; the activation's own node is then skipped.
+  std::shared_ptr<const std::vector<FusedActivation>> activations_;
+  std::vector<int> activation_at_;
+  std::vector<bool> absorbed_;  // per node: computed by the convolution before it
   // Nodes over float16/bfloat16 values run their float32 kernel on widened copies (the
   // results rounded back): low-precision storage with float32 arithmetic, per op.
   std::vector<bool> widened_;

@@ -14,6 +14,7 @@
 namespace autopar::runtime {
 
 class Communicator;
+struct Activation;
 
 // What a kernel sees of one node run: the node, its input tensors (present or omitted), and
 // its outputs' static types from the graph. Kernels allocate outputs with allocate_output().
@@ -32,6 +33,10 @@ class KernelContext {
   // The device's communicator for the ai.autopar ops; null when the graph runs alone.
   Communicator* communicator() const { return communicator_; }
   void set_communicator(Communicator* communicator) { communicator_ = communicator; }
+  // An activation the kernel applies to output 0 as it writes it, in place of the activation's
+  // own node (the executor fuses Conv with Relu, Clip, HardSigmoid, ...); null for none.
+  const Activation* activation() const { return activation_; }
+  void set_activation(const Activation* activation) { activation_ = activation; }
 
   size_t num_inputs() const { return inputs_.size(); }
   bool has_input(size_t i) const { return i < inputs_.size() && inputs_[i] != nullptr; }
@@ -75,6 +80,7 @@ class KernelContext {
   std::vector<std::shared_ptr<Tensor>> outputs_;
   int num_threads_;
   Communicator* communicator_ = nullptr;
+  const Activation* activation_ = nullptr;
 };
 
 // Runs one node. Shapes are static and already checked by the op's shape rule, so a kernel

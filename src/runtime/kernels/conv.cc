@@ -8,6 +8,8 @@
 
 #include <Eigen/Core>
 
+#include "activation.h"
+#include "conv_simd.h"
 #include "kernel_util.h"
 
 namespace autopar::runtime {
@@ -375,6 +377,7 @@ Status run_conv(KernelContext& ctx) {
   const T* w_data = data_of<T>(weight);
   const T* bias = ctx.has_input(2) ? data_of<T>(ctx.input(2)) : nullptr;
   T* y_data = mutable_data_of<T>(y);
+  const Activation* activation = ctx.activation();
 
   // A 1×1 kernel with unit strides and no padding reads the image itself as its columns.
   bool pointwise = kernel_size == 1;
@@ -385,9 +388,23 @@ Status run_conv(KernelContext& ctx) {
   // one per kernel tap, with no im2col copy and no GEMM too small to pay for itself.
   const bool single_channel = group_channels == 1 && !pointwise;
   const bool direct = pointwise || single_channel;
+  // float32 on AVX-512: the products and the 2-D depthwise convolution write each output
+  // once, bias included (conv_simd.h).
+  const bool simd = std::is_same_v<T, float> && cpu_has_avx512();
+  DepthwiseShape depthwise{};
+  bool simd_depthwise = false;
+  if (simd && single_channel && w.rank() == 2) {
+    depthwise = {w.input[0],      w.input[1],      w.output[0],    w.output[1],
+                 w.kernel[0],     w.kernel[1],     w.strides[0],   w.strides[1],
+                 w.pads_begin[0], w.pads_begin[1], w.dilations[0], w.dilations[1]};
+    simd_depthwise = depthwise_avx512_supports(depthwise);
+  }
   const auto shifts = kernel_shifts(w);
   const int64_t items = batch * group;
-  const int64_t width = panel_width(positions, direct ? 1 : rows, group_out_channels * rows, items);
+  int64_t width = panel_width(positions, direct ? 1 : rows, group_out_channels * rows, items);
+  // The 2-D depthwise kernel writes whole output rows.
+  if (simd_depthwise)
+    width = std::min(positions, (width + w.output[1] - 1) / w.output[1] * w.output[1]);
   const int64_t panels = (positions + width - 1) / width;
   // Columns by output position when kernel rows are longer than the output's runs.
   const bool by_position = w.kernel.back() > std::min(w.output.back(), width);
@@ -403,26 +420,50 @@ Status run_conv(KernelContext& ctx) {
           const int64_t count = std::min(width, positions - first);
           const T* image = x_data + (n * channels + g * group_channels) * input_size;
           T* out = y_data + (n * out_channels + g * group_out_channels) * positions + first;
-          StridedMap<T> y_block(out, group_out_channels, count, Eigen::OuterStride<>(positions));
-          ConstMatrixMap<T> w_group(w_data + g * group_out_channels * rows, group_out_channels,
-                                    rows);
-          // The output starts zero-filled; every path accumulates into it.
-          if (pointwise) {
-            ConstStridedMap<T> columns(image + first, group_channels, count,
-                                       Eigen::OuterStride<>(input_size));
-            y_block.noalias() += w_group * columns;
-          } else if (single_channel) {
-            conv_single_channel(image, w_data + g * group_out_channels * rows, group_out_channels,
-                                w, shifts, first, count, out, positions);
-          } else if (rows > 0) {
-            if (by_position)
-              im2col_by_position(image, group_channels, w, first, first + count, col.get());
-            else
-              im2col(image, group_channels, w, shifts, first, first + count, col.get());
-            y_block.noalias() += w_group * ConstMatrixMap<T>(col.get(), rows, count);
+          const T* w_group = w_data + g * group_out_channels * rows;
+          const T* b_group = bias ? bias + g * group_out_channels : nullptr;
+          if (direct || rows > 0) {
+            if (!direct) {
+              if (by_position)
+                im2col_by_position(image, group_channels, w, first, first + count, col.get());
+              else
+                im2col(image, group_channels, w, shifts, first, first + count, col.get());
+            }
+            if constexpr (std::is_same_v<T, float>) {
+              if (simd_depthwise) {
+                for (int64_t m = 0; m < group_out_channels; ++m) {
+                  depthwise_avx512(depthwise, image, w_group + m * kernel_size,
+                                   b_group ? b_group + m : nullptr, first / w.output[1],
+                                   (first + count) / w.output[1], out - first + m * positions);
+                }
+              } else if (simd && !single_channel) {
+                gemm_avx512(w_group, rows, group_out_channels, rows,
+                            pointwise ? image + first : col.get(), pointwise ? input_size : count,
+                            count, b_group, out, positions);
+              }
+            }
           }
-          if (bias)
-            add_bias(out, bias + g * group_out_channels, group_out_channels, count, positions);
+          const bool written = simd_depthwise || (simd && !single_channel && (direct || rows > 0));
+          if (!written) {
+            // The output starts zero-filled; every path accumulates into it.
+            StridedMap<T> y_block(out, group_out_channels, count, Eigen::OuterStride<>(positions));
+            ConstMatrixMap<T> w_matrix(w_group, group_out_channels, rows);
+            if (pointwise) {
+              ConstStridedMap<T> columns(image + first, group_channels, count,
+                                         Eigen::OuterStride<>(input_size));
+              y_block.noalias() += w_matrix * columns;
+            } else if (single_channel) {
+              conv_single_channel(image, w_group, group_out_channels, w, shifts, first, count, out,
+                                  positions);
+            } else if (rows > 0) {
+              y_block.noalias() += w_matrix * ConstMatrixMap<T>(col.get(), rows, count);
+            }
+            if (b_group) add_bias(out, b_group, group_out_channels, count, positions);
+          }
+          if (activation) {
+            for (int64_t m = 0; m < group_out_channels; ++m)
+              apply_activation(*activation, out + m * positions, count);
+          }
         }
       });
   return Status::ok();
@@ -741,8 +782,9 @@ Status run_global_average_pool(KernelContext& ctx) {
   T* y_data = mutable_data_of<T>(y);
   for_each_plane(planes, plane_size, [&](int64_t plane) {
     const T* in = x_data + plane * plane_size;
-    double sum = 0;
-    for (int64_t i = 0; i < plane_size; ++i) sum += static_cast<double>(in[i]);
+    // Eight interleaved accumulators per block, blocks combined pairwise (kernel_util.h).
+    const double sum =
+        pairwise_sum<double>(plane_size, [in](int64_t i) { return static_cast<double>(in[i]); });
     y_data[plane] = plane_size > 0 ? static_cast<T>(sum / static_cast<double>(plane_size))
                                    : std::numeric_limits<T>::quiet_NaN();
   });

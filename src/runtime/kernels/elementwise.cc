@@ -9,6 +9,7 @@
 #include <Eigen/Core>
 #include <unsupported/Eigen/SpecialFunctions>
 
+#include "activation.h"
 #include "for_lanes.h"
 #include "kernel_util.h"
 
@@ -189,7 +190,6 @@ B power(B base, E exponent) {
 }
 
 // ---- loops ----------------------------------------------------------------------------
-
 
 // The output's dims with each operand's strides (0 where it broadcasts), size-1 dims dropped
 // and neighbours merged where every operand walks them contiguously or not at all. Same-shape
@@ -463,12 +463,6 @@ T sigmoid(T x) {
   return e / (T(1) + e);
 }
 
-// x clamped to [0, 1]; NaN stays NaN.
-template <typename T>
-T unit_clamp(T x) {
-  return x < 0 ? T(0) : (x > 1 ? T(1) : x);
-}
-
 void register_unary(KernelRegistry& registry) {
   registry.add("", "Sqrt", float_unary_kernel(plain([](auto x) { return std::sqrt(x); })));
   registry.add("", "Floor", float_unary_kernel(plain([](auto x) { return std::floor(x); })));
@@ -486,19 +480,13 @@ void register_unary(KernelRegistry& registry) {
                })));
   registry.add("", "Softsign",
                float_unary_kernel(plain([](auto x) { return x / (1 + std::abs(x)); }), 1));
-  registry.add("", "HardSwish",
-               float_unary_kernel(plain([](auto x) {
-                                    using T = decltype(x);
-                                    return x * unit_clamp(x * (T(1) / T(6)) + T(0.5));
-                                  }),
-                                  1));
+  registry.add("", "HardSwish", float_unary_kernel(plain([](auto x) { return hard_swish(x); }), 1));
   registry.add("", "LeakyRelu",
                float_unary_kernel(
                    [](const KernelContext& ctx) {
                      const float alpha = ctx.node().attr_float("alpha", 0.01f);
-                     return [alpha](auto x) {
-                       return x < 0 ? static_cast<decltype(x)>(alpha) * x : x;
-                     };
+                     return
+                         [alpha](auto x) { return leaky_relu(x, static_cast<decltype(x)>(alpha)); };
                    },
                    1));
   registry.add("", "HardSigmoid",
@@ -508,7 +496,7 @@ void register_unary(KernelRegistry& registry) {
                      const float beta = ctx.node().attr_float("beta", 0.5f);
                      return [alpha, beta](auto x) {
                        using T = decltype(x);
-                       return unit_clamp(T(alpha) * x + T(beta));
+                       return hard_sigmoid(x, T(alpha), T(beta));
                      };
                    },
                    1));
@@ -545,8 +533,7 @@ void register_unary(KernelRegistry& registry) {
                  return static_cast<T>(static_cast<int>(T(0) < x) - static_cast<int>(x < T(0)));
                })));
   // max(x, 0) with NaN kept, as numpy's maximum does.
-  registry.add("", "Relu",
-               arithmetic_unary_kernel(plain([](auto x) { return x < 0 ? decltype(x)(0) : x; })));
+  registry.add("", "Relu", arithmetic_unary_kernel(plain([](auto x) { return relu(x); })));
 }
 
 // ---- Clip -----------------------------------------------------------------------------
@@ -577,10 +564,7 @@ Status clip_kernel(KernelContext& ctx) {
     };
     bound(1, "min", lo);
     bound(2, "max", hi);
-    unary<T, T>(x, y, [lo, hi](T v) {
-      const T raised = v < lo ? lo : v;
-      return raised > hi ? hi : raised;
-    });
+    unary<T, T>(x, y, [lo, hi](T v) { return clip(v, lo, hi); });
     return Status::ok();
   });
 }
