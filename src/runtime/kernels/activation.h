@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <type_traits>
 
 #include "autopar/ir/graph.h"
+#include "conv_simd.h"
 #include "for_lanes.h"
 
 namespace autopar::runtime {
@@ -58,6 +60,9 @@ T hard_swish(T x) {
 // activations' kernels convert them.
 template <typename T>
 void apply_activation(const Activation& a, T* data, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (cpu_has_avx512()) return activation_avx512(a, data, n);
+  }
   const T alpha = static_cast<T>(a.alpha), beta = static_cast<T>(a.beta);
   switch (a.kind) {
     case Activation::Kind::kRelu:

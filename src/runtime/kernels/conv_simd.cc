@@ -3,6 +3,8 @@
 // cpu_has_avx512() says so.
 #include "conv_simd.h"
 
+#include "activation.h"
+
 #include <algorithm>
 #include <array>
 #include <cstdlib>
@@ -281,7 +283,54 @@ AUTOPAR_AVX512 void gemv(const float* w, int64_t ldw, int64_t rows, int64_t dept
   }
 }
 
+// The activations with the formulas of activation.h, operation for operation: products and
+// sums through the rounding intrinsics, which are never contracted into a fused multiply-add,
+// and max(c, x) / min(c, x) as std::max(x, c) / std::min(x, c) (x kept when it is NaN). The
+// masked forms with every lane set name their pass-through operand, unlike the plain ones.
+constexpr __mmask16 kAll = 0xffff;
+constexpr int kRound = _MM_FROUND_CUR_DIRECTION;
+AUTOPAR_AVX512 inline __m512 mul(__m512 a, __m512 b) {
+  return _mm512_mask_mul_round_ps(a, kAll, a, b, kRound);
+}
+AUTOPAR_AVX512 inline __m512 add(__m512 a, __m512 b) {
+  return _mm512_mask_add_round_ps(a, kAll, a, b, kRound);
+}
+AUTOPAR_AVX512 inline __m512 max(__m512 a, __m512 b) { return _mm512_mask_max_ps(a, kAll, a, b); }
+AUTOPAR_AVX512 inline __m512 min(__m512 a, __m512 b) { return _mm512_mask_min_ps(a, kAll, a, b); }
+
+AUTOPAR_AVX512 void activate(const Activation& a, float* data, int64_t n) {
+  const __m512 alpha = _mm512_set1_ps(static_cast<float>(a.alpha));
+  const __m512 beta = _mm512_set1_ps(static_cast<float>(a.beta));
+  const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f);
+  const __m512 sixth = _mm512_set1_ps(1.0f / 6.0f), half = _mm512_set1_ps(0.5f);
+  for (int64_t i = 0; i < n; i += kLanes) {
+    const __mmask16 mask = first_lanes(n - i);
+    const __m512 x = _mm512_maskz_loadu_ps(mask, data + i);
+    __m512 y = x;
+    switch (a.kind) {
+      case Activation::Kind::kRelu:
+        y = max(zero, x);
+        break;
+      case Activation::Kind::kLeakyRelu:
+        y = _mm512_mask_mul_round_ps(x, _mm512_cmp_ps_mask(x, zero, _CMP_LT_OQ), alpha, x, kRound);
+        break;
+      case Activation::Kind::kClip:
+        y = min(beta, max(alpha, x));
+        break;
+      case Activation::Kind::kHardSigmoid:
+        y = min(one, max(zero, add(mul(alpha, x), beta)));
+        break;
+      case Activation::Kind::kHardSwish:
+        y = mul(x, min(one, max(zero, add(mul(x, sixth), half))));
+        break;
+    }
+    _mm512_mask_storeu_ps(data + i, mask, y);
+  }
+}
+
 }  // namespace
+
+void activation_avx512(const Activation& a, float* data, int64_t n) { activate(a, data, n); }
 
 void gemm_avx512(const float* w, int64_t ldw, int64_t rows, int64_t depth, const float* x,
                  int64_t ldx, int64_t cols, const float* bias, float* y, int64_t ldy) {
@@ -316,6 +365,7 @@ void depthwise_avx512(const DepthwiseShape& s, const float* in, const float* tap
 #else  // no x86-64 SIMD: the portable kernels only
 
 bool cpu_has_avx512() { return false; }
+void activation_avx512(const Activation&, float*, int64_t) {}
 void gemm_avx512(const float*, int64_t, int64_t, int64_t, const float*, int64_t, int64_t,
                  const float*, float*, int64_t) {}
 bool depthwise_avx512_supports(const DepthwiseShape&) { return false; }

@@ -1,8 +1,9 @@
-// Float32 convolution kernels in AVX-512, chosen at run time on CPUs that have it: a matrix
-// product for pointwise convolutions and im2col columns, and a depthwise convolution over two
-// spatial dims. Each output element is its sum over the reduction in an order that depends on
-// the shape alone (in order, one fused multiply-add per term; a single column in 16 lanes of
-// partial sums), then the bias: the result does not depend on the thread count.
+// Float32 convolution kernels (and the activations fused into them) in AVX-512, chosen at run time
+// on CPUs that have it: a matrix product for pointwise convolutions and im2col columns, and a
+// depthwise convolution over two spatial dims. Each output element is its sum over the reduction in
+// an order that depends on the shape alone (in order, one fused multiply-add per term; a single
+// column in 16 lanes of partial sums), then the bias: the result does not depend on the thread
+// count.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +13,11 @@ namespace autopar::runtime {
 // Whether this CPU and OS run AVX-512F (and the kernels below may be called). False when the
 // environment sets AUTOPAR_CPU_KERNELS=generic, which keeps the portable kernels.
 bool cpu_has_avx512();
+
+struct Activation;
+
+// The activation (activation.h) over data[0, n), with the bits of its scalar formulas.
+void activation_avx512(const Activation& a, float* data, int64_t n);
 
 // y[m·ldy + j] = Σ_k w[m·ldw + k]·x[k·ldx + j] (+ bias[m]) for m < rows, j < cols.
 void gemm_avx512(const float* w, int64_t ldw, int64_t rows, int64_t depth, const float* x,
