@@ -314,7 +314,7 @@ TEST(RuntimeConv, Avx512KernelsMatchDirectLoops) {
         for (bool with_bias : {false, true}) {
           std::vector<float> y(static_cast<size_t>(rows * ldy), 7.0f);
           runtime::gemm_avx512(wf.data(), ldw, rows, depth, xf.data(), ldx, cols,
-                               with_bias ? bf.data() : nullptr, y.data(), ldy);
+                               with_bias ? bf.data() : nullptr, nullptr, y.data(), ldy);
           for (int64_t m = 0; m < rows; ++m) {
             for (int64_t j = 0; j < ldy; ++j) {
               const float got = y[m * ldy + j];
@@ -355,7 +355,7 @@ TEST(RuntimeConv, Avx512KernelsMatchDirectLoops) {
     // Rows [1, oh − 1) (or all of them) into a buffer whose other rows must stay untouched.
     const int64_t begin = s.oh > 2 ? 1 : 0, end = s.oh > 2 ? s.oh - 1 : s.oh;
     std::vector<float> out(static_cast<size_t>(s.oh * s.ow), -9.0f);
-    runtime::depthwise_avx512(s, inf.data(), tapf.data(), &bias, begin, end, out.data());
+    runtime::depthwise_avx512(s, inf.data(), tapf.data(), &bias, nullptr, begin, end, out.data());
     for (int64_t oy = 0; oy < s.oh; ++oy) {
       for (int64_t ox = 0; ox < s.ow; ++ox) {
         const float got = out[oy * s.ow + ox];

@@ -103,7 +103,8 @@ struct ConvCase {
   Attributes attrs;
 };
 
-// The convolution paths: pointwise, depthwise (stride 2, padded), im2col, 1-D.
+// The convolution paths: pointwise, depthwise (strides 2 and 1, padded), one position (a
+// matrix-vector product), im2col, 1-D.
 std::vector<ConvCase> conv_cases() {
   using Ints = std::vector<int64_t>;
   return {
@@ -112,6 +113,11 @@ std::vector<ConvCase> conv_cases() {
        {2, 6, 11, 10},
        {6, 1, 3, 3},
        {{"group", int64_t{6}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}}},
+      {"depthwise stride 1",
+       {1, 5, 9, 12},
+       {5, 1, 5, 5},
+       {{"group", int64_t{5}}, {"pads", Ints{2, 2, 2, 2}}}},
+      {"one position", {1, 20, 1, 1}, {7, 20, 1, 1}, {}},
       {"im2col", {1, 3, 8, 9}, {5, 3, 3, 3}, {{"pads", Ints{1, 1, 1, 1}}}},
       {"1-D", {2, 4, 20}, {3, 4, 5}, {{"pads", Ints{2, 2}}}},
   };

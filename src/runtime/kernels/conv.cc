@@ -389,7 +389,7 @@ Status run_conv(KernelContext& ctx) {
   const bool single_channel = group_channels == 1 && !pointwise;
   const bool direct = pointwise || single_channel;
   // float32 on AVX-512: the products and the 2-D depthwise convolution write each output
-  // once, bias included (conv_simd.h).
+  // once, bias and activation included (conv_simd.h).
   const bool simd = std::is_same_v<T, float> && cpu_has_avx512();
   DepthwiseShape depthwise{};
   bool simd_depthwise = false;
@@ -433,13 +433,13 @@ Status run_conv(KernelContext& ctx) {
               if (simd_depthwise) {
                 for (int64_t m = 0; m < group_out_channels; ++m) {
                   depthwise_avx512(depthwise, image, w_group + m * kernel_size,
-                                   b_group ? b_group + m : nullptr, first / w.output[1],
+                                   b_group ? b_group + m : nullptr, activation, first / w.output[1],
                                    (first + count) / w.output[1], out - first + m * positions);
                 }
               } else if (simd && !single_channel) {
                 gemm_avx512(w_group, rows, group_out_channels, rows,
                             pointwise ? image + first : col.get(), pointwise ? input_size : count,
-                            count, b_group, out, positions);
+                            count, b_group, activation, out, positions);
               }
             }
           }
@@ -459,10 +459,10 @@ Status run_conv(KernelContext& ctx) {
               y_block.noalias() += w_matrix * ConstMatrixMap<T>(col.get(), rows, count);
             }
             if (b_group) add_bias(out, b_group, group_out_channels, count, positions);
-          }
-          if (activation) {
-            for (int64_t m = 0; m < group_out_channels; ++m)
-              apply_activation(*activation, out + m * positions, count);
+            if (activation) {
+              for (int64_t m = 0; m < group_out_channels; ++m)
+                apply_activation(*activation, out + m * positions, count);
+            }
           }
         }
       });

@@ -52,11 +52,60 @@ inline __mmask16 first_lanes(int64_t n) {
   return static_cast<__mmask16>(n >= kLanes ? 0xffff : (1u << n) - 1);
 }
 
+// The activations with the formulas of activation.h, operation for operation: products and
+// sums through the rounding intrinsics, which are never contracted into a fused multiply-add,
+// and max(c, x) / min(c, x) as std::max(x, c) / std::min(x, c) (x kept when it is NaN). The
+// masked forms with every lane set name their pass-through operand, unlike the plain ones.
+constexpr __mmask16 kAll = 0xffff;
+constexpr int kRound = _MM_FROUND_CUR_DIRECTION;
+AUTOPAR_AVX512 inline __m512 mul(__m512 a, __m512 b) {
+  return _mm512_mask_mul_round_ps(a, kAll, a, b, kRound);
+}
+AUTOPAR_AVX512 inline __m512 add(__m512 a, __m512 b) {
+  return _mm512_mask_add_round_ps(a, kAll, a, b, kRound);
+}
+AUTOPAR_AVX512 inline __m512 max(__m512 a, __m512 b) { return _mm512_mask_max_ps(a, kAll, a, b); }
+AUTOPAR_AVX512 inline __m512 min(__m512 a, __m512 b) { return _mm512_mask_min_ps(a, kAll, a, b); }
+
+AUTOPAR_AVX512 inline __m512 activated(const Activation& a, __m512 x) {
+  const __m512 alpha = _mm512_set1_ps(static_cast<float>(a.alpha));
+  const __m512 beta = _mm512_set1_ps(static_cast<float>(a.beta));
+  const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f);
+  switch (a.kind) {
+    case Activation::Kind::kRelu:
+      return max(zero, x);
+    case Activation::Kind::kLeakyRelu:
+      return _mm512_mask_mul_round_ps(x, _mm512_cmp_ps_mask(x, zero, _CMP_LT_OQ), alpha, x, kRound);
+    case Activation::Kind::kClip:
+      return min(beta, max(alpha, x));
+    case Activation::Kind::kHardSigmoid:
+      return min(one, max(zero, add(mul(alpha, x), beta)));
+    case Activation::Kind::kHardSwish: {
+      const __m512 sixth = _mm512_set1_ps(1.0f / 6.0f), half = _mm512_set1_ps(0.5f);
+      return mul(x, min(one, max(zero, add(mul(x, sixth), half))));
+    }
+  }
+  return x;
+}
+
+AUTOPAR_AVX512 void activate(const Activation& a, float* data, int64_t n) {
+  for (int64_t i = 0; i < n; i += kLanes) {
+    const __mmask16 mask = first_lanes(n - i);
+    _mm512_mask_storeu_ps(data + i, mask, activated(a, _mm512_maskz_loadu_ps(mask, data + i)));
+  }
+}
+
+// What every kernel does to its sums before storing them: the bias added, then the activation.
+AUTOPAR_AVX512 inline __m512 finished(__m512 sum, const float* bias, const Activation* act) {
+  if (bias) sum = _mm512_add_ps(sum, _mm512_set1_ps(*bias));
+  return act ? activated(*act, sum) : sum;
+}
+
 // y[i, 0:cols) for MR rows, cols <= 16·NV.
 template <int MR, int NV>
 AUTOPAR_AVX512 void gemm_block(const float* w, int64_t ldw, int64_t depth, const float* x,
-                               int64_t ldx, int64_t cols, const float* bias, float* y,
-                               int64_t ldy) {
+                               int64_t ldx, int64_t cols, const float* bias, const Activation* act,
+                               float* y, int64_t ldy) {
   __mmask16 mask[NV];
 #pragma GCC unroll 2
   for (int v = 0; v < NV; ++v) mask[v] = first_lanes(cols - v * kLanes);
@@ -82,15 +131,14 @@ AUTOPAR_AVX512 void gemm_block(const float* w, int64_t ldw, int64_t depth, const
   for (int i = 0; i < MR; ++i) {
 #pragma GCC unroll 2
     for (int v = 0; v < NV; ++v) {
-      __m512 out = acc[i][v];
-      if (bias) out = _mm512_add_ps(out, _mm512_set1_ps(bias[i]));
-      _mm512_mask_storeu_ps(y + i * ldy + v * kLanes, mask[v], out);
+      _mm512_mask_storeu_ps(y + i * ldy + v * kLanes, mask[v],
+                            finished(acc[i][v], bias ? bias + i : nullptr, act));
     }
   }
 }
 
 using GemmBlock = void (*)(const float*, int64_t, int64_t, const float*, int64_t, int64_t,
-                           const float*, float*, int64_t);
+                           const float*, const Activation*, float*, int64_t);
 
 template <size_t... I>
 constexpr std::array<std::array<GemmBlock, 2>, sizeof...(I)> gemm_blocks(
@@ -106,7 +154,8 @@ constexpr int64_t kMaxDepthwiseWidth = 16;
 // KW wide (0: s.kw, read at run time).
 template <int R, int S, int KW>
 AUTOPAR_AVX512 void depthwise_rows(const DepthwiseShape& s, const float* in, const float* taps,
-                                   const float* bias, int64_t oy, float* out) {
+                                   const float* bias, const Activation* act, int64_t oy,
+                                   float* out) {
   const int64_t kw = KW > 0 ? KW : s.kw;
   // Under stride 2 the even lanes of two consecutive loads are the 16 inputs of one vector.
   const __m512i evens = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
@@ -144,29 +193,27 @@ AUTOPAR_AVX512 void depthwise_rows(const DepthwiseShape& s, const float* in, con
     const __mmask16 store = first_lanes(s.ow - ox);
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
-      __m512 v = acc[r];
-      if (bias) v = _mm512_add_ps(v, _mm512_set1_ps(*bias));
-      _mm512_mask_storeu_ps(out + (oy + r) * s.ow + ox, store, v);
+      _mm512_mask_storeu_ps(out + (oy + r) * s.ow + ox, store, finished(acc[r], bias, act));
     }
   }
 }
 
 template <int S, int KW>
 AUTOPAR_AVX512 void depthwise_stride(const DepthwiseShape& s, const float* in, const float* taps,
-                                     const float* bias, int64_t row_begin, int64_t row_end,
-                                     float* out) {
+                                     const float* bias, const Activation* act, int64_t row_begin,
+                                     int64_t row_end, float* out) {
   // Four rows at a time: four independent chains of multiply-adds.
   int64_t oy = row_begin;
-  for (; oy + 4 <= row_end; oy += 4) depthwise_rows<4, S, KW>(s, in, taps, bias, oy, out);
+  for (; oy + 4 <= row_end; oy += 4) depthwise_rows<4, S, KW>(s, in, taps, bias, act, oy, out);
   switch (row_end - oy) {
     case 3:
-      depthwise_rows<3, S, KW>(s, in, taps, bias, oy, out);
+      depthwise_rows<3, S, KW>(s, in, taps, bias, act, oy, out);
       break;
     case 2:
-      depthwise_rows<2, S, KW>(s, in, taps, bias, oy, out);
+      depthwise_rows<2, S, KW>(s, in, taps, bias, act, oy, out);
       break;
     case 1:
-      depthwise_rows<1, S, KW>(s, in, taps, bias, oy, out);
+      depthwise_rows<1, S, KW>(s, in, taps, bias, act, oy, out);
       break;
     default:
       break;
@@ -179,7 +226,8 @@ AUTOPAR_AVX512 void depthwise_stride(const DepthwiseShape& s, const float* in, c
 // outputs (the columns past ow among them are computed and dropped) at `at`.
 template <int V>
 AUTOPAR_AVX512 void depthwise_flat(const DepthwiseShape& s, const float* padded, int64_t width,
-                                   const float* taps, const float* bias, int64_t at, float* flat) {
+                                   const float* taps, const float* bias, const Activation* act,
+                                   int64_t at, float* flat) {
   __m512 acc[V];
 #pragma GCC unroll 4
   for (int v = 0; v < V; ++v) acc[v] = _mm512_setzero_ps();
@@ -195,14 +243,13 @@ AUTOPAR_AVX512 void depthwise_flat(const DepthwiseShape& s, const float* padded,
   }
 #pragma GCC unroll 4
   for (int v = 0; v < V; ++v) {
-    __m512 out = acc[v];
-    if (bias) out = _mm512_add_ps(out, _mm512_set1_ps(*bias));
-    _mm512_storeu_ps(flat + at + v * kLanes, out);
+    _mm512_storeu_ps(flat + at + v * kLanes, finished(acc[v], bias, act));
   }
 }
 
 void depthwise_unit_stride(const DepthwiseShape& s, const float* in, const float* taps,
-                           const float* bias, int64_t row_begin, int64_t row_end, float* out) {
+                           const float* bias, const Activation* act, int64_t row_begin,
+                           int64_t row_end, float* out) {
   const int64_t width = s.ow + (s.kw - 1) * s.dx;
   const int64_t rows = row_end - row_begin;
   const int64_t padded_rows = rows + (s.kh - 1) * s.dy;
@@ -224,7 +271,7 @@ void depthwise_unit_stride(const DepthwiseShape& s, const float* in, const float
                 static_cast<size_t>(copy_end - copy_begin) * sizeof(float));
   }
   for (int64_t b = 0; b < blocks; ++b)
-    depthwise_flat<4>(s, padded.data(), width, taps, bias, b * 4 * kLanes, flat.data());
+    depthwise_flat<4>(s, padded.data(), width, taps, bias, act, b * 4 * kLanes, flat.data());
   for (int64_t r = 0; r < rows; ++r) {
     std::memcpy(out + (row_begin + r) * s.ow, flat.data() + r * width,
                 static_cast<size_t>(s.ow) * sizeof(float));
@@ -233,14 +280,14 @@ void depthwise_unit_stride(const DepthwiseShape& s, const float* in, const float
 
 template <int S>
 void depthwise_width(const DepthwiseShape& s, const float* in, const float* taps, const float* bias,
-                     int64_t row_begin, int64_t row_end, float* out) {
+                     const Activation* act, int64_t row_begin, int64_t row_end, float* out) {
   switch (s.kw) {
     case 3:
-      return depthwise_stride<S, 3>(s, in, taps, bias, row_begin, row_end, out);
+      return depthwise_stride<S, 3>(s, in, taps, bias, act, row_begin, row_end, out);
     case 5:
-      return depthwise_stride<S, 5>(s, in, taps, bias, row_begin, row_end, out);
+      return depthwise_stride<S, 5>(s, in, taps, bias, act, row_begin, row_end, out);
     default:
-      return depthwise_stride<S, 0>(s, in, taps, bias, row_begin, row_end, out);
+      return depthwise_stride<S, 0>(s, in, taps, bias, act, row_begin, row_end, out);
   }
 }
 
@@ -258,7 +305,7 @@ AUTOPAR_AVX512 inline float lane_sum(__m512 v) {
 // blocks run them): dot products of w's rows with contiguous x, 16 lanes of partial sums each,
 // four rows at a time.
 AUTOPAR_AVX512 void gemv(const float* w, int64_t ldw, int64_t rows, int64_t depth, const float* x,
-                         const float* bias, float* y, int64_t ldy) {
+                         const float* bias, const Activation* act, float* y, int64_t ldy) {
   constexpr int kRows = 4;
   for (int64_t m = 0; m < rows; m += kRows) {
     const int n = static_cast<int>(std::min<int64_t>(kRows, rows - m));
@@ -279,52 +326,8 @@ AUTOPAR_AVX512 void gemv(const float* w, int64_t ldw, int64_t rows, int64_t dept
       float sum = lane_sum(acc[i]);
       if (bias) sum += bias[m + i];
       y[(m + i) * ldy] = sum;
+      if (act) activate(*act, y + (m + i) * ldy, 1);
     }
-  }
-}
-
-// The activations with the formulas of activation.h, operation for operation: products and
-// sums through the rounding intrinsics, which are never contracted into a fused multiply-add,
-// and max(c, x) / min(c, x) as std::max(x, c) / std::min(x, c) (x kept when it is NaN). The
-// masked forms with every lane set name their pass-through operand, unlike the plain ones.
-constexpr __mmask16 kAll = 0xffff;
-constexpr int kRound = _MM_FROUND_CUR_DIRECTION;
-AUTOPAR_AVX512 inline __m512 mul(__m512 a, __m512 b) {
-  return _mm512_mask_mul_round_ps(a, kAll, a, b, kRound);
-}
-AUTOPAR_AVX512 inline __m512 add(__m512 a, __m512 b) {
-  return _mm512_mask_add_round_ps(a, kAll, a, b, kRound);
-}
-AUTOPAR_AVX512 inline __m512 max(__m512 a, __m512 b) { return _mm512_mask_max_ps(a, kAll, a, b); }
-AUTOPAR_AVX512 inline __m512 min(__m512 a, __m512 b) { return _mm512_mask_min_ps(a, kAll, a, b); }
-
-AUTOPAR_AVX512 void activate(const Activation& a, float* data, int64_t n) {
-  const __m512 alpha = _mm512_set1_ps(static_cast<float>(a.alpha));
-  const __m512 beta = _mm512_set1_ps(static_cast<float>(a.beta));
-  const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f);
-  const __m512 sixth = _mm512_set1_ps(1.0f / 6.0f), half = _mm512_set1_ps(0.5f);
-  for (int64_t i = 0; i < n; i += kLanes) {
-    const __mmask16 mask = first_lanes(n - i);
-    const __m512 x = _mm512_maskz_loadu_ps(mask, data + i);
-    __m512 y = x;
-    switch (a.kind) {
-      case Activation::Kind::kRelu:
-        y = max(zero, x);
-        break;
-      case Activation::Kind::kLeakyRelu:
-        y = _mm512_mask_mul_round_ps(x, _mm512_cmp_ps_mask(x, zero, _CMP_LT_OQ), alpha, x, kRound);
-        break;
-      case Activation::Kind::kClip:
-        y = min(beta, max(alpha, x));
-        break;
-      case Activation::Kind::kHardSigmoid:
-        y = min(one, max(zero, add(mul(alpha, x), beta)));
-        break;
-      case Activation::Kind::kHardSwish:
-        y = mul(x, min(one, max(zero, add(mul(x, sixth), half))));
-        break;
-    }
-    _mm512_mask_storeu_ps(data + i, mask, y);
   }
 }
 
@@ -333,14 +336,15 @@ AUTOPAR_AVX512 void activate(const Activation& a, float* data, int64_t n) {
 void activation_avx512(const Activation& a, float* data, int64_t n) { activate(a, data, n); }
 
 void gemm_avx512(const float* w, int64_t ldw, int64_t rows, int64_t depth, const float* x,
-                 int64_t ldx, int64_t cols, const float* bias, float* y, int64_t ldy) {
-  if (cols == 1 && ldx == 1) return gemv(w, ldw, rows, depth, x, bias, y, ldy);
+                 int64_t ldx, int64_t cols, const float* bias, const Activation* act, float* y,
+                 int64_t ldy) {
+  if (cols == 1 && ldx == 1) return gemv(w, ldw, rows, depth, x, bias, act, y, ldy);
   for (int64_t m = 0; m < rows; m += kGemmRows) {
     const int64_t block_rows = std::min<int64_t>(kGemmRows, rows - m);
     for (int64_t j = 0; j < cols; j += 2 * kLanes) {
       const int64_t block_cols = std::min<int64_t>(2 * kLanes, cols - j);
       kGemmBlocks[block_rows - 1][block_cols > kLanes ? 1 : 0](
-          w + m * ldw, ldw, depth, x + j, ldx, block_cols, bias ? bias + m : nullptr,
+          w + m * ldw, ldw, depth, x + j, ldx, block_cols, bias ? bias + m : nullptr, act,
           y + m * ldy + j, ldy);
     }
   }
@@ -351,14 +355,15 @@ bool depthwise_avx512_supports(const DepthwiseShape& s) {
 }
 
 void depthwise_avx512(const DepthwiseShape& s, const float* in, const float* taps,
-                      const float* bias, int64_t row_begin, int64_t row_end, float* out) {
+                      const float* bias, const Activation* act, int64_t row_begin, int64_t row_end,
+                      float* out) {
   if (row_begin >= row_end) return;
   if (s.sx == 1 && s.sy == 1) {
-    depthwise_unit_stride(s, in, taps, bias, row_begin, row_end, out);
+    depthwise_unit_stride(s, in, taps, bias, act, row_begin, row_end, out);
   } else if (s.sx == 1) {
-    depthwise_width<1>(s, in, taps, bias, row_begin, row_end, out);
+    depthwise_width<1>(s, in, taps, bias, act, row_begin, row_end, out);
   } else {
-    depthwise_width<2>(s, in, taps, bias, row_begin, row_end, out);
+    depthwise_width<2>(s, in, taps, bias, act, row_begin, row_end, out);
   }
 }
 
@@ -367,10 +372,10 @@ void depthwise_avx512(const DepthwiseShape& s, const float* in, const float* tap
 bool cpu_has_avx512() { return false; }
 void activation_avx512(const Activation&, float*, int64_t) {}
 void gemm_avx512(const float*, int64_t, int64_t, int64_t, const float*, int64_t, int64_t,
-                 const float*, float*, int64_t) {}
+                 const float*, const Activation*, float*, int64_t) {}
 bool depthwise_avx512_supports(const DepthwiseShape&) { return false; }
-void depthwise_avx512(const DepthwiseShape&, const float*, const float*, const float*, int64_t,
-                      int64_t, float*) {}
+void depthwise_avx512(const DepthwiseShape&, const float*, const float*, const float*,
+                      const Activation*, int64_t, int64_t, float*) {}
 
 #endif
 
