@@ -271,6 +271,25 @@ TEST(RuntimeMatMul, GemmLargeTransposedPanelsMatchAcrossThreads) {
   EXPECT_EQ(run(1), two);
 }
 
+// A batch-1 linear layer (one row of A, B transposed, C a row or absent) takes the dot-product
+// path where the CPU has it: the same values, whatever the thread count.
+TEST(RuntimeMatMul, GemmOfOneRowMatchesTheReference) {
+  const Tensor a = random_f32({1, 200}, 61);
+  const Tensor b = random_f32({150, 200}, 62);
+  for (const std::vector<int64_t>& c_dims :
+       std::vector<std::vector<int64_t>>{{150}, {1, 150}, {}, {1, 1}}) {
+    const Tensor c = random_f32(c_dims, 63);
+    auto run = [&](int threads) {
+      return NodeRun("Gemm").input(a).input(b).input(c).attr("transB", 1).threads(threads).run1();
+    };
+    Tensor two = run(2);
+    expect_near_all(values_of(two), naive_gemm(a, b, &c, false, true, 1.0, 1.0), 1e-5);
+    EXPECT_EQ(run(1), two);
+  }
+  Tensor y = NodeRun("Gemm", 11).input(a).input(b).attr("transB", 1).run1();
+  expect_near_all(values_of(y), naive_gemm(a, b, nullptr, false, true, 1.0, 0), 1e-5);
+}
+
 TEST(RuntimeMatMul, GemmInDouble) {
   const Tensor a = to_f64(random_f32({7, 9}, 51));
   const Tensor b = to_f64(random_f32({9, 4}, 52));

@@ -1,8 +1,10 @@
 // MatMul and Gemm kernels: single-threaded Eigen GEMM calls over row panels and broadcast batches.
 #include <algorithm>
+#include <type_traits>
 
 #include <Eigen/Core>
 
+#include "conv_simd.h"
 #include "kernel_util.h"
 
 namespace autopar::runtime {
@@ -136,6 +138,25 @@ Status run_gemm(KernelContext& ctx) {
   ConstMatrixMap<T> a_stored(a_data, trans_a ? k : m, trans_a ? m : k);
   ConstMatrixMap<T> b_stored(b_data, trans_b ? n : k, trans_b ? k : n);
 
+  // One float32 row times a transposed B (a batch-1 linear layer) on AVX-512: dot products of
+  // B's rows with it, plus C, in blocks of B's rows (conv_simd.h).
+  if constexpr (std::is_same_v<T, float>) {
+    const bool c_is_row = !with_c || (c_strides[0] == 0 && c_strides[1] == 1);
+    if (m == 1 && trans_b && !trans_a && alpha == 1 && beta == 1 && c_is_row && k > 0 &&
+        cpu_has_avx512()) {
+      constexpr int64_t kBlockRows = 64;
+      parallel_for((n + kBlockRows - 1) / kBlockRows, grain_for(kBlockRows * k, kPanelMultiplyAdds),
+                   [&](int64_t begin, int64_t end) {
+                     for (int64_t block = begin; block < end; ++block) {
+                       const int64_t first = block * kBlockRows;
+                       const int64_t rows = std::min(kBlockRows, n - first);
+                       gemm_avx512(b_data + first * k, k, rows, k, a_data, 1, 1,
+                                   with_c ? c_data + first : nullptr, nullptr, y_data + first, 1);
+                     }
+                   });
+      return Status::ok();
+    }
+  }
   const int64_t panel_rows = rows_per_panel(m, n, k);
   const int64_t panels = (m + panel_rows - 1) / panel_rows;
   parallel_for(panels, grain_for(panel_rows * n * std::max<int64_t>(k, 1), kPanelMultiplyAdds),
