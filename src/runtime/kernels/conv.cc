@@ -167,6 +167,19 @@ void for_each_line(const Window& w, const std::vector<int64_t>& shift, int64_t f
   }
 }
 
+// out[j] = in[2·j] for j < n where a vector kernel does it (float32 on AVX-512); false
+// otherwise.
+template <typename T>
+bool even_elements(const T* in, int64_t n, T* out) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (cpu_has_avx512()) {
+      even_elements_avx512(in, n, out);
+      return true;
+    }
+  }
+  return false;
+}
+
 // col[(c·K + k), p − first] = image[c, position of output p under kernel offset k], zero in
 // the padding, for output positions [first, last).
 template <typename T>
@@ -196,6 +209,7 @@ void im2col(const T* image, int64_t channels, const Window& w,
         out += line.valid_begin;
         if (stride == 1) {
           std::copy(in, in + valid, out);
+        } else if (stride == 2 && even_elements(in, valid, out)) {
         } else {
           for (int64_t j = 0; j < valid; ++j) out[j] = in[j * stride];
         }

@@ -331,7 +331,20 @@ AUTOPAR_AVX512 void gemv(const float* w, int64_t ldw, int64_t rows, int64_t dept
   }
 }
 
+AUTOPAR_AVX512 void even_elements(const float* in, int64_t n, float* out) {
+  const __m512i evens = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const int64_t extent = 2 * n - 1;  // in[0, extent) holds every element read
+  for (int64_t j = 0; j < n; j += kLanes) {
+    const __m512 low = _mm512_maskz_loadu_ps(first_lanes(extent - 2 * j), in + 2 * j);
+    const __m512 high =
+        _mm512_maskz_loadu_ps(first_lanes(extent - 2 * j - kLanes), in + 2 * j + kLanes);
+    _mm512_mask_storeu_ps(out + j, first_lanes(n - j), _mm512_permutex2var_ps(low, evens, high));
+  }
+}
+
 }  // namespace
+
+void even_elements_avx512(const float* in, int64_t n, float* out) { even_elements(in, n, out); }
 
 void activation_avx512(const Activation& a, float* data, int64_t n) { activate(a, data, n); }
 
@@ -370,6 +383,7 @@ void depthwise_avx512(const DepthwiseShape& s, const float* in, const float* tap
 #else  // no x86-64 SIMD: the portable kernels only
 
 bool cpu_has_avx512() { return false; }
+void even_elements_avx512(const float*, int64_t, float*) {}
 void activation_avx512(const Activation&, float*, int64_t) {}
 void gemm_avx512(const float*, int64_t, int64_t, int64_t, const float*, int64_t, int64_t,
                  const float*, const Activation*, float*, int64_t) {}

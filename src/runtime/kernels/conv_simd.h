@@ -19,6 +19,9 @@ struct Activation;
 // The activation (activation.h) over data[0, n), with the bits of its scalar formulas.
 void activation_avx512(const Activation& a, float* data, int64_t n);
 
+// out[j] = in[2·j] for j < n (the columns of a stride-2 convolution).
+void even_elements_avx512(const float* in, int64_t n, float* out);
+
 // y[m·ldy + j] = act(Σ_k w[m·ldw + k]·x[k·ldx + j] (+ bias[m])) for m < rows, j < cols; act
 // (may be null) as activation_avx512 applies it.
 void gemm_avx512(const float* w, int64_t ldw, int64_t rows, int64_t depth, const float* x,
