@@ -18,13 +18,15 @@ if [ ! -d "$ort_dir/node_modules/onnxruntime-node" ]; then
 fi
 /usr/bin/python3 bench/onnxruntime/export_models.py "$work" 2>/dev/null
 version=$(node -p "require('$ort_dir/node_modules/onnxruntime-node/package.json').version")
-printf '%-22s %14s %18s %8s\n' model "autopar (ms)" "onnxruntime (ms)" ratio
-for model in mobilenet_v2 mobilenet_v3_small mobilenet_v3_large; do
-  ours=$("$build/autopar" run "$work/$model.onnx" --inputs "$work/inputs" --threads 1 \
-    --repeat "$runs" --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["median_s"])')
-  theirs=$(node bench/onnxruntime/ort.js "$ort_dir/node_modules/onnxruntime-node" \
-    "$work/input.f32" "$runs" "$work/$model.onnx" |
-    /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["median_s"])')
-  /usr/bin/python3 -c "print(f'{\"$model\":<22} {$ours*1e3:14.2f} {$theirs*1e3:18.2f} {$theirs/$ours:8.2f}')"
+printf '%-22s %14s %18s %8s %14s\n' model "autopar (ms)" "onnxruntime (ms)" ratio "max rel diff"
+for model in mobilenet_v2 mobilenet_v3_small mobilenet_v3_large mobilenet_v3_small_bn; do
+  rm -rf "$work/outputs" && mkdir -p "$work/outputs"
+  "$build/autopar" run "$work/$model.onnx" --inputs "$work/inputs" --outputs "$work/outputs" \
+    --threads 1 --repeat "$runs" --json > "$work/autopar.json"
+  node bench/onnxruntime/ort.js "$ort_dir/node_modules/onnxruntime-node" "$work/input.f32" \
+    "$runs" "$work/$model.onnx" > "$work/ort.json"
+  /usr/bin/python3 bench/onnxruntime/row.py "$model" "$work/autopar.json" "$work/ort.json" \
+    "$work/outputs/output_0.pb"
 done
-echo "onnxruntime-node $version, one thread each; ratio = onnxruntime's time / autopar's"
+echo "onnxruntime-node $version, one thread each; ratio = onnxruntime's time / autopar's;"
+echo "max rel diff = the largest |autopar − onnxruntime| of the outputs over their largest |value|"

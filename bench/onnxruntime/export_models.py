@@ -1,5 +1,6 @@
 """Writes the mobile CNNs the executor is compared on (torchvision's MobileNetV2 and V3,
-inference, opset 17, batch 1 × 3 × 224 × 224) and one input for them, into OUT_DIR."""
+inference, opset 17, batch 1 × 3 × 224 × 224; V3-small once more with its BatchNormalizations
+written out) and one input for them, into OUT_DIR."""
 
 import os
 import struct
@@ -41,6 +42,12 @@ def main():
         model = getattr(torchvision.models, name)().eval()
         torch.onnx.export(model, (x,), os.path.join(out, name + ".onnx"), input_names=["x"],
                           output_names=["y"], opset_version=17)
+    # The same network with its 34 BatchNormalizations written out (no constant folding):
+    # both runtimes fold them into the convolutions when they load it.
+    model = torchvision.models.mobilenet_v3_small().eval()
+    torch.onnx.export(model, (x,), os.path.join(out, "mobilenet_v3_small_bn.onnx"),
+                      input_names=["x"], output_names=["y"], opset_version=17,
+                      do_constant_folding=False, training=torch.onnx.TrainingMode.PRESERVE)
     with open(os.path.join(out, "inputs", "input_0.pb"), "wb") as f:
         f.write(tensor_proto(x, "x"))
     with open(os.path.join(out, "input.f32"), "wb") as f:

@@ -1,5 +1,5 @@
 // onnxruntime-node on one thread: the median of N runs after a warm-up, per model, on the
-// input export_models.py wrote. Usage: node ort.js ONNXRUNTIME_NODE_DIR INPUT.f32 N MODEL...
+// input export_models.py wrote, and the first output's values. Usage: node ort.js ONNXRUNTIME_NODE_DIR INPUT.f32 N MODEL...
 const [ortDir, inputPath, runs, ...models] = process.argv.slice(2);
 const ort = require(ortDir);
 const fs = require('fs');
@@ -18,6 +18,9 @@ const fs = require('fs');
       times.push(Number(process.hrtime.bigint() - start) / 1e9);
     }
     times.sort((a, b) => a - b);
-    console.log(JSON.stringify({model, median_s: times[Math.floor(times.length / 2)]}));
+    // The first output, for the comparison of values.
+    const output = (await session.run(feeds))[session.outputNames[0]].data;
+    console.log(JSON.stringify(
+        {model, median_s: times[Math.floor(times.length / 2)], output: Array.from(output)}));
   }
 })();

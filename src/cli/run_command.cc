@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "autopar/ir/pattern_fusion.h"
 #include "autopar/onnx/onnx_bind.h"
 #include "autopar/onnx/onnx_tensor.h"
 #include "autopar/runtime/cuda_executor.h"
@@ -66,6 +67,13 @@ Status run_inference(const RunFlags& flags) {
   import_options.constant_weights_trainable = !flags.dims.keep_constants;
   ASSIGN_OR_RETURN(BoundModel bound, import_for_inputs(model, std::move(inputs), flags.model,
                                                        model_dir, nullptr, import_options));
+  // Inference: a BatchNormalization after a convolution becomes part of its weights (value
+  // ids are renumbered, so the feeds are found again by name).
+  std::vector<std::string> fed;
+  for (const auto& feed : bound.feeds) fed.push_back(bound.graph.value(feed.first).name);
+  if (fold_inference_batch_norms(bound.graph) > 0) {
+    for (size_t i = 0; i < fed.size(); ++i) bound.feeds[i].first = *bound.graph.find_value(fed[i]);
+  }
   std::vector<runtime::Feed> feeds(bound.feeds.begin(), bound.feeds.end());
   runtime::RunStats stats;
   std::vector<TensorPtr> outputs;

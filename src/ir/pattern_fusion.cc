@@ -1,6 +1,7 @@
 #include "autopar/ir/pattern_fusion.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -748,6 +749,94 @@ Graph fuse_exported_patterns(const Graph& graph, FusionReport* report) {
 Graph fuse_training_patterns(const Graph& graph, FusionReport* report,
                              const TrainingFusions& fusions) {
   return fuse(graph, Patterns::kTraining, report, fusions.attention);
+}
+
+namespace {
+
+// The constant data of `id`, when it is an initializer with data of the given dtype.
+const Tensor* constant_data(const Graph& g, ValueId id, DType dtype) {
+  if (id == kNoId) return nullptr;
+  const Value& v = g.value(id);
+  return v.is_initializer() && v.data && v.dtype == dtype ? v.data.get() : nullptr;
+}
+
+bool output_unused(const Graph& g, const Node& node, size_t i) {
+  const ValueId id = node.output(i);
+  return id == kNoId || (g.value(id).consumers.empty() && !g.is_output(id));
+}
+
+}  // namespace
+
+int fold_inference_batch_norms(Graph& g) {
+  std::vector<std::pair<std::string, std::string>> renames;  // conv output → the BN's name
+  for (NodeId id = 0; id < g.num_nodes(); ++id) {
+    const Node& bn = g.node(id);
+    if (!bn.domain.empty() || bn.op_type != "BatchNormalization" || bn.inputs.size() != 5 ||
+        bn.attr_int("training_mode", 0) != 0 || bn.output(0) == kNoId)
+      continue;
+    bool inference = true;
+    for (size_t i = 1; i < bn.outputs.size(); ++i) inference = inference && output_unused(g, bn, i);
+    const ValueId x = bn.inputs[0];
+    if (!inference || x == kNoId) continue;
+    const Value& xv = g.value(x);
+    if (xv.producer == kNoId || xv.consumers.size() != 1 || g.is_output(x)) continue;
+    const NodeId conv_id = xv.producer;
+    const Node& conv = g.node(conv_id);
+    if (!conv.domain.empty() || conv.op_type != "Conv" || conv.output(0) != x) continue;
+    const DType dtype = xv.dtype;
+    if (dtype != DType::kFloat32 && dtype != DType::kFloat64) continue;
+    const Tensor* w = constant_data(g, conv.input(1), dtype);
+    const Tensor* conv_bias =
+        conv.input(2) == kNoId ? nullptr : constant_data(g, conv.input(2), dtype);
+    std::array<const Tensor*, 4> stats{};  // scale, B, mean, var
+    bool known = w && (conv.input(2) == kNoId || conv_bias);
+    for (size_t i = 0; i < 4; ++i) {
+      stats[i] = constant_data(g, bn.inputs[i + 1], dtype);
+      known = known && stats[i];
+    }
+    if (!known || w->rank() < 1) continue;
+    const int64_t channels = w->dims()[0];
+    if (channels <= 0 || w->num_elements() % channels != 0) continue;
+    bool per_channel = true;
+    for (const Tensor* t : stats) per_channel = per_channel && t->num_elements() == channels;
+    if (!per_channel || (conv_bias && conv_bias->num_elements() != channels)) continue;
+
+    const double epsilon = bn.attr_float("epsilon", 1e-5f);
+    const int64_t per_output = w->num_elements() / channels;
+    Tensor folded_w(dtype, w->dims()), folded_b(dtype, {channels});
+    for (int64_t o = 0; o < channels; ++o) {
+      const double s = stats[0]->float_at(o) / std::sqrt(stats[3]->float_at(o) + epsilon);
+      for (int64_t i = 0; i < per_output; ++i) {
+        const int64_t at = o * per_output + i;
+        folded_w.set_from_double(at, w->float_at(at) * s);
+      }
+      const double b = conv_bias ? conv_bias->float_at(o) : 0.0;
+      folded_b.set_from_double(o, (b - stats[2]->float_at(o)) * s + stats[1]->float_at(o));
+    }
+    auto add_constant = [&](const std::string& base, Tensor data) {
+      Value v;
+      v.name = g.unique_value_name(base);
+      v.dtype = dtype;
+      v.shape = Shape(data.dims());
+      v.kind = ValueKind::kConstant;
+      v.data = std::make_shared<const Tensor>(std::move(data));
+      return g.add_value(std::move(v));
+    };
+    const ValueId new_w = add_constant(conv.name + ".folded_weight", std::move(folded_w));
+    const ValueId new_b = add_constant(conv.name + ".folded_bias", std::move(folded_b));
+    Node& edited = g.mutable_node(conv_id);
+    edited.inputs.resize(3, kNoId);
+    edited.inputs[1] = new_w;
+    edited.inputs[2] = new_b;
+    const ValueId y = bn.output(0);
+    renames.emplace_back(g.value(x).name, g.value(y).name);
+    g.rebuild_uses();
+    g.replace_uses(y, x);
+  }
+  if (renames.empty()) return 0;
+  g.remove_dead_nodes();
+  for (const auto& [from, to] : renames) g.rename_value(*g.find_value(from), to);
+  return static_cast<int>(renames.size());
 }
 
 }  // namespace autopar

@@ -5,6 +5,7 @@
 
 #include "autopar/autodiff/autodiff.h"
 #include "autopar/ir/builder.h"
+#include "autopar/ir/pattern_fusion.h"
 #include "autopar/runtime/executor.h"
 #include "autopar/runtime/trainer.h"
 #include "autopar/zoo/zoo.h"
@@ -245,6 +246,85 @@ TEST(ConvActivationFusion, OnlyAnOutputTheActivationAloneReadsIsFused) {
               Executor::create(g, plain_options)->planned_peak_bytes())
         << variant;
   }
+}
+
+// ---- BatchNormalization folded into the convolution before it (inference) ----------------
+
+int count_op(const Graph& g, const std::string& op) {
+  int n = 0;
+  for (const Node& node : g.nodes()) n += node.op_type == op;
+  return n;
+}
+
+// x → Conv → BatchNormalization → Relu → y folds to x → Conv → Relu → y with the same values;
+// a Conv output that something else reads too, and statistics fed at run time, stay.
+TEST(InferenceBatchNormFolding, ConvThenBatchNormBecomesOneConv) {
+  using Ints = std::vector<int64_t>;
+  GraphBuilder b("conv_bn", 15);
+  const ValueId x = b.input("x", DType::kFloat32, {2, 4, 7, 7});
+  const ValueId fed_mean = b.input("fed_mean", DType::kFloat32, {6});
+  auto positive = [](Tensor t) {
+    for (int64_t i = 0; i < t.num_elements(); ++i)
+      t.set_from_double(i, 0.5 + std::abs(t.float_at(i)));
+    return t;
+  };
+  auto stats = [&](const std::string& name, uint64_t seed) {
+    return std::vector<ValueId>{
+        b.constant(name + ".scale", testing::random_f32({6}, seed)),
+        b.constant(name + ".bias", testing::random_f32({6}, seed + 1)),
+        b.constant(name + ".mean", testing::random_f32({6}, seed + 2)),
+        b.constant(name + ".var", positive(testing::random_f32({6}, seed + 3)))};
+  };
+  const ValueId w = b.constant("w", testing::random_f32({6, 4, 3, 3}, 1));
+  const ValueId bias = b.constant("b", testing::random_f32({6}, 2));
+  // Folded: with the Conv's bias, and a depthwise one without.
+  const ValueId c1 = b.op1("Conv", {x, w, bias}, {{"pads", Ints{1, 1, 1, 1}}});
+  std::vector<ValueId> in1 = {c1};
+  for (ValueId v : stats("bn1", 10)) in1.push_back(v);
+  const ValueId y1 = b.op1("BatchNormalization", in1, {{"epsilon", 1e-3f}});
+  const ValueId dw = b.constant("dw", testing::random_f32({6, 1, 3, 3}, 3));
+  const ValueId c2 = b.op1("Conv", {b.op1("Relu", {y1}), dw}, {{"group", int64_t{6}}});
+  std::vector<ValueId> in2 = {c2};
+  for (ValueId v : stats("bn2", 20)) in2.push_back(v);
+  b.output(b.op1("BatchNormalization", in2), "y");
+  // Kept: the Conv's output read twice; the mean fed at run time.
+  const ValueId c3 = b.op1("Conv", {x, w});
+  std::vector<ValueId> in3 = {c3};
+  for (ValueId v : stats("bn3", 30)) in3.push_back(v);
+  b.output(b.op1("Add", {b.op1("BatchNormalization", in3), c3}), "z");
+  const ValueId c4 = b.op1("Conv", {x, w});
+  std::vector<ValueId> in4 = stats("bn4", 40);
+  in4.insert(in4.begin(), c4);
+  in4[3] = fed_mean;
+  b.output(b.op1("BatchNormalization", in4), "u");
+  const Graph original = b.finish();
+
+  Graph folded = original;
+  EXPECT_EQ(fold_inference_batch_norms(folded), 2);
+  EXPECT_EQ(count_op(folded, "BatchNormalization"), 2);
+  EXPECT_EQ(count_op(folded, "Conv"), 4);
+  EXPECT_EQ(folded.num_nodes(), original.num_nodes() - 2);
+  ASSERT_EQ(folded.outputs().size(), 3u);
+  EXPECT_EQ(folded.value(folded.outputs()[0]).name, "y");
+
+  Tensor input(DType::kFloat32, {2, 4, 7, 7});
+  for (int64_t i = 0; i < input.num_elements(); ++i)
+    input.set_from_double(i, std::sin(0.37 * static_cast<double>(i)));
+  const std::vector<TensorPtr> inputs = {
+      std::make_shared<const Tensor>(input),
+      std::make_shared<const Tensor>(testing::random_f32({6}, 50))};
+  auto want = Executor::create(original)->run_inputs(inputs);
+  auto got = Executor::create(folded)->run_inputs(inputs);
+  ASSERT_TRUE(want.is_ok() && got.is_ok());
+  for (size_t o = 0; o < 3; ++o) {
+    const Tensor& a = *(*got)[o];
+    const Tensor& e = *(*want)[o];
+    ASSERT_EQ(a.dims(), e.dims());
+    for (int64_t i = 0; i < a.num_elements(); ++i)
+      ASSERT_NEAR(a.float_at(i), e.float_at(i), 2e-5 * (1 + std::abs(e.float_at(i))))
+          << "output " << o << " at " << i;
+  }
+  EXPECT_EQ(fold_inference_batch_norms(folded), 0);  // nothing left to fold
 }
 
 }  // namespace

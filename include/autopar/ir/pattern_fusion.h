@@ -47,4 +47,11 @@ struct TrainingFusions {
 Graph fuse_training_patterns(const Graph& graph, FusionReport* report = nullptr,
                              const TrainingFusions& fusions = {});
 
+// For inference: every BatchNormalization in inference mode whose input only a Conv's output
+// is, with the statistics, scale, bias and the Conv's weights constants with data, becomes
+// part of that Conv (weights scaled per output channel by scale/√(var + ε), the bias
+// (b − mean)·scale/√(var + ε) + B, computed in double), as inference runtimes fold it. The
+// folded Conv's output keeps the BatchNormalization's output name. Returns how many it folded.
+int fold_inference_batch_norms(Graph& graph);
+
 }  // namespace autopar
