@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "autopar/ir/pattern_fusion.h"
 #include "autopar/onnx/onnx_check.h"
 #include "autopar/onnx/onnx_import.h"
 #include "autopar/onnx/onnx_tensor.h"
@@ -107,14 +108,24 @@ TEST(RuntimeCli, RunWritesTheExecutorsOutputs) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto written = read_tensor_file(dir + "/out/output_0.pb");
   ASSERT_TRUE(written.is_ok()) << written.status().message();
+  // run folds each BatchNormalization into the convolution before it: the bits of the
+  // executor on the folded graph, and the unfolded graph's values to rounding.
   runtime::ExecutorOptions options;
   options.num_threads = 2;
-  auto executor = runtime::Executor::create(*graph, options);
+  Graph folded = *graph;
+  EXPECT_EQ(fold_inference_batch_norms(folded), 12);  // every BatchNormalization
+  auto executor = runtime::Executor::create(folded, options);
   ASSERT_TRUE(executor.is_ok());
   auto expected = executor->run_inputs(inputs);
   ASSERT_TRUE(expected.is_ok());
   EXPECT_EQ(*written, *(*expected)[0]);
   EXPECT_EQ(written->dims(), (std::vector<int64_t>{3, 10}));
+  auto unfolded = runtime::Executor::create(*graph, options)->run_inputs(inputs);
+  ASSERT_TRUE(unfolded.is_ok());
+  for (int64_t i = 0; i < written->num_elements(); ++i) {
+    const double want = (*unfolded)[0]->float_at(i);
+    EXPECT_NEAR(written->float_at(i), want, 1e-5 * (1 + std::abs(want))) << i;
+  }
 
   // --repeat: the runs after the first give the steady state; the outputs are the same.
   const auto repeated = run_autopar({"run", "resnet.onnx", "--inputs", "in", "--outputs", "again",
