@@ -12,6 +12,7 @@
 #include "autopar/cost/memory.h"
 #include "autopar/cost/simulator.h"
 #include "autopar/ir/collapse_layers.h"
+#include "autopar/ir/pattern_fusion.h"
 #include "autopar/ops/op_def.h"
 
 namespace autopar {
@@ -511,6 +512,8 @@ std::string spmd_structure_key(const Scheme& scheme) {
                      scheme.tp() > 1 ? tensor_strategy_name(scheme.tensor) : "-",
                      scheme.dp() > 1 ? scheme.zero : 0, precision_name(scheme.precision));
   if (scheme.cp() > 1) key += fmt::format("|context {}", context_form_name(scheme.context));
+  if (scheme.attention)
+    key += fmt::format("|attention {}", attention_kernel_name(*scheme.attention));
   for (const OpOverride& o : scheme.overrides) key += fmt::format("|{}={}", o.pattern, o.strategy);
   for (const auto& [field, value] : scheme.extensions) key += fmt::format("|{}: {}", field, value);
   return key;
@@ -588,7 +591,11 @@ StatusOr<std::shared_ptr<const Estimator::Structure>> Estimator::structure(const
     spmd.global_batch = spmd.dp() * spmd.micro_batch * (scheme.microbatches() > 1 ? 2 : 1);
     auto s = std::make_shared<Structure>();
     const int64_t batch = spmd.dp() * spmd.micro_batch;
-    ASSIGN_OR_RETURN(s->model, model(batch));
+    // FlashAttention's fusion needs to see the causal mask (context parallelism runs it too).
+    const bool fused_attention =
+        scheme.cp() > 1 ||
+        scheme.attention.value_or(options_.profile->attention) == AttentionKernel::kFlash;
+    ASSIGN_OR_RETURN(s->model, model(batch, fused_attention));
     // Structures of one batch share the rewritten training graph.
     LoweringOptions options = options_;
     options.prepared = [this, batch](const std::string& key,
@@ -606,31 +613,36 @@ StatusOr<std::shared_ptr<const Estimator::Structure>> Estimator::structure(const
   });
 }
 
-StatusOr<std::shared_ptr<const Estimator::Model>> Estimator::model(int64_t batch) {
+StatusOr<std::shared_ptr<const Estimator::Model>> Estimator::model(int64_t batch,
+                                                                   bool fused_attention) {
   using Result = StatusOr<std::shared_ptr<const Model>>;
-  return once(mutex_, models_, std::to_string(batch), [&]() -> Result {
-    auto m = std::make_shared<Model>();
-    m->batch = batch;
-    ASSIGN_OR_RETURN(Graph model, model_at_(batch));
-    // Costs need shapes alone: large constants (a causal mask) lose their data, which every
-    // prepared graph would otherwise copy and convert to the compute type. Small ones (shapes,
-    // axes, fill values) keep theirs: the lowering reads them.
-    for (ValueId v = 0; v < model.num_values(); ++v) {
-      Value& value = model.mutable_value(v);
-      // (Integer vectors stay: positions a computed causal mask compares, one per token.)
-      const bool positions = !is_floating(value.dtype) && value.shape.rank() <= 2 && value.data &&
-                             value.data->num_elements() <= kLargestPositions;
-      if (value.kind == ValueKind::kConstant && value.data && !positions &&
-          value.data->num_elements() > kLargeConstantElements)
-        value.data.reset();
-    }
-    int32_t layers = 0;
-    for (const Node& n : model.nodes()) layers = std::max(layers, n.layer + 1);
-    m->stage_costs = layer_forward_costs(model, layers);
-    m->model_flops = model_forward_flops(model);
-    m->collapsed = collapse_repeated_layers(model);
-    return std::shared_ptr<const Model>(std::move(m));
-  });
+  return once(
+      mutex_, models_, fmt::format("{}|{}", batch, fused_attention ? 1 : 0), [&]() -> Result {
+        auto m = std::make_shared<Model>();
+        m->batch = batch;
+        ASSIGN_OR_RETURN(Graph loaded, model_at_(batch));
+        // Costs need shapes alone: large constants lose their data, which every prepared graph
+        // would otherwise copy and convert to the compute type. Small ones (shapes, axes, fill
+        // values) keep theirs: the lowering reads them. Where attention is fused, a constant causal
+        // mask becomes the computed one first, so that the fusion still sees it is causal (unfused,
+        // the constant stays: computed, its [s, s] values would be held per microbatch).
+        Graph model = fused_attention ? computed_causal_masks(loaded) : std::move(loaded);
+        for (ValueId v = 0; v < model.num_values(); ++v) {
+          Value& value = model.mutable_value(v);
+          // (Integer vectors stay: positions a computed causal mask compares, one per token.)
+          const bool positions = !is_floating(value.dtype) && value.shape.rank() <= 2 &&
+                                 value.data && value.data->num_elements() <= kLargestPositions;
+          if (value.kind == ValueKind::kConstant && value.data && !positions &&
+              value.data->num_elements() > kLargeConstantElements)
+            value.data.reset();
+        }
+        int32_t layers = 0;
+        for (const Node& n : model.nodes()) layers = std::max(layers, n.layer + 1);
+        m->stage_costs = layer_forward_costs(model, layers);
+        m->model_flops = model_forward_flops(model);
+        m->collapsed = collapse_repeated_layers(model);
+        return std::shared_ptr<const Model>(std::move(m));
+      });
 }
 
 StatusOr<const LayerCosts*> Estimator::layer_costs(const Scheme& scheme) {

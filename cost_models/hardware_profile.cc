@@ -270,6 +270,21 @@ StatusOr<HardwareProfile> parse_hardware_profile(std::string_view yaml, std::str
     }
     p.memory_policy = *named;
   }
+  if (const YAML::Node kernels = root["kernels"]) {
+    if (!kernels.IsMap()) return r.fail("kernels", "expected {{attention: flash|unfused}}");
+    for (const auto& entry : kernels) {
+      if (entry.first.Scalar() != "attention")
+        return r.fail("kernels." + entry.first.Scalar(), "unknown field (known: attention)");
+    }
+    const YAML::Node attention = kernels["attention"];
+    const auto named =
+        attention.IsScalar() ? attention_kernel_named(attention.Scalar()) : std::nullopt;
+    if (!named) {
+      return r.fail("kernels.attention", "'{}' is not one of unfused, flash",
+                    attention.IsScalar() ? attention.Scalar() : std::string("?"));
+    }
+    p.attention = *named;
+  }
   const YAML::Node topology = root["topology"];
   if (!topology || !topology.IsMap()) return r.fail("topology", "missing");
   RETURN_IF_ERROR(parse_topology(r, topology, p));

@@ -341,8 +341,15 @@ Status run_autotune(const AutotuneFlags& f) {
       result.candidates_evaluated, result.feasible, result.search_time_s);
   std::optional<Exported> exported;
   if (target) {
-    ExportSource source{f.model, &built.model, t.options.optimizer, t.profile.devices_per_node,
-                        t.profile.nodes};
+    bool fused_attention = false;
+    for (const Role& role : built.plan.roles) {
+      for (const Node& n : role.graph.nodes())
+        fused_attention =
+            fused_attention || n.op_type == "Attention" || n.op_type == "RingAttention";
+    }
+    ExportSource source{
+        f.model,         &built.model,   t.options.optimizer, t.profile.devices_per_node,
+        t.profile.nodes, fused_attention};
     ASSIGN_OR_RETURN(exported, export_scheme(*target, best.scheme, source));
     const std::string file = exported->file == "deepspeed.json" ? exported->text
                              : exported->file == "megatron.sh" ? "#!/bin/sh\n" + exported->printed()

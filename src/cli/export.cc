@@ -142,6 +142,11 @@ std::optional<std::string> torchtitan_obstacle(const Scheme& s,
   return std::nullopt;
 }
 
+// Whether the plan runs attention fused (context parallelism always does).
+bool flash_attention(const Scheme& s, const ExportSource& src) {
+  return s.cp() > 1 || src.fused_attention;
+}
+
 // --- Megatron-LM ------------------------------------------------------------------------
 
 std::string megatron(const Scheme& s, const TransformerShape& m, const ExportSource& src,
@@ -183,6 +188,10 @@ std::string megatron(const Scheme& s, const TransformerShape& m, const ExportSou
   }
   if (s.tp() > 1 && s.tensor == TensorStrategy::kMegatronSp)
     args.emplace_back("--sequence-parallel");
+  // The attention kernel planned: FlashAttention (Transformer Engine's, or the flash-attn
+  // package), or the unfused softmax path that keeps the scores.
+  args.push_back(
+      fmt::format("--attention-backend {}", flash_attention(s, src) ? "flash" : "unfused"));
   if (s.cp() > 1) {
     // Megatron-LM lays the sequence out in the same chunk pairs; p2p is its ring attention.
     args.push_back(fmt::format("--context-parallel-size {} --cp-comm-type {}", s.cp(),
@@ -303,6 +312,10 @@ std::string torchtitan(const Scheme& s, const TransformerShape& m, const ExportS
         "TrainSpec named \"{}\" for this model (torchtitan/protocols/train_spec.py)",
         src.model));
   }
+  if (!flash_attention(s, src))
+    notes.push_back(
+        "torchtitan's models run attention through PyTorch's scaled_dot_product_attention "
+        "(FlashAttention kernels): less memory and time than the unfused attention planned");
   const int64_t dp = s.dp();
   out += "\n[training]\n";
   // A rank's batch per optimizer step under pp (its microbatches run by the schedule), else

@@ -47,13 +47,16 @@ std::optional<std::string> export_obstacle(ExportTarget target, const Scheme& sc
                                            const std::optional<TransformerShape>& shape);
 
 // What the export is of: the model (its name as given), its graph, the optimizer it trains
-// with and the cluster (devices per node, nodes).
+// with, the cluster (devices per node, nodes) and the attention the plan runs.
 struct ExportSource {
   std::string model;
   const Graph* graph = nullptr;
   OptimizerSpec optimizer;
   int64_t devices_per_node = 8;
   int64_t nodes = 1;
+  // Whether the plan runs attention as one fused kernel (its graphs hold Attention ops: the
+  // scheme or the profile chose FlashAttention and the model's attention has its form).
+  bool fused_attention = false;
 };
 
 // A launch configuration: the file's name and text (a shell command, JSON or TOML) and what

@@ -26,7 +26,14 @@ struct Match {
   // Outputs the fused node adds beyond the chain's (Attention's log-sum-exp), appended after
   // fused.outputs as new values.
   std::vector<Value> added_outputs;
+  // Nodes written before the fused node, each with one new output value; the fused node reads
+  // prelude output i as value id prelude_value(i).
+  std::vector<std::pair<Node, Value>> prelude;
 };
+
+// The id a fused node's input holds for the output of prelude node i (ids of the source graph
+// are never negative).
+constexpr ValueId prelude_value(size_t i) { return -2 - static_cast<ValueId>(i); }
 
 class Matcher {
  public:
@@ -525,6 +532,23 @@ bool constant_causal_mask(const Graph& g, ValueId mask, int64_t s) {
   return true;
 }
 
+// Whether constant boolean `condition` ([s, s], or with leading 1s) marks the causal mask's
+// masked entries (those above the diagonal; `above` false: the visible ones, on and below it).
+bool constant_causal_condition(const Graph& g, ValueId condition, int64_t s, bool above) {
+  const Value& v = g.value(condition);
+  if (v.kind != ValueKind::kConstant || v.dtype != DType::kBool || !v.data ||
+      v.shape.num_elements() != s * s)
+    return false;
+  const std::vector<int64_t>& dims = v.shape.dims;
+  if (dims.size() < 2 || dims[dims.size() - 1] != s || dims[dims.size() - 2] != s) return false;
+  for (int64_t i = 0; i < s; ++i) {
+    for (int64_t j = 0; j < s; ++j) {
+      if ((v.data->int_at(i * s + j) != 0) != (above ? j > i : j <= i)) return false;
+    }
+  }
+  return true;
+}
+
 // Whether constant `v` holds 0, 1, …, n − 1 with `dims`.
 bool positions(const Graph& g, ValueId v, const std::vector<int64_t>& dims) {
   const Value& c = g.value(v);
@@ -549,8 +573,9 @@ bool computed_causal_mask(const Matcher& m, ValueId mask, int64_t s) {
          positions(m.graph(), greater->inputs[1], {s, 1});
 }
 
-// softmax(Q·Kᵀ / c (+ causal mask))·V over [b, h, s, d] heads, Kᵀ a Transpose (0, 1, 3, 2) of
-// the keys, keys and values possibly repeated from fewer key/value heads: one Attention.
+// softmax(Q·Kᵀ / c (+ causal mask, or the masked scores filled by a Where))·V over [b, h, s, d]
+// heads, Kᵀ a Transpose (0, 1, 3, 2) of the keys, keys and values possibly repeated from fewer
+// key/value heads: one Attention.
 std::optional<Match> match_attention(const Matcher& m, const Node& softmax) {
   const Graph& g = m.graph();
   if (softmax.inputs.size() != 1 || softmax.outputs.size() != 1) return std::nullopt;
@@ -565,6 +590,8 @@ std::optional<Match> match_attention(const Matcher& m, const Node& softmax) {
   // The mask's side of the Add: a constant, or computed (a Mul of a Cast); its contents are
   // checked last, once the rest is attention (a constant mask is read whole).
   ValueId mask = kNoId;
+  ValueId where_mask = kNoId;  // the condition of a Where that fills the masked scores
+  bool masked_above = false;   // whether its true entries are the masked ones
   if (const Node* add = m.producer(scores, "Add"); add && m.sole(scores, "Softmax")) {
     if (score_dims[3] != score_dims[2] || add->inputs.size() != 2) return std::nullopt;
     auto mask_like = [&](ValueId v) {
@@ -578,6 +605,24 @@ std::optional<Match> match_attention(const Matcher& m, const Node& softmax) {
     mask = add->inputs[side];
     covered.push_back(m.id_of(add));
     scores = add->inputs[1 - side];
+  } else if (const Node* where = m.producer(scores, "Where");
+             where && m.sole(scores, "Softmax") && where->inputs.size() == 3) {
+    // PyTorch's masked_fill(mask above the diagonal, fill) is Where(mask, fill, scores);
+    // torch.where(mask on and below it, scores, fill) is Where(mask, scores, fill).
+    if (score_dims[3] != score_dims[2]) return std::nullopt;
+    const std::optional<double> fill_first = m.scalar_value(where->inputs[1]);
+    const std::optional<double> fill_last = m.scalar_value(where->inputs[2]);
+    if (fill_first && *fill_first <= kMaskedScore) {
+      masked_above = true;
+      scores = where->inputs[2];
+    } else if (fill_last && *fill_last <= kMaskedScore) {
+      masked_above = false;
+      scores = where->inputs[1];
+    } else {
+      return std::nullopt;
+    }
+    where_mask = where->inputs[0];
+    covered.push_back(m.id_of(where));
   }
   double scale = 1.0;
   if (const Node* div = m.producer(scores, "Div")) {
@@ -601,30 +646,62 @@ std::optional<Match> match_attention(const Matcher& m, const Node& softmax) {
   }
   const Node* qk = m.producer(scores, "MatMul");
   if (!qk || g.value(scores).consumers.size() != 1) return std::nullopt;
+  // Kᵀ [b, h, d, s]: the keys [b, h, s, d] transposed (0, 1, 3, 2), or straight from the heads'
+  // reshape [b, s, h, d] by (0, 2, 3, 1) (GPT-2's form), the keys then transposed (0, 2, 1, 3)
+  // for Attention by a node of the match's prelude.
   const Node* kt = m.producer(qk->inputs[1], "Transpose");
-  if (!kt || g.value(qk->inputs[1]).consumers.size() != 1 ||
-      kt->attr_ints("perm", {}) != std::vector<int64_t>{0, 1, 3, 2})
-    return std::nullopt;
+  if (!kt || g.value(qk->inputs[1]).consumers.size() != 1) return std::nullopt;
+  const std::vector<int64_t> perm = kt->attr_ints("perm", {});
+  const bool heads_first = perm == std::vector<int64_t>{0, 1, 3, 2};
+  if (!heads_first && perm != std::vector<int64_t>{0, 2, 3, 1}) return std::nullopt;
   const Node* pv = m.sole(softmax.outputs[0], "MatMul");
   if (!pv || pv->inputs[0] != softmax.outputs[0]) return std::nullopt;
   covered.push_back(m.id_of(qk));
   covered.push_back(m.id_of(kt));
   covered.push_back(m.id_of(pv));
   const ValueId q = qk->inputs[0];
-  const ValueId k = kv_heads_of(m, kt->inputs[0], covered);
+  ValueId k = kNoId;
+  std::vector<int64_t> kd;
+  if (heads_first) {
+    k = kv_heads_of(m, kt->inputs[0], covered);
+    kd = g.value(k).shape.dims;
+  } else {
+    const Value& keys = g.value(kt->inputs[0]);
+    if (keys.shape.rank() != 4) return std::nullopt;
+    kd = {keys.shape.dims[0], keys.shape.dims[2], keys.shape.dims[1], keys.shape.dims[3]};
+    Node transpose;
+    transpose.name = kt->name + "/heads";
+    transpose.op_type = "Transpose";
+    transpose.inputs = {kt->inputs[0]};
+    transpose.outputs = {prelude_value(0)};
+    transpose.attrs["perm"] = std::vector<int64_t>{0, 2, 1, 3};
+    transpose.layer = kt->layer;
+    transpose.phase = kt->phase;
+    Value heads;
+    heads.name = keys.name + "_heads";
+    heads.dtype = keys.dtype;
+    heads.shape = Shape(kd);
+    match.prelude.emplace_back(std::move(transpose), std::move(heads));
+    k = prelude_value(0);
+  }
   const ValueId v = kv_heads_of(m, pv->inputs[1], covered);
+  auto value_of = [&](ValueId id) -> const Value& {
+    return id >= 0 ? g.value(id) : match.prelude[static_cast<size_t>(-2 - id)].second;
+  };
   const std::vector<int64_t>& qd = g.value(q).shape.dims;
-  const std::vector<int64_t>& kd = g.value(k).shape.dims;
   const std::vector<int64_t>& vd = g.value(v).shape.dims;
   if (qd.size() != 4 || kd.size() != 4 || vd.size() != 4 || kd[1] != vd[1] || kd[1] < 1 ||
       qd[1] % kd[1] != 0 || kd[2] != vd[2] || qd[3] != kd[3] ||
-      g.value(k).dtype != g.value(q).dtype || g.value(v).dtype != g.value(q).dtype ||
-      !is_floating(g.value(q).dtype) || !g.value(q).shape.known || !g.value(k).shape.known ||
+      value_of(k).dtype != g.value(q).dtype || g.value(v).dtype != g.value(q).dtype ||
+      !is_floating(g.value(q).dtype) || !g.value(q).shape.known || !value_of(k).shape.known ||
       !g.value(v).shape.known)
     return std::nullopt;
   // (A computed mask is shared by every layer: its nodes stay, dead once all are fused.)
-  const bool causal = mask != kNoId;
-  if (causal && !computed_causal_mask(m, mask, qd[2]) && !constant_causal_mask(g, mask, qd[2]))
+  const bool causal = mask != kNoId || where_mask != kNoId;
+  if (mask != kNoId && !computed_causal_mask(m, mask, qd[2]) &&
+      !constant_causal_mask(g, mask, qd[2]))
+    return std::nullopt;
+  if (where_mask != kNoId && !constant_causal_condition(g, where_mask, qd[2], masked_above))
     return std::nullopt;
   match.last = *std::max_element(covered.begin(), covered.end());
   match.fused.name = softmax.name + "/Attention";
@@ -672,8 +749,18 @@ Graph apply(const Graph& g, std::vector<Match> matches) {
   copy.inputs_and_initializers();
   for (NodeId id = 0; id < g.num_nodes(); ++id) {
     if (auto it = at_last.find(id); it != at_last.end()) {
+      std::vector<ValueId> prelude_ids;
+      for (auto [node, value] : it->second->prelude) {
+        value.name = out.unique_value_name(value.name);
+        for (ValueId& v : node.inputs) v = copy.value(v);
+        node.outputs = {out.add_value(std::move(value))};
+        node.name = out.unique_node_name(node.name);
+        prelude_ids.push_back(node.outputs[0]);
+        out.add_node(std::move(node));
+      }
       Node fused = it->second->fused;
-      for (ValueId& v : fused.inputs) v = copy.value(v);
+      for (ValueId& v : fused.inputs)
+        v = v >= 0 ? copy.value(v) : prelude_ids.at(static_cast<size_t>(-2 - v));
       for (ValueId& v : fused.outputs) v = copy.value(v);
       for (Value added : it->second->added_outputs) {
         added.name = out.unique_value_name(added.name);
@@ -766,6 +853,68 @@ bool output_unused(const Graph& g, const Node& node, size_t i) {
 }
 
 }  // namespace
+
+Graph computed_causal_masks(const Graph& g) {
+  std::vector<ValueId> masks;
+  for (ValueId v = 0; v < g.num_values(); ++v) {
+    const Value& value = g.value(v);
+    if (value.kind != ValueKind::kConstant || value.shape.rank() != 2 ||
+        !is_floating(value.dtype) || value.consumers.empty() || g.is_output(v))
+      continue;
+    const int64_t s = value.shape.dims[0];
+    if (s > 1 && value.shape.dims[1] == s && constant_causal_mask(g, v, s)) masks.push_back(v);
+  }
+  if (masks.empty()) return g;
+  Graph out;
+  GraphCopy copy(g, out);
+  copy.inputs_and_initializers();
+  for (ValueId mask : masks) {
+    const Value& value = g.value(mask);
+    const int64_t s = value.shape.dims[0];
+    auto constant = [&](const std::string& base, Tensor data) {
+      Value c;
+      c.name = out.unique_value_name(base);
+      c.dtype = data.dtype();
+      c.shape = Shape(data.dims());
+      c.kind = ValueKind::kConstant;
+      c.data = std::make_shared<const Tensor>(std::move(data));
+      return out.add_value(std::move(c));
+    };
+    auto positions = [&](const char* suffix, std::vector<int64_t> dims) {
+      Tensor t(DType::kInt64, dims);
+      for (int64_t i = 0; i < s; ++i) t.set_from_int(i, i);
+      return constant(value.name + suffix, std::move(t));
+    };
+    auto node = [&](const std::string& op, std::vector<ValueId> inputs, DType dtype,
+                    Attributes attrs) {
+      Value result;
+      result.name = out.unique_value_name(value.name + "/" + op);
+      result.dtype = dtype;
+      result.shape = Shape({s, s});
+      const ValueId id = out.add_value(std::move(result));
+      Node n;
+      n.name = out.unique_node_name(value.name + "/" + op);
+      n.op_type = op;
+      n.inputs = std::move(inputs);
+      n.outputs = {id};
+      n.attrs = std::move(attrs);
+      out.add_node(std::move(n));
+      return id;
+    };
+    Tensor fill(value.dtype, {});
+    fill.set_from_double(0, value.data->float_at(1));  // the first masked score
+    const ValueId above = node(
+        "Greater", {positions("_columns", {1, s}), positions("_rows", {s, 1})}, DType::kBool, {});
+    const ValueId cast =
+        node("Cast", {above}, value.dtype, {{"to", int64_t{dtype_to_onnx(value.dtype)}}});
+    copy.map(mask,
+             node("Mul", {cast, constant(value.name + "_fill", std::move(fill))}, value.dtype, {}));
+  }
+  for (const Node& n : g.nodes()) copy.node(n);
+  copy.outputs();
+  out.remove_dead_nodes();  // the masks' constants
+  return out;
+}
 
 int fold_inference_batch_norms(Graph& g) {
   std::vector<std::pair<std::string, std::string>> renames;  // conv output → the BN's name

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 
+#include "autopar/cost/hardware_profile.h"
 #include "autopar/ir/pattern_fusion.h"
 #include "autopar/ir/verify.h"
 #include "autopar/parallel/primitives.h"
@@ -233,6 +234,9 @@ StatusOr<SpmdLowering> lower_to_spmd(const Graph& model, const Scheme& scheme,
   for (const Paradigm& paradigm : paradigms()) {
     RETURN_IF_ERROR(paradigm.configure(scheme, model, layers, policy));
   }
+  // Where the scheme names no attention kernel, the one the hardware's software stack runs.
+  if (!scheme.attention && options.profile && options.profile->attention == AttentionKernel::kFlash)
+    policy.fuse_attention = true;
 
   auto prepare = [&]() -> StatusOr<PreparedGraph> {
     return prepare_graph(model, policy, options, layers, microbatches);

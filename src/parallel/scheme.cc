@@ -139,6 +139,8 @@ std::string Scheme::to_yaml() const {
                      precision_name(precision));
   if (cp() > 1) out += fmt::format("context: {}\n", context_form_name(context));
   if (memory_policy) out += fmt::format("memory_policy: {}\n", memory_policy_name(*memory_policy));
+  if (attention)
+    out += fmt::format("kernels: {{attention: {}}}\n", attention_kernel_name(*attention));
   for (const auto& [field, value] : extensions) out += fmt::format("{}: {}\n", field, value);
   return out;
 }

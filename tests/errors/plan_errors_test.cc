@@ -163,6 +163,23 @@ TEST_F(PlanErrors, ContextParallelism) {
                "1x4x16x16 and keys 1x2x16x16 do not split over cp = 4 with the other axes");
 }
 
+// The attention kernel: an unknown one, an unknown field of `kernels`, and unfused attention
+// under context parallelism (which runs the fused form).
+TEST_F(PlanErrors, AttentionKernel) {
+  expect_transform_error(
+      "gpt-tiny", "kernels: {attention: fast}\n",
+      "autopar: error: s.yaml: kernels.attention: 'fast' is not one of unfused, flash");
+  expect_transform_error(
+      "gpt-tiny", "kernels: {fusions: [bias_gelu]}\n",
+      "autopar: error: s.yaml: kernels.fusions: unknown field (known: attention)");
+  expect_transform_error("gpt-tiny", "kernels: flash\n",
+                         "autopar: error: s.yaml: kernels: expected {attention: flash|unfused}");
+  expect_transform_error(
+      "llama-tiny", "mesh: {cp: 2}\nkernels: {attention: unfused}\n",
+      "autopar: error: s.yaml: kernels.attention: unfused, but context parallelism (mesh.cp 2) "
+      "runs attention as one fused kernel");
+}
+
 TEST_F(PlanErrors, UnknownMeshAxis) {
   expect_transform_error("mlp", "mesh: {foo: 2}\n",
                          "autopar: error: s.yaml: mesh.foo: no paradigm splits over 'foo' (the "

@@ -64,6 +64,36 @@ TEST(EstimateCli, MfuIsAgainstTheDenseBf16PeakInEveryPrecision) {
   }
 }
 
+// The attention kernel follows the profile (dgx-a100-80g: unfused, dgx-h100: flash) unless the
+// scheme names one. gpt2-small (12 layers, 12 heads, 1024 positions, head dim 64), 8 sequences
+// per device in bf16: FlashAttention holds no softmax output (b·h·s² per layer) but its output
+// and log-sum-exp (b·h·s·d and b·h·s) for its backward, 2 bytes each, so the peak falls by
+// exactly 12 · 2 · b·h·s·(s − d − 1) bytes, and the step is faster.
+TEST(EstimateCli, FlashAttentionHoldsNoScoresAndFollowsTheProfile) {
+  const std::string dir = testing::temp_dir("estimate_flash");
+  const std::string base = "mesh: {dp: 8}\nbatch: {global: 64, micro: 8}\nprecision: bf16\n";
+  std::ofstream(dir + "/default.yaml") << base;
+  std::ofstream(dir + "/flash.yaml") << base << "kernels: {attention: flash}\n";
+  std::ofstream(dir + "/unfused.yaml") << base << "kernels: {attention: unfused}\n";
+  auto estimate = [&](const char* hw, const char* scheme) {
+    auto e = testing::run_autopar(
+        {"estimate", "gpt2-small", "--scheme", dir + "/" + scheme + ".yaml", "--hw", hw, "--json"});
+    EXPECT_EQ(e.exit_code, 0) << e.err;
+    const auto json = nlohmann::json::parse(e.out);
+    return std::pair{json["peak_memory_bytes"].get<double>(), json["step_time_s"].get<double>()};
+  };
+  const auto a100 = estimate("dgx-a100-80g", "default");
+  const auto a100_flash = estimate("dgx-a100-80g", "flash");
+  EXPECT_EQ(estimate("dgx-a100-80g", "unfused"), a100);
+  const double b = 8, h = 12, s = 1024, d = 64;
+  EXPECT_EQ(a100.first - a100_flash.first, 12 * 2 * b * h * s * (s - d - 1));
+  EXPECT_LT(a100_flash.second, a100.second);
+  const auto h100 = estimate("dgx-h100", "default");
+  EXPECT_EQ(estimate("dgx-h100", "flash"), h100);
+  EXPECT_EQ(h100.first, a100_flash.first);
+  EXPECT_EQ(estimate("dgx-h100", "unfused").first, a100.first);
+}
+
 TEST(EstimateCli, OverCapacityIsInfeasible) {
   const std::string dir = testing::temp_dir("estimate_cli_infeasible");
   // gpt2-small with Adam on one device of a profile with 3 GB free: 124M parameters need 2 GB of

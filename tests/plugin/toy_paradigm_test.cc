@@ -94,7 +94,7 @@ TEST(ToyParadigm, OwnsItsFieldsErrors) {
   EXPECT_EQ(
       parse_scheme("replicate_first: true\n", "s").status().message(),
       "s: replicate_first: unknown field (known: mesh, devices, batch, context, tensor, zero, "
-      "memory_policy, pipeline, recompute, precision, replicate_last)");
+      "memory_policy, pipeline, recompute, precision, kernels, replicate_last)");
 }
 
 }  // namespace

@@ -115,9 +115,22 @@ TEST(HardwareProfile, ErrorsNameTheField) {
             "p.yaml: device.free_views: expected true or false");
   EXPECT_EQ(with("name: fixture", "name: fixture\nmemory_policy: nemo"),
             "p.yaml: memory_policy: 'nemo' is not one of autopar, megatron, deepspeed, fsdp");
+  EXPECT_EQ(with("name: fixture", "name: fixture\nkernels: {attention: xformers}"),
+            "p.yaml: kernels.attention: 'xformers' is not one of unfused, flash");
+  EXPECT_EQ(with("name: fixture", "name: fixture\nkernels: {fusions: [bias_gelu]}"),
+            "p.yaml: kernels.fusions: unknown field (known: attention)");
+  EXPECT_EQ(with("name: fixture", "name: fixture\nkernels: flash"),
+            "p.yaml: kernels: expected {attention: flash|unfused}");
+  auto flash = parse_hardware_profile(
+      std::string(kFixture).replace(std::string(kFixture).find("name: fixture"), 13,
+                                    "name: fixture\nkernels: {attention: flash}"),
+      "p.yaml");
+  ASSERT_TRUE(flash.is_ok()) << flash.status().message();
+  EXPECT_EQ(flash->attention, AttentionKernel::kFlash);
   // All optional: a GPU profile leaves them out (no per-program cost, NCCL's own streams).
   auto p = parse_hardware_profile(kFixture, "p.yaml");
   ASSERT_TRUE(p.is_ok());
+  EXPECT_EQ(p->attention, AttentionKernel::kUnfused);
   EXPECT_EQ(p->device.program_overhead_s, 0.0);
   EXPECT_TRUE(p->device.overlap_communication);
   EXPECT_EQ(p->device.fused_op_element_s, 0.0);

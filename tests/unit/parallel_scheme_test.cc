@@ -95,7 +95,7 @@ TEST(Scheme, Errors) {
             "s.yaml: memory_policy: 'nemo' is not one of autopar, megatron, deepspeed, fsdp");
   EXPECT_EQ(error_of("meshes: {dp: 2}"),
             "s.yaml: meshes: unknown field (known: mesh, devices, batch, context, tensor, zero, "
-            "memory_policy, pipeline, recompute, precision)");
+            "memory_policy, pipeline, recompute, precision, kernels)");
   EXPECT_EQ(error_of("mesh: {pp: 2}\npipeline: {stages: [[0, 1], [3, 4]]}"),
             "s.yaml: pipeline.stages[1]: [3, 4] must start at layer 2 and not end before it");
   EXPECT_EQ(error_of("mesh: {pp: 2}\npipeline: {stages: [[0, 3]]}"),
@@ -137,7 +137,7 @@ TEST(Scheme, ExampleConfigsParse) {
     EXPECT_TRUE(scheme.is_ok()) << scheme.status().message();
     parsed += scheme.is_ok() ? 1 : 0;
   }
-  EXPECT_EQ(parsed, 11);
+  EXPECT_EQ(parsed, 12);
 }
 
 }  // namespace

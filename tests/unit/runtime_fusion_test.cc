@@ -327,5 +327,85 @@ TEST(InferenceBatchNormFolding, ConvThenBatchNormBecomesOneConv) {
   EXPECT_EQ(fold_inference_batch_norms(folded), 0);  // nothing left to fold
 }
 
+// A constant causal mask computed from positions instead: the same forward values, and a
+// shape-only copy (its constants' data dropped, as the estimate drops them) still fuses each
+// layer's attention, which the constant without its data would not.
+TEST(CausalMasks, ComputedFromPositionsAsTheConstantWas) {
+  ZooOptions zoo;
+  zoo.batch = 2;
+  zoo.with_weights = true;
+  const Graph model = *build_zoo_model("gpt-tiny", zoo);
+  const Graph computed = computed_causal_masks(model);
+  EXPECT_EQ(computed.num_nodes(), model.num_nodes() + 3);  // Greater, Cast, Mul
+  EXPECT_EQ(count_op(computed, "Greater"), 1);
+  const std::vector<TensorPtr> inputs = synthetic_inputs(model, 7);
+  auto want = Executor::create(model)->run_inputs(inputs);
+  auto got = Executor::create(computed)->run_inputs(inputs);
+  ASSERT_TRUE(want.is_ok() && got.is_ok());
+  const Tensor& a = *(*got)[0];
+  const Tensor& e = *(*want)[0];
+  ASSERT_EQ(a.dims(), e.dims());
+  for (int64_t i = 0; i < a.num_elements(); ++i)
+    ASSERT_NEAR(a.float_at(i), e.float_at(i), 1e-6 * (1 + std::abs(e.float_at(i)))) << i;
+  auto without_data = [](Graph g) {
+    for (ValueId v = 0; v < g.num_values(); ++v) {
+      Value& value = g.mutable_value(v);
+      if (value.kind == ValueKind::kConstant && is_floating(value.dtype) && value.data &&
+          value.data->num_elements() > 16)
+        value.data.reset();
+    }
+    return g;
+  };
+  FusionReport fused, constant;
+  fuse_training_patterns(without_data(computed), &fused, {.attention = true});
+  fuse_training_patterns(without_data(model), &constant, {.attention = true});
+  EXPECT_EQ(fused.attentions, 4);  // one per layer
+  EXPECT_EQ(constant.attentions, 0);
+  EXPECT_EQ(computed_causal_masks(computed).num_nodes(), computed.num_nodes());  // none left
+}
+
+// Attention whose masked scores a Where fills, as PyTorch exports masked_fill(mask above the
+// diagonal, −inf) and torch.where(mask on and below it, scores, −10⁴): one causal Attention,
+// computing what the chain computes. A condition that is not causal stays a chain.
+TEST(CausalMasks, WhereFilledScoresFuseIntoCausalAttention) {
+  const int64_t s = 6;
+  for (int form = 0; form < 3; ++form) {
+    GraphBuilder b("where_attention", 17);
+    const ValueId q = b.input("q", DType::kFloat32, {1, 2, s, 4});
+    const ValueId k = b.input("k", DType::kFloat32, {1, 2, s, 4});
+    const ValueId v = b.input("v", DType::kFloat32, {1, 2, s, 4});
+    Tensor condition(DType::kBool, {s, s});
+    for (int64_t i = 0; i < s; ++i) {
+      for (int64_t j = 0; j < s; ++j) {
+        const bool above = form == 2 ? j >= i : j > i;  // form 2: the diagonal masked too
+        condition.set_from_int(i * s + j, form == 1 ? !above : above);
+      }
+    }
+    const ValueId mask = b.constant("mask", std::move(condition));
+    const ValueId scores = b.op1(
+        "Div", {b.op1("MatMul",
+                      {q, b.op1("Transpose", {k}, {{"perm", std::vector<int64_t>{0, 1, 3, 2}}})}),
+                b.constant_scalar("scale", 2.0f)});
+    const ValueId fill = b.constant_scalar("fill", form == 1 ? -1e4f : -INFINITY);
+    const ValueId filled =
+        form == 1 ? b.op1("Where", {mask, scores, fill}) : b.op1("Where", {mask, fill, scores});
+    b.output(b.op1("MatMul", {b.op1("Softmax", {filled}, {{"axis", int64_t{-1}}}), v}));
+    const Graph chain = b.finish();
+    FusionReport report;
+    const Graph fused = fuse_training_patterns(chain, &report, {.attention = true});
+    SCOPED_TRACE(form);
+    EXPECT_EQ(report.attentions, form == 2 ? 0 : 1);
+    if (form == 2) continue;
+    std::vector<TensorPtr> inputs;
+    for (uint64_t seed : {1, 2, 3})
+      inputs.push_back(std::make_shared<const Tensor>(testing::random_f32({1, 2, s, 4}, seed)));
+    auto want = Executor::create(chain)->run_inputs(inputs);
+    auto got = Executor::create(fused)->run_inputs(inputs);
+    ASSERT_TRUE(want.is_ok() && got.is_ok());
+    for (int64_t i = 0; i < (*want)[0]->num_elements(); ++i)
+      EXPECT_NEAR((*got)[0]->float_at(i), (*want)[0]->float_at(i), 1e-6) << i;
+  }
+}
+
 }  // namespace
 }  // namespace autopar::runtime

@@ -163,7 +163,9 @@ class Estimator : public CostModel {
   // weighs per layer; one SPMD lowering of it.
   struct Model;
   struct Structure;
-  StatusOr<std::shared_ptr<const Model>> model(int64_t batch);
+  // The model at `batch`, its large constants without data (the causal mask computed where
+  // attention is fused).
+  StatusOr<std::shared_ptr<const Model>> model(int64_t batch, bool fused_attention);
   StatusOr<std::shared_ptr<const Structure>> structure(const Scheme& scheme);
 
   ModelAt model_at_;

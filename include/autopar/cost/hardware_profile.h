@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "autopar/ir/dtype.h"
+#include "autopar/parallel/kernel_choice.h"
 #include "autopar/parallel/memory_policy.h"
 #include "autopar/support/status.h"
 
@@ -112,6 +113,9 @@ struct HardwareProfile {
   // Whose memory accounting the estimate follows on this machine (a scheme may name its own):
   // autopar's runtime unless the profile says which framework its users run.
   MemoryPolicy memory_policy = MemoryPolicy::kAutopar;
+  // The attention kernel its software stack runs (`kernels: {attention: flash|unfused}`; a scheme
+  // may name its own): unfused unless the profile says so.
+  AttentionKernel attention = AttentionKernel::kUnfused;
 
   int64_t num_devices() const { return devices_per_node * nodes; }
   // The innermost tier whose groups hold every device of `group` (device ids, nodes of

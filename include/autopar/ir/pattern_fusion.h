@@ -47,6 +47,13 @@ struct TrainingFusions {
 Graph fuse_training_patterns(const Graph& graph, FusionReport* report = nullptr,
                              const TrainingFusions& fusions = {});
 
+// Every constant causal mask [s, s] (zero on and below the diagonal, at most −10³ above) as the
+// computed form long-context exports write, Mul(Cast(Greater(columns [1, s], rows [s, 1])),
+// fill), its positions integer constants: what a shape-only model keeps of a mask whose data it
+// drops, still recognised as causal by the attention fusion. Returns the graph unchanged when it
+// has none.
+Graph computed_causal_masks(const Graph& graph);
+
 // For inference: every BatchNormalization in inference mode whose input only a Conv's output
 // is, with the statistics, scale, bias and the Conv's weights constants with data, becomes
 // part of that Conv (weights scaled per output channel by scale/√(var + ε), the bias

@@ -11,6 +11,7 @@
 
 #include "autopar/ir/graph.h"
 #include "autopar/parallel/device_mesh.h"
+#include "autopar/parallel/kernel_choice.h"
 #include "autopar/parallel/memory_policy.h"
 #include "autopar/support/status.h"
 
@@ -55,6 +56,8 @@ struct Scheme {
   ContextForm context = ContextForm::kRing;  // written when the mesh has cp > 1
   // The memory policy the scheme is priced under; unset: the hardware profile's.
   std::optional<MemoryPolicy> memory_policy;
+  // `kernels: {attention: ...}`; unset: the hardware profile's (kernel_choice.h).
+  std::optional<AttentionKernel> attention;
   // Fields of paradigms without a parse function of their own (Paradigm::parse), as a
   // registered paradigm may be: field name → its value's YAML text, read and checked by the
   // paradigm's configure.

@@ -23,6 +23,8 @@ Status configure_precision(const Scheme& scheme, const Graph& graph, int32_t lay
                            LoweringPolicy& policy);
 Status configure_recompute(const Scheme& scheme, const Graph& graph, int32_t layers,
                            LoweringPolicy& policy);
+Status configure_kernels(const Scheme& scheme, const Graph& graph, int32_t layers,
+                         LoweringPolicy& policy);
 
 // Each reads the top-level scheme fields its paradigm owns from `root` into `scheme`.
 Status parse_data(const YAML::Node& root, const SchemeReader& r, Scheme& scheme);
@@ -32,5 +34,6 @@ Status parse_zero(const YAML::Node& root, const SchemeReader& r, Scheme& scheme)
 Status parse_pipeline(const YAML::Node& root, const SchemeReader& r, Scheme& scheme);
 Status parse_recompute(const YAML::Node& root, const SchemeReader& r, Scheme& scheme);
 Status parse_precision(const YAML::Node& root, const SchemeReader& r, Scheme& scheme);
+Status parse_kernels(const YAML::Node& root, const SchemeReader& r, Scheme& scheme);
 
 }  // namespace autopar::paradigm_files

@@ -27,6 +27,7 @@ std::vector<Paradigm>& registry() {
        paradigm_files::configure_precision,
        {"precision"},
        paradigm_files::parse_precision},
+      {"kernels", paradigm_files::configure_kernels, {"kernels"}, paradigm_files::parse_kernels},
   };
   return list;
 }

@@ -13,7 +13,11 @@ inline void for_lanes(int64_t n, const Body& body) {
   constexpr int64_t kLanes = 16;
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
+#if defined(__clang__)
+#pragma clang loop vectorize(enable)
+#else
 #pragma GCC ivdep
+#endif
     for (int64_t j = 0; j < kLanes; ++j) body(i + j);
   }
   for (; i < n; ++i) body(i);

@@ -1,0 +1,53 @@
+// Kernel choices: attention as FlashAttention or unfused (kernel_choice.h). Not a way to split
+// the work, but a decision of the plan's lowering like the others: the scheme's `kernels:`
+// field, or, where it is silent, the hardware profile's.
+#include "autopar/parallel/kernel_choice.h"
+#include "paradigms.h"
+
+namespace autopar {
+namespace {
+
+const std::initializer_list<std::pair<const char*, AttentionKernel>> kAttentionKernels = {
+    {"unfused", AttentionKernel::kUnfused}, {"flash", AttentionKernel::kFlash}};
+
+}  // namespace
+
+const char* attention_kernel_name(AttentionKernel kernel) {
+  return name_of(kernel, kAttentionKernels);
+}
+
+std::optional<AttentionKernel> attention_kernel_named(std::string_view name) {
+  for (const auto& [n, kernel] : kAttentionKernels) {
+    if (name == n) return kernel;
+  }
+  return std::nullopt;
+}
+
+}  // namespace autopar
+
+namespace autopar::paradigm_files {
+
+Status configure_kernels(const Scheme& scheme, const Graph&, int32_t, LoweringPolicy& policy) {
+  if (!scheme.attention) return Status::ok();  // the profile's choice, applied by lower()
+  if (*scheme.attention == AttentionKernel::kUnfused && scheme.cp() > 1) {
+    return error(
+        "kernels.attention: unfused, but context parallelism (mesh.cp {}) runs attention as one "
+        "fused kernel",
+        scheme.cp());
+  }
+  policy.fuse_attention = policy.fuse_attention || *scheme.attention == AttentionKernel::kFlash;
+  return Status::ok();
+}
+
+Status parse_kernels(const YAML::Node& root, const SchemeReader& r, Scheme& s) {
+  const YAML::Node kernels = root["kernels"];
+  if (!kernels) return Status::ok();
+  if (!kernels.IsMap()) return r.fail("kernels", "expected {{attention: flash|unfused}}");
+  RETURN_IF_ERROR(r.known_keys(kernels, "kernels", {"attention"}));
+  if (const YAML::Node attention = kernels["attention"]) {
+    ASSIGN_OR_RETURN(s.attention, r.choice(attention, "kernels.attention", kAttentionKernels));
+  }
+  return Status::ok();
+}
+
+}  // namespace autopar::paradigm_files
