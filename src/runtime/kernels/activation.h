@@ -21,8 +21,8 @@ struct Activation {
   double alpha = 0, beta = 0;
 };
 
-// std::max(a, b) is (a < b) ? b : a and std::min(a, b) is (b < a) ? b : a, both a NaN `a`
-// kept: the forms below keep NaN and vectorise (as max and min instructions).
+// std::max(a, b) is (a < b) ? b : a and std::min(a, b) is (b < a) ? b : a: both return a NaN
+// `a`, so the forms below keep NaN, and they vectorise (as max and min instructions).
 
 // x clamped to [0, 1]; NaN stays NaN.
 template <typename T>
