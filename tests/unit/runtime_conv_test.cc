@@ -1,4 +1,7 @@
 // Conv, ConvTranspose and pooling kernels against hand-computed values and direct loops.
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <limits>
 
@@ -376,6 +379,27 @@ TEST(RuntimeConv, Avx512KernelsMatchDirectLoops) {
       }
     }
   }
+}
+
+// The stride-2 gather reads in[0, 2·n − 1) and nothing past it: its input ends where an
+// unreadable page begins, so a load beyond it faults.
+TEST(RuntimeConv, Avx512StrideTwoColumnsReadNothingPastTheirInput) {
+  if (!runtime::cpu_has_avx512())
+    GTEST_SKIP() << "this CPU (or AUTOPAR_CPU_KERNELS) has no AVX-512";
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  void* pages = mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(pages, MAP_FAILED);
+  ASSERT_EQ(mprotect(static_cast<char*>(pages) + page, page, PROT_NONE), 0);
+  float* end = reinterpret_cast<float*>(static_cast<char*>(pages) + page);
+  for (int64_t n = 1; n <= 40; ++n) {
+    float* in = end - (2 * n - 1);
+    for (int64_t i = 0; i < 2 * n - 1; ++i) in[i] = static_cast<float>(i);
+    std::vector<float> out(static_cast<size_t>(n) + 1, -1.0f);
+    runtime::even_elements_avx512(in, n, out.data());
+    for (int64_t j = 0; j < n; ++j) ASSERT_EQ(out[j], static_cast<float>(2 * j)) << n;
+    EXPECT_EQ(out[n], -1.0f) << "wrote past the columns, n " << n;
+  }
+  munmap(pages, 2 * page);
 }
 
 TEST(RuntimeConv, ConvComputesInDouble) {

@@ -48,7 +48,9 @@ inline __mmask16 range_mask(int64_t start, int64_t limit) {
   return static_cast<__mmask16>(((1u << hi) - 1) & ~((1u << lo) - 1));
 }
 
+// The lanes below n (none for n <= 0).
 inline __mmask16 first_lanes(int64_t n) {
+  if (n <= 0) return 0;
   return static_cast<__mmask16>(n >= kLanes ? 0xffff : (1u << n) - 1);
 }
 
