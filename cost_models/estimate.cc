@@ -592,10 +592,7 @@ StatusOr<std::shared_ptr<const Estimator::Structure>> Estimator::structure(const
     auto s = std::make_shared<Structure>();
     const int64_t batch = spmd.dp() * spmd.micro_batch;
     // FlashAttention's fusion needs to see the causal mask (context parallelism runs it too).
-    const bool fused_attention =
-        scheme.cp() > 1 ||
-        scheme.attention.value_or(options_.profile->attention) == AttentionKernel::kFlash;
-    ASSIGN_OR_RETURN(s->model, model(batch, fused_attention));
+    ASSIGN_OR_RETURN(s->model, model(batch, runs_flash_attention(scheme, options_.profile.get())));
     // Structures of one batch share the rewritten training graph.
     LoweringOptions options = options_;
     options.prepared = [this, batch](const std::string& key,

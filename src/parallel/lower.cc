@@ -234,9 +234,8 @@ StatusOr<SpmdLowering> lower_to_spmd(const Graph& model, const Scheme& scheme,
   for (const Paradigm& paradigm : paradigms()) {
     RETURN_IF_ERROR(paradigm.configure(scheme, model, layers, policy));
   }
-  // Where the scheme names no attention kernel, the one the hardware's software stack runs.
-  if (!scheme.attention && options.profile && options.profile->attention == AttentionKernel::kFlash)
-    policy.fuse_attention = true;
+  // The attention kernel the scheme names, or else the hardware's software stack runs.
+  policy.fuse_attention = runs_flash_attention(scheme, options.profile.get());
 
   auto prepare = [&]() -> StatusOr<PreparedGraph> {
     return prepare_graph(model, policy, options, layers, microbatches);

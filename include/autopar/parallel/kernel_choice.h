@@ -17,4 +17,10 @@ const char* attention_kernel_name(AttentionKernel kernel);
 // The kernel of a name (unfused, flash); nullopt for any other.
 std::optional<AttentionKernel> attention_kernel_named(std::string_view name);
 
+struct HardwareProfile;
+struct Scheme;
+// Whether a plan of `scheme` runs attention fused: under context parallelism always, otherwise
+// as the scheme names it, or the profile (unfused without one).
+bool runs_flash_attention(const Scheme& scheme, const HardwareProfile* profile);
+
 }  // namespace autopar

@@ -89,7 +89,8 @@ struct LoweringPolicy {
   // The forward's arithmetic type (bf16, fp16: mixed precision with fp32 master weights).
   DType compute = DType::kFloat32;
   // Fuse attention (softmax(Q·Kᵀ)·V with its scale and causal mask) into one Attention op, as
-  // FlashAttention runs it: what context parallelism splits.
+  // FlashAttention runs it (what context parallelism splits): runs_flash_attention, set by
+  // lower() once every paradigm is configured.
   bool fuse_attention = false;
 };
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -69,6 +70,16 @@ class SchemeReader {
  private:
   std::string_view source_;
 };
+
+// The value named `name` among `options`; nullopt when none is.
+template <typename Enum>
+std::optional<Enum> value_named(std::string_view name,
+                                std::initializer_list<std::pair<const char*, Enum>> options) {
+  for (const auto& [n, e] : options) {
+    if (name == n) return e;
+  }
+  return std::nullopt;
+}
 
 // The name of `value` among `options` ("?" when none).
 template <typename Enum>

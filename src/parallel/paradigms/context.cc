@@ -44,7 +44,6 @@ Status configure_context(const Scheme& scheme, const Graph& graph, int32_t,
   policy.spmd.axes.push_back("cp");
   policy.spmd.context_axis = "cp";
   policy.spmd.ring_attention = ring;
-  policy.fuse_attention = true;
   policy.input_layouts.push_back([](const Value& v, Layout layout) {
     const int64_t dim = attribute_dim(v);
     if (dim < 0) return layout;

@@ -2,6 +2,8 @@
 // the work, but a decision of the plan's lowering like the others: the scheme's `kernels:`
 // field, or, where it is silent, the hardware profile's.
 #include "autopar/parallel/kernel_choice.h"
+
+#include "autopar/cost/hardware_profile.h"
 #include "paradigms.h"
 
 namespace autopar {
@@ -17,25 +19,27 @@ const char* attention_kernel_name(AttentionKernel kernel) {
 }
 
 std::optional<AttentionKernel> attention_kernel_named(std::string_view name) {
-  for (const auto& [n, kernel] : kAttentionKernels) {
-    if (name == n) return kernel;
-  }
-  return std::nullopt;
+  return value_named(name, kAttentionKernels);
+}
+
+bool runs_flash_attention(const Scheme& scheme, const HardwareProfile* profile) {
+  if (scheme.cp() > 1) return true;
+  const AttentionKernel stack = profile ? profile->attention : AttentionKernel::kUnfused;
+  return scheme.attention.value_or(stack) == AttentionKernel::kFlash;
 }
 
 }  // namespace autopar
 
 namespace autopar::paradigm_files {
 
-Status configure_kernels(const Scheme& scheme, const Graph&, int32_t, LoweringPolicy& policy) {
-  if (!scheme.attention) return Status::ok();  // the profile's choice, applied by lower()
-  if (*scheme.attention == AttentionKernel::kUnfused && scheme.cp() > 1) {
+// Checks the scheme's choice; lower() applies runs_flash_attention, which also reads the profile.
+Status configure_kernels(const Scheme& scheme, const Graph&, int32_t, LoweringPolicy&) {
+  if (scheme.attention == AttentionKernel::kUnfused && scheme.cp() > 1) {
     return error(
         "kernels.attention: unfused, but context parallelism (mesh.cp {}) runs attention as one "
         "fused kernel",
         scheme.cp());
   }
-  policy.fuse_attention = policy.fuse_attention || *scheme.attention == AttentionKernel::kFlash;
   return Status::ok();
 }
 

@@ -17,10 +17,7 @@ const std::initializer_list<std::pair<const char*, MemoryPolicy>> kMemoryPolicie
 const char* memory_policy_name(MemoryPolicy policy) { return name_of(policy, kMemoryPolicies); }
 
 std::optional<MemoryPolicy> memory_policy_named(std::string_view name) {
-  for (const auto& [n, policy] : kMemoryPolicies) {
-    if (name == n) return policy;
-  }
-  return std::nullopt;
+  return value_named(name, kMemoryPolicies);
 }
 
 }  // namespace autopar

@@ -167,17 +167,13 @@ void for_each_line(const Window& w, const std::vector<int64_t>& shift, int64_t f
   }
 }
 
-// out[j] = in[2·j] for j < n where a vector kernel does it (float32 on AVX-512); false
-// otherwise.
+// out[j] = in[j·stride] for j < n (stride 2 of float32 by the AVX-512 gather where it runs).
 template <typename T>
-bool even_elements(const T* in, int64_t n, T* out) {
+void strided_copy(const T* in, int64_t stride, int64_t n, T* out) {
   if constexpr (std::is_same_v<T, float>) {
-    if (cpu_has_avx512()) {
-      even_elements_avx512(in, n, out);
-      return true;
-    }
+    if (stride == 2 && cpu_has_avx512()) return even_elements_avx512(in, n, out);
   }
-  return false;
+  for (int64_t j = 0; j < n; ++j) out[j] = in[j * stride];
 }
 
 // col[(c·K + k), p − first] = image[c, position of output p under kernel offset k], zero in
@@ -209,9 +205,8 @@ void im2col(const T* image, int64_t channels, const Window& w,
         out += line.valid_begin;
         if (stride == 1) {
           std::copy(in, in + valid, out);
-        } else if (stride == 2 && even_elements(in, valid, out)) {
         } else {
-          for (int64_t j = 0; j < valid; ++j) out[j] = in[j * stride];
+          strided_copy(in, stride, valid, out);
         }
       });
     }
@@ -413,6 +408,8 @@ Status run_conv(KernelContext& ctx) {
                  w.pads_begin[0], w.pads_begin[1], w.dilations[0], w.dilations[1]};
     simd_depthwise = depthwise_avx512_supports(depthwise);
   }
+  // The product (pointwise or of im2col's columns) on AVX-512.
+  const bool simd_product = simd && !single_channel && rows > 0;
   const auto shifts = kernel_shifts(w);
   const int64_t items = batch * group;
   int64_t width = panel_width(positions, direct ? 1 : rows, group_out_channels * rows, items);
@@ -436,47 +433,45 @@ Status run_conv(KernelContext& ctx) {
           T* out = y_data + (n * out_channels + g * group_out_channels) * positions + first;
           const T* w_group = w_data + g * group_out_channels * rows;
           const T* b_group = bias ? bias + g * group_out_channels : nullptr;
-          if (direct || rows > 0) {
-            if (!direct) {
-              if (by_position)
-                im2col_by_position(image, group_channels, w, first, first + count, col.get());
-              else
-                im2col(image, group_channels, w, shifts, first, first + count, col.get());
-            }
-            if constexpr (std::is_same_v<T, float>) {
-              if (simd_depthwise) {
-                for (int64_t m = 0; m < group_out_channels; ++m) {
-                  depthwise_avx512(depthwise, image, w_group + m * kernel_size,
-                                   b_group ? b_group + m : nullptr, activation, first / w.output[1],
-                                   (first + count) / w.output[1], out - first + m * positions);
-                }
-              } else if (simd && !single_channel) {
-                gemm_avx512(w_group, rows, group_out_channels, rows,
-                            pointwise ? image + first : col.get(), pointwise ? input_size : count,
-                            count, b_group, activation, out, positions);
+          if (!direct && rows > 0) {
+            if (by_position)
+              im2col_by_position(image, group_channels, w, first, first + count, col.get());
+            else
+              im2col(image, group_channels, w, shifts, first, first + count, col.get());
+          }
+          if constexpr (std::is_same_v<T, float>) {
+            if (simd_depthwise) {
+              for (int64_t m = 0; m < group_out_channels; ++m) {
+                depthwise_avx512(depthwise, image, w_group + m * kernel_size,
+                                 b_group ? b_group + m : nullptr, activation, first / w.output[1],
+                                 (first + count) / w.output[1], out - first + m * positions);
               }
+              continue;
+            }
+            if (simd_product) {
+              gemm_avx512(w_group, rows, group_out_channels, rows,
+                          pointwise ? image + first : col.get(), pointwise ? input_size : count,
+                          count, b_group, activation, out, positions);
+              continue;
             }
           }
-          const bool written = simd_depthwise || (simd && !single_channel && (direct || rows > 0));
-          if (!written) {
-            // The output starts zero-filled; every path accumulates into it.
-            StridedMap<T> y_block(out, group_out_channels, count, Eigen::OuterStride<>(positions));
-            ConstMatrixMap<T> w_matrix(w_group, group_out_channels, rows);
-            if (pointwise) {
-              ConstStridedMap<T> columns(image + first, group_channels, count,
-                                         Eigen::OuterStride<>(input_size));
-              y_block.noalias() += w_matrix * columns;
-            } else if (single_channel) {
-              conv_single_channel(image, w_group, group_out_channels, w, shifts, first, count, out,
-                                  positions);
-            } else if (rows > 0) {
-              y_block.noalias() += w_matrix * ConstMatrixMap<T>(col.get(), rows, count);
-            }
-            if (b_group) add_bias(out, b_group, group_out_channels, count, positions);
-            if (activation) {
-              for (int64_t m = 0; m < group_out_channels; ++m)
-                apply_activation(*activation, out + m * positions, count);
-            }
+          // The output starts zero-filled; every path accumulates into it.
+          StridedMap<T> y_block(out, group_out_channels, count, Eigen::OuterStride<>(positions));
+          ConstMatrixMap<T> w_matrix(w_group, group_out_channels, rows);
+          if (pointwise) {
+            ConstStridedMap<T> columns(image + first, group_channels, count,
+                                       Eigen::OuterStride<>(input_size));
+            y_block.noalias() += w_matrix * columns;
+          } else if (single_channel) {
+            conv_single_channel(image, w_group, group_out_channels, w, shifts, first, count, out,
+                                positions);
+          } else if (rows > 0) {
+            y_block.noalias() += w_matrix * ConstMatrixMap<T>(col.get(), rows, count);
+          }
+          if (b_group) add_bias(out, b_group, group_out_channels, count, positions);
+          if (activation) {
+            for (int64_t m = 0; m < group_out_channels; ++m)
+              apply_activation(*activation, out + m * positions, count);
           }
         }
       });
