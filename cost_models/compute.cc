@@ -109,7 +109,7 @@ const char* peak_key(DType dtype) {
 std::vector<double> fused_node_seconds(const HardwareProfile& profile, const Graph& g,
                                        const std::vector<NodeId>& cut_before) {
   const DeviceSpec& device = profile.device;
-  if (device.fused_op_element_s <= 0) return {};
+  if (device.fused_op_element_s <= 0) return framework_kernel_seconds(profile, g, cut_before);
   std::vector<double> seconds(static_cast<size_t>(g.num_nodes()), -1.0);
   const auto curve = device.efficiency.find(OpClass::kElementwise);
   for (const runtime::FusedRun& run : runtime::fused_runs(g, cut_before, device.fuses_half_types)) {
@@ -192,7 +192,12 @@ NodeWork node_work(const HardwareProfile& profile, const Graph& g, const Node& n
     }
   }
   const DeviceSpec& device = profile.device;
-  work.peak = device.peak(peak_key(dtype));
+  const bool tf32 = dtype == DType::kFloat32 &&
+                    (*work.op_class == OpClass::kConv ? device.tf32_conv
+                                                      : (*work.op_class == OpClass::kGemm ||
+                                                         *work.op_class == OpClass::kAttention) &&
+                                                            device.tf32_matmul);
+  work.peak = device.peak(tf32 ? "tf32" : peak_key(dtype));
   if (device.gemm_unaligned_efficiency < 1 && unaligned_half_gemm(g, n))
     work.aligned = device.gemm_unaligned_efficiency;
   return work;

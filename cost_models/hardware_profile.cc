@@ -178,6 +178,8 @@ Status parse_device(const Reader& r, const YAML::Node& device, HardwareProfile& 
   RETURN_IF_ERROR(
       r.flag(device["fuses_half_types"], "device.fuses_half_types", p.device.fuses_half_types));
   RETURN_IF_ERROR(r.flag(device["free_views"], "device.free_views", p.device.free_views));
+  RETURN_IF_ERROR(r.flag(device["tf32_matmul"], "device.tf32_matmul", p.device.tf32_matmul));
+  RETURN_IF_ERROR(r.flag(device["tf32_conv"], "device.tf32_conv", p.device.tf32_conv));
   RETURN_IF_ERROR(r.flag(device["overlap_communication"], "device.overlap_communication",
                          p.device.overlap_communication));
   if (p.device.reserved_bytes >= p.device.memory_bytes)
@@ -271,19 +273,34 @@ StatusOr<HardwareProfile> parse_hardware_profile(std::string_view yaml, std::str
     p.memory_policy = *named;
   }
   if (const YAML::Node kernels = root["kernels"]) {
-    if (!kernels.IsMap()) return r.fail("kernels", "expected {{attention: flash|unfused}}");
+    constexpr const char* kShape = "expected {{attention: flash|unfused, fusions: [op_kernels]}}";
+    if (!kernels.IsMap()) return r.fail("kernels", kShape);
     for (const auto& entry : kernels) {
-      if (entry.first.Scalar() != "attention")
-        return r.fail("kernels." + entry.first.Scalar(), "unknown field (known: attention)");
+      const std::string field = entry.first.Scalar();
+      if (field != "attention" && field != "fusions")
+        return r.fail("kernels." + field, "unknown field (known: attention, fusions)");
     }
-    const YAML::Node attention = kernels["attention"];
-    const auto named =
-        attention.IsScalar() ? attention_kernel_named(attention.Scalar()) : std::nullopt;
-    if (!named) {
-      return r.fail("kernels.attention", "'{}' is not one of unfused, flash",
-                    attention.IsScalar() ? attention.Scalar() : std::string("?"));
+    if (const YAML::Node attention = kernels["attention"]) {
+      const auto named =
+          attention.IsScalar() ? attention_kernel_named(attention.Scalar()) : std::nullopt;
+      if (!named) {
+        return r.fail("kernels.attention", "'{}' is not one of unfused, flash",
+                      attention.IsScalar() ? attention.Scalar() : std::string("?"));
+      }
+      p.attention = *named;
     }
-    p.attention = *named;
+    if (const YAML::Node fusions = kernels["fusions"]) {
+      if (!fusions.IsSequence())
+        return r.fail("kernels.fusions", "expected a list, e.g. [op_kernels]");
+      for (const YAML::Node& fusion : fusions) {
+        const auto named = fusion.IsScalar() ? fusion_named(fusion.Scalar()) : std::nullopt;
+        if (!named) {
+          return r.fail("kernels.fusions", "'{}' is not one of op_kernels",
+                        fusion.IsScalar() ? fusion.Scalar() : std::string("?"));
+        }
+        p.fusions.insert(*named);
+      }
+    }
   }
   const YAML::Node topology = root["topology"];
   if (!topology || !topology.IsMap()) return r.fail("topology", "missing");

@@ -38,6 +38,7 @@ StatusOr<Graph> batch_norm_statistics_as_reductions(const Graph& training) {
     const double epsilon = node.attr_float("epsilon", 1e-5f);
     const double momentum = node.attr_float("momentum", 0.9f);
     Emitter e(g, node.name, node.phase, node.layer);
+    const NodeId first = g.num_nodes();
     std::vector<int64_t> axes = {0}, per_channel(rank, 1);
     for (int64_t d = 2; d < rank; ++d) axes.push_back(d);
     per_channel[1] = channels;
@@ -69,6 +70,8 @@ StatusOr<Graph> batch_norm_statistics_as_reductions(const Graph& training) {
                                      e.op("Mul", {batch, e.scalar(1.0 - momentum, x.dtype)})}));
     }
     RETURN_IF_ERROR(e.status());
+    // The nodes written out carry the BatchNormalization's source op: one op, one kernel.
+    for (NodeId id = first; id < g.num_nodes(); ++id) g.mutable_node(id).source = node.source;
     for (size_t k = 0; k < results.size() && k < node.outputs.size(); ++k) {
       if (node.outputs[k] == kNoId || results[k] == kNoId) continue;
       g.rename_value(results[k], training.value(node.outputs[k]).name);

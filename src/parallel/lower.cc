@@ -123,6 +123,7 @@ StatusOr<PreparedGraph> prepare_graph(const Graph& model, const LoweringPolicy& 
     prepared.inference = policy.fuse_attention
                              ? fuse_training_patterns(*source, nullptr, {.attention = true})
                              : *source;
+    tag_source_ops(prepared.inference, {});
     prepared.layer_of = assign(prepared.inference, identity, static_cast<int32_t>(identity.size()));
     return prepared;
   }
@@ -132,6 +133,7 @@ StatusOr<PreparedGraph> prepare_graph(const Graph& model, const LoweringPolicy& 
                    build_training_graph(
                        *source, options.loss, options.optimizer,
                        TrainingOptions{.fused = true, .fuse_attention = policy.fuse_attention}));
+  tag_source_ops(training.graph, forward_nodes(training));
   RETURN_IF_ERROR(after_pass(options, "training-graph", training.graph));
   if (policy.batch_norm_as_reductions) {
     ASSIGN_OR_RETURN(Graph rewritten_training, batch_norm_statistics_as_reductions(training.graph));

@@ -115,6 +115,7 @@ StatusOr<std::vector<ValueId>> duplicate(Graph& dst, const Graph& src, const Nod
   copy.attrs = node.attrs;
   copy.phase = node.phase;
   copy.layer = node.layer;
+  copy.source = node.source;
   copy.inputs = inputs;
   for (size_t i = 0; i < node.outputs.size(); ++i) {
     const ValueId o = node.outputs[i];

@@ -8,6 +8,7 @@
 #include "autopar/cost/compute.h"
 #include "autopar/cost/hardware_profile.h"
 #include "autopar/ir/builder.h"
+#include "autopar/ops/op_def.h"
 #include "autopar/zoo/zoo.h"
 
 namespace autopar {
@@ -118,15 +119,27 @@ TEST(HardwareProfile, ErrorsNameTheField) {
   EXPECT_EQ(with("name: fixture", "name: fixture\nkernels: {attention: xformers}"),
             "p.yaml: kernels.attention: 'xformers' is not one of unfused, flash");
   EXPECT_EQ(with("name: fixture", "name: fixture\nkernels: {fusions: [bias_gelu]}"),
-            "p.yaml: kernels.fusions: unknown field (known: attention)");
+            "p.yaml: kernels.fusions: 'bias_gelu' is not one of op_kernels");
+  EXPECT_EQ(with("name: fixture", "name: fixture\nkernels: {fusions: op_kernels}"),
+            "p.yaml: kernels.fusions: expected a list, e.g. [op_kernels]");
+  EXPECT_EQ(with("name: fixture", "name: fixture\nkernels: {fuse: [op_kernels]}"),
+            "p.yaml: kernels.fuse: unknown field (known: attention, fusions)");
   EXPECT_EQ(with("name: fixture", "name: fixture\nkernels: flash"),
-            "p.yaml: kernels: expected {attention: flash|unfused}");
+            "p.yaml: kernels: expected {attention: flash|unfused, fusions: [op_kernels]}");
   auto flash = parse_hardware_profile(
       std::string(kFixture).replace(std::string(kFixture).find("name: fixture"), 13,
                                     "name: fixture\nkernels: {attention: flash}"),
       "p.yaml");
   ASSERT_TRUE(flash.is_ok()) << flash.status().message();
   EXPECT_EQ(flash->attention, AttentionKernel::kFlash);
+  EXPECT_FALSE(flash->fuses(Fusion::kOpKernels));
+  auto fused = parse_hardware_profile(
+      std::string(kFixture).replace(std::string(kFixture).find("name: fixture"), 13,
+                                    "name: fixture\nkernels: {fusions: [op_kernels]}"),
+      "p.yaml");
+  ASSERT_TRUE(fused.is_ok()) << fused.status().message();
+  EXPECT_TRUE(fused->fuses(Fusion::kOpKernels));
+  EXPECT_EQ(fused->attention, AttentionKernel::kUnfused);
   // All optional: a GPU profile leaves them out (no per-program cost, NCCL's own streams).
   auto p = parse_hardware_profile(kFixture, "p.yaml");
   ASSERT_TRUE(p.is_ok());
@@ -238,6 +251,82 @@ TEST(Compute, FusedRunsAreOneKernel) {
   const std::vector<double> cut = fused_node_seconds(p, g, {1});
   EXPECT_EQ(cut[0], -1.0);
   EXPECT_NEAR(cut[1] + cut[2], 2 * elements * 1e-10 + 5e-6, 1e-15);
+}
+
+// Where the stack runs op kernels, the nodes carrying out one source op in one direction are one
+// kernel: what crosses its boundary read or written once (a wide copy made by a Cast inside it at
+// its narrow size, for the op's backward too), one launch; a collective between them cuts it.
+TEST(Compute, OpKernelsRunEachSourceOpAsOneKernelPerDirection) {
+  GraphBuilder b("ops");
+  b.mutable_graph().opsets[std::string(kAutoparDomain)] = 1;
+  const int64_t e = 64 * 32 * 16 * 16;
+  const ValueId x = b.input("x", DType::kFloat16, {64, 32, 16, 16});
+  const ValueId wide = b.op1("Cast", {x}, {{"to", int64_t{1}}});           // 0: op 1
+  const ValueId soft = b.op1("Softmax", {wide}, {{"axis", int64_t{-1}}});  // 1: op 1
+  const ValueId narrow = b.op1("Cast", {soft}, {{"to", int64_t{10}}});     // 2: op 1
+  const ValueId relu = b.op1("Relu", {narrow});                            // 3: op 3
+  b.output(relu, "r");
+  const ValueId grad = b.op1("Mul", {wide, wide});  // 4: op 1, backward
+  const ValueId root = b.op1("Sqrt", {grad});       // 5: op 1, backward
+  const ValueId mean = b.op1("ReduceMean", {root}, {{"axes", std::vector<int64_t>{0, 2, 3}}});
+  const ValueId summed =  // 6: op 7; 7: comm
+      b.op("AllReduce", {mean}, {{"group", std::vector<int64_t>{0, 1}}}, 1, kAutoparDomain)[0];
+  const ValueId centered = b.op1("Sub", {root, summed});  // 8: op 7
+  b.output(b.op1("Mul", {centered, centered}), "y");      // 9: op 7
+  Graph g = b.finish();
+  const std::vector<int32_t> sources = {1, 1, 1, 3, 1, 1, 7, -1, 7, 7};
+  ASSERT_EQ(g.num_nodes(), 10);
+  for (NodeId n = 0; n < g.num_nodes(); ++n) g.mutable_node(n).source = sources[n];
+  for (NodeId n : {4, 5}) g.mutable_node(n).phase = Phase::kBackward;
+  HardwareProfile p = fixture();
+  EXPECT_TRUE(fused_node_seconds(p, g).empty());  // the profile runs no op kernels
+  p.fusions.insert(Fusion::kOpKernels);
+  const std::vector<double> s = fused_node_seconds(p, g);
+  ASSERT_EQ(s.size(), 10u);
+  auto kernel = [&](std::initializer_list<NodeId> nodes, OpClass op_class, double bytes) {
+    double flops = 0;
+    for (NodeId n : nodes) flops += node_flops(g, g.node(n));
+    const double memory = bytes / (2e12 * p.device.efficiency.at(op_class).at(bytes));
+    return std::max(flops / 20e12, memory) + 5e-6;
+  };
+  // Forward: reads x in fp16 and writes the fp16 result; the fp32 copy is never written.
+  const double forward = kernel({0, 1, 2}, OpClass::kNorm, 2.0 * e + 2.0 * e);
+  EXPECT_NEAR(s[0] + s[1] + s[2], forward, 1e-15);
+  EXPECT_NEAR(s[0], forward / 3, 1e-15);
+  EXPECT_EQ(s[3], -1.0);  // a kernel of one node: priced alone
+  // Backward: reads x again (not its fp32 copy), writes the Sqrt's fp32 result (the next op
+  // reads it).
+  const double backward = kernel({4, 5}, OpClass::kElementwise, 2.0 * e + 4.0 * e);
+  EXPECT_NEAR(s[4] + s[5], backward, 1e-15);
+  // Op 7: its reduction, then the all-reduce, then a kernel of the Sub and Mul.
+  EXPECT_EQ(s[6], -1.0);
+  EXPECT_EQ(s[7], -1.0);
+  const double after = kernel({8, 9}, OpClass::kElementwise, 4.0 * e + 4.0 * 32 + 4.0 * e);
+  EXPECT_NEAR(s[8] + s[9], after, 1e-15);
+  // A program boundary between the forward's Softmax and its output cast cuts that kernel.
+  const std::vector<double> cut = fused_node_seconds(p, g, {2});
+  EXPECT_EQ(cut[2], -1.0);
+  EXPECT_NEAR(cut[0] + cut[1], kernel({0, 1}, OpClass::kNorm, 2.0 * e + 4.0 * e), 1e-15);
+}
+
+// A GEMM's or a convolution's op kernel keeps its arithmetic nodes priced alone and makes its
+// transposes free: the library reads its operands in the layout they are in.
+TEST(Compute, OpKernelsOfGemmsReadTheirOperandsInPlace) {
+  GraphBuilder b("wgrad");
+  const ValueId x = b.input("x", DType::kFloat32, {8, 16, 4, 4});
+  const ValueId dy = b.input("dy", DType::kFloat32, {8, 32, 4, 4});
+  const ValueId xt = b.op1("Transpose", {x}, {{"perm", std::vector<int64_t>{1, 0, 2, 3}}});
+  const ValueId dyt = b.op1("Transpose", {dy}, {{"perm", std::vector<int64_t>{1, 0, 2, 3}}});
+  const ValueId w = b.op1("Conv", {xt, dyt}, {{"kernel_shape", std::vector<int64_t>{4, 4}}});
+  b.output(b.op1("Transpose", {w}, {{"perm", std::vector<int64_t>{1, 0, 2, 3}}}), "dw");
+  Graph g = b.finish();
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    g.mutable_node(n).source = 0;
+    g.mutable_node(n).phase = Phase::kBackward;
+  }
+  HardwareProfile p = fixture();
+  p.fusions.insert(Fusion::kOpKernels);
+  EXPECT_EQ(fused_node_seconds(p, g), (std::vector<double>{0, 0, -1, 0}));
 }
 
 // bf16 runs are fused only where the profile says its runtime fuses half types (the CUDA

@@ -1,4 +1,5 @@
 // lower() as named passes, each checked by verify(graph); verify_plan as a library function.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -157,6 +158,60 @@ namespace {
 
 // A CNN's plan is compared on its BatchNorm running statistics too: the training graph marks
 // them (TrainingGraph::statistics, StateSpec::is_statistic), whatever their names.
+// Each node records the source op it carries out, through every pass: a BatchNorm's forward, its
+// precision casts and its gradient share one, whether the BatchNorm stays one node (dp 1) or is
+// written as reductions whose partial sums are all-reduced (dp 2), and the collectives have none.
+TEST(SourceOps, ABatchNormItsCastsAndItsGradientAreOneOp) {
+  ZooOptions zoo;
+  zoo.batch = 4;
+  zoo.with_weights = false;
+  auto model = build_zoo_model("resnet-tiny", zoo);
+  ASSERT_TRUE(model.is_ok());
+  for (int dp : {1, 2}) {
+    SCOPED_TRACE(dp);
+    const Scheme scheme = scheme_of(fmt::format(
+        "mesh: {{dp: {}}}\nbatch: {{global: 4, micro: {}}}\nprecision: fp16\n", dp, 4 / dp));
+    auto plan = lower(*model, scheme, LoweringOptions{});
+    ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+    const Graph& g = plan->roles.at(0).graph;
+    // The first BatchNorm reads the first Conv's fp16 result through a Cast to fp32.
+    NodeId conv = kNoId;
+    for (NodeId n = 0; n < g.num_nodes() && conv == kNoId; ++n) {
+      if (g.node(n).op_type == "Conv") conv = n;
+    }
+    ASSERT_NE(conv, kNoId);
+    const std::vector<NodeId>& readers = g.value(g.node(conv).outputs[0]).consumers;
+    const NodeId cast = readers.front();
+    ASSERT_EQ(g.node(cast).op_type, "Cast");
+    const int32_t bn = g.node(cast).source;
+    ASSERT_GE(bn, 0);
+    EXPECT_NE(bn, g.node(conv).source);
+    int forward = 0, backward = 0, casts = 0, batch_norms = 0;
+    for (const Node& node : g.nodes()) {
+      if (node.domain == kAutoparDomain) {
+        EXPECT_EQ(node.source, -1) << node.op_type;
+        continue;
+      }
+      if (node.source != bn) continue;
+      EXPECT_NE(node.phase, Phase::kOptimizer);
+      (node.phase == Phase::kForward ? forward : backward) += 1;
+      casts += node.op_type == "Cast";
+      batch_norms += node.op_type == "BatchNormalization";
+    }
+    // The gradient rule's 22 nodes (statistics re-derived, the input's gradient, the scale's
+    // and the bias's) and the gradients of the two casts.
+    EXPECT_EQ(backward, 24);
+    EXPECT_EQ(casts, 4);
+    if (dp == 1) {
+      EXPECT_EQ(forward, 3);  // Cast, BatchNormalization, Cast
+      EXPECT_EQ(batch_norms, 1);
+    } else {
+      EXPECT_EQ(batch_norms, 0);
+      EXPECT_EQ(forward, 21);  // the two casts and the 19 nodes it is written as
+    }
+  }
+}
+
 TEST(VerifyPlan, ComparesRunningStatistics) {
   const Scheme scheme = scheme_of("mesh: {dp: 2}\nbatch: {global: 8, micro: 2}\n");
   ZooOptions zoo;

@@ -59,8 +59,20 @@ bool is_view(const Graph& graph, const Node& node);
 // operation, plus one launch. No run spans a node of `cut_before` (a program's first node).
 // A fused training op (ai.autopar.training) is such a kernel of its own, its FLOPs its element
 // operations (Adam at the profile's optimizer_element_s per parameter element when it has
-// one). Empty when the profile does not fuse.
+// one). Where instead the profile's stack runs op kernels (kernels.fusions: op_kernels), what
+// framework_kernel_seconds gives. Empty when the profile does neither.
 std::vector<double> fused_node_seconds(const HardwareProfile& profile, const Graph& graph,
                                        const std::vector<NodeId>& cut_before = {});
+
+// Where the profile's stack runs op kernels (`kernels: {fusions: [op_kernels]}`): per node, its
+// share of the one kernel that the nodes carrying out its source op (Node::source) in its
+// direction make, within a program of `cut_before` and between two collectives on the op's
+// values; −1 at nodes priced alone (by node_cost). The kernel reads and writes once what crosses
+// its boundary, a wide copy made by a Cast inside it at its narrow size, at the memory curve of
+// norms when it reduces and of elementwise kernels otherwise, plus one launch. Where the op is a
+// GEMM or a convolution, its gradients' transposes are free (the library reads the layout it
+// gets) and its other nodes are priced alone. Empty when the profile runs no op kernels.
+std::vector<double> framework_kernel_seconds(const HardwareProfile& profile, const Graph& graph,
+                                             const std::vector<NodeId>& cut_before);
 
 }  // namespace autopar

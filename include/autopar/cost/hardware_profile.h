@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -81,11 +82,15 @@ struct DeviceSpec {
   // devices meeting for it (a runtime whose collectives run in line on the devices' threads
   // waits and wakes for each). Optional, 0 by default.
   double collective_overhead_s = 0;
+  // Whether fp32 GEMMs and fp32 convolutions run on TF32 tensor cores (at the tf32 peak), as
+  // the framework's defaults say: PyTorch's torch.backends.cuda.matmul.allow_tf32 is off by
+  // default (since 1.12) and torch.backends.cudnn.allow_tf32 on. Optional, false by default.
+  bool tf32_matmul = false;
+  bool tf32_conv = false;
   double reserved_bytes = 0;  // held by the runtime and framework, not available to a plan
   std::map<OpClass, EfficiencyCurve> efficiency;
 
-  // Peak FLOP/s for arithmetic in `dtype` (fp32 matmuls may run as tf32 where the profile
-  // says `fp32_matmul: tf32`).
+  // Peak FLOP/s for arithmetic in `dtype`.
   double peak(std::string_view dtype) const;
   // What model FLOPs utilisation is measured against: the dense bf16 peak (the fp32 one on a
   // device without bf16), whatever a plan computes in, so that MFUs of fp32 and bf16 plans
@@ -116,6 +121,9 @@ struct HardwareProfile {
   // The attention kernel its software stack runs (`kernels: {attention: flash|unfused}`; a scheme
   // may name its own): unfused unless the profile says so.
   AttentionKernel attention = AttentionKernel::kUnfused;
+  // The fused kernels it runs (`kernels: {fusions: [...]}`): none unless the profile says so.
+  std::set<Fusion> fusions;
+  bool fuses(Fusion fusion) const { return fusions.count(fusion) > 0; }
 
   int64_t num_devices() const { return devices_per_node * nodes; }
   // The innermost tier whose groups hold every device of `group` (device ids, nodes of

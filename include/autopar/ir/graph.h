@@ -83,6 +83,11 @@ struct Node {
   Attributes attrs;
   Phase phase = Phase::kForward;
   int32_t layer = -1;  // repeated block index, -1 outside any block
+  // The source op this node carries out, as the id of a node of the lowering's prepared graph:
+  // a forward op (itself), the op whose gradient it computes, or the op a precision cast feeds
+  // or reads; -1 for none (communication, optimizer updates, sums of gradient contributions).
+  // Copies of a node keep it, so a plan's kernels can be grouped as a framework runs them.
+  int32_t source = -1;
 
   const Attribute* attr(std::string_view attr_name) const;
   int64_t attr_int(std::string_view attr_name, int64_t fallback) const;

@@ -17,6 +17,18 @@ const char* attention_kernel_name(AttentionKernel kernel);
 // The kernel of a name (unfused, flash); nullopt for any other.
 std::optional<AttentionKernel> attention_kernel_named(std::string_view name);
 
+// Fusions a GPU software stack runs, as a profile lists them (`kernels: {fusions: [...]}`).
+enum class Fusion : uint8_t {
+  // op_kernels: each source op's forward, and its backward, as one kernel (an autograd
+  // function's, cuDNN's BatchNorm), the precision casts that convert for it inside, its
+  // operands read and its results written once; GEMM and convolution gradients read their
+  // operands in the layout they are in (no transposes of their own).
+  kOpKernels,
+};
+const char* fusion_name(Fusion fusion);
+// The fusion of a name (op_kernels); nullopt for any other.
+std::optional<Fusion> fusion_named(std::string_view name);
+
 struct HardwareProfile;
 struct Scheme;
 // Whether a plan of `scheme` runs attention fused: under context parallelism always, otherwise

@@ -162,6 +162,14 @@ StatusOr<Graph> to_mixed_precision(const Graph& model, DType low);
 // pipeline ranks every microbatch. Ids of `training` are remapped.
 StatusOr<TrainingGraph> distribute_gradient_casts(TrainingGraph training);
 
+// Sets each node's source op (Node::source) in a freshly built training graph, or in a forward
+// graph (`forward_of` empty): a forward node is its own, a node a gradient rule emitted carries
+// its forward node's (`forward_of`, per node), and a precision cast belongs, with its gradient,
+// to the op it converts for: a widening Cast to the one op that reads all of its result (forward
+// or backward), a narrowing one to the op whose result only it and that op's backward read.
+// Optimizer updates and sums of gradient contributions have none.
+void tag_source_ops(Graph& g, const std::vector<NodeId>& forward_of);
+
 // Training-mode BatchNormalization nodes as ReduceMean, Sub, Mul, Sqrt, Div and Add over the
 // batch and spatial dims, with the same outputs (values keep their names).
 StatusOr<Graph> batch_norm_statistics_as_reductions(const Graph& training);

@@ -11,6 +11,8 @@ namespace {
 
 const std::initializer_list<std::pair<const char*, AttentionKernel>> kAttentionKernels = {
     {"unfused", AttentionKernel::kUnfused}, {"flash", AttentionKernel::kFlash}};
+const std::initializer_list<std::pair<const char*, Fusion>> kFusions = {
+    {"op_kernels", Fusion::kOpKernels}};
 
 }  // namespace
 
@@ -21,6 +23,10 @@ const char* attention_kernel_name(AttentionKernel kernel) {
 std::optional<AttentionKernel> attention_kernel_named(std::string_view name) {
   return value_named(name, kAttentionKernels);
 }
+
+const char* fusion_name(Fusion fusion) { return name_of(fusion, kFusions); }
+
+std::optional<Fusion> fusion_named(std::string_view name) { return value_named(name, kFusions); }
 
 bool runs_flash_attention(const Scheme& scheme, const HardwareProfile* profile) {
   if (scheme.cp() > 1) return true;

@@ -1,0 +1,161 @@
+// A plan's nodes as the kernels a framework's GPU stack runs them (the profile's `kernels:
+// {fusions: [op_kernels]}`): the nodes that carry out one source op in one direction make one
+// kernel, cut where a collective comes between them (a synchronised BatchNorm's statistics are
+// reduced across devices between its two kernels) and at program boundaries.
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "autopar/cost/compute.h"
+#include "autopar/cost/hardware_profile.h"
+#include "autopar/ops/op_def.h"
+
+namespace autopar {
+namespace {
+
+bool is_comm(const Node& n) { return n.domain == kAutoparDomain; }
+
+bool arithmetic(const std::optional<OpClass>& c) {
+  return c == OpClass::kGemm || c == OpClass::kConv || c == OpClass::kAttention;
+}
+
+class KernelGrouping {
+ public:
+  KernelGrouping(const HardwareProfile& profile, const Graph& g,
+                 const std::vector<NodeId>& cut_before)
+      : profile_(profile), g_(g), group_(static_cast<size_t>(g.num_nodes()), -1) {
+    std::vector<NodeId> cuts = cut_before;
+    std::sort(cuts.begin(), cuts.end());
+    // A node's kernel: its source op, its direction, its program and how many collectives
+    // separate it from the op's first nodes.
+    std::map<std::tuple<int32_t, bool, size_t, int32_t>, int32_t> ids;
+    std::vector<int32_t> cut(static_cast<size_t>(g.num_nodes()), 0);
+    // Per value: the source op whose result it carries through collectives, and its cut count.
+    std::vector<std::pair<int32_t, int32_t>> carried(static_cast<size_t>(g.num_values()), {-1, 0});
+    size_t program = 0;
+    for (NodeId n = 0; n < g.num_nodes(); ++n) {
+      while (program < cuts.size() && cuts[program] <= n) ++program;
+      const Node& node = g.node(n);
+      if (is_comm(node)) {
+        std::pair<int32_t, int32_t> through{-1, 0};
+        for (ValueId in : node.inputs) {
+          if (in != kNoId && carried[in].first >= 0) through = carried[in];
+        }
+        if (through.first >= 0) ++through.second;
+        for (ValueId out : node.outputs) {
+          if (out != kNoId) carried[out] = through;
+        }
+        continue;
+      }
+      if (node.source < 0) continue;
+      int32_t count = 0;
+      for (ValueId in : node.inputs) {
+        if (in != kNoId && carried[in].first == node.source)
+          count = std::max(count, carried[in].second);
+      }
+      cut[n] = count;
+      const bool backward = node.phase == Phase::kBackward;
+      auto [it, added] = ids.try_emplace({node.source, backward, program, count},
+                                         static_cast<int32_t>(members_.size()));
+      if (added) members_.emplace_back();
+      group_[n] = it->second;
+      members_[it->second].push_back(n);
+      for (ValueId out : node.outputs) {
+        if (out != kNoId) carried[out] = {node.source, count};
+      }
+    }
+  }
+
+  std::vector<double> seconds() const {
+    std::vector<double> seconds(static_cast<size_t>(g_.num_nodes()), -1.0);
+    for (const std::vector<NodeId>& nodes : members_) {
+      if (nodes.size() < 2) continue;
+      const bool gemm = std::any_of(nodes.begin(), nodes.end(), [&](NodeId n) {
+        return arithmetic(op_class_of(g_, g_.node(n)));
+      });
+      if (gemm) {
+        // cuBLAS and cuDNN read a GEMM's or a convolution's operands in the layout they are in
+        // (a weight gradient of NCHW images needs no transposed copies).
+        for (NodeId n : nodes) {
+          if (g_.node(n).domain.empty() && g_.node(n).op_type == "Transpose") seconds[n] = 0;
+        }
+        continue;
+      }
+      const double kernel = kernel_seconds(nodes);
+      for (NodeId n : nodes) seconds[n] = kernel / static_cast<double>(nodes.size());
+    }
+    return seconds;
+  }
+
+ private:
+  bool member(NodeId n, int32_t group) const { return n != kNoId && group_[n] == group; }
+
+  // A Cast of the op's input to a wider type inside the op's kernel: the kernel reads the
+  // narrow input, and the op's other kernel (its backward) reads that input again rather than
+  // a wide copy.
+  bool input_cast(NodeId n) const {
+    const Node& node = g_.node(n);
+    if (!node.domain.empty() || node.op_type != "Cast" || node.input(0) == kNoId) return false;
+    const ValueId in = node.input(0);
+    const NodeId producer = g_.value(in).producer;
+    return group_[n] >= 0 && (producer == kNoId || g_.node(producer).source != node.source);
+  }
+
+  // Bytes a kernel reads for value v: a wide copy made by an input cast costs its narrow input.
+  double read_bytes(ValueId v) const {
+    const NodeId producer = g_.value(v).producer;
+    if (producer != kNoId && input_cast(producer))
+      return static_cast<double>(g_.value(g_.node(producer).inputs[0]).num_bytes());
+    return static_cast<double>(g_.value(v).num_bytes());
+  }
+
+  // One kernel for the nodes: what crosses its boundary read or written once, its arithmetic
+  // at the peak of fp32 (the type such kernels compute in), one launch.
+  double kernel_seconds(const std::vector<NodeId>& nodes) const {
+    const int32_t group = group_[nodes.front()];
+    std::set<ValueId> read;
+    double bytes = 0, flops = 0;
+    bool reduces = false;
+    for (NodeId n : nodes) {
+      const Node& node = g_.node(n);
+      flops += node_flops(g_, node);
+      reduces = reduces || op_class_of(g_, node) == OpClass::kNorm;
+      for (ValueId in : node.inputs) {
+        if (in == kNoId || member(g_.value(in).producer, group) || !read.insert(in).second)
+          continue;
+        bytes += read_bytes(in);
+      }
+      if (input_cast(n)) continue;  // never written: its readers read the narrow input
+      for (ValueId out : node.outputs) {
+        if (out == kNoId) continue;
+        const Value& value = g_.value(out);
+        const bool leaves =
+            g_.is_output(out) || std::any_of(value.consumers.begin(), value.consumers.end(),
+                                             [&](NodeId r) { return !member(r, group); });
+        if (leaves) bytes += static_cast<double>(value.num_bytes());
+      }
+    }
+    NodeWork work;
+    work.op_class = reduces ? OpClass::kNorm : OpClass::kElementwise;
+    work.flops = flops;
+    work.bytes = bytes;
+    work.peak = profile_.device.peak(peak_key(DType::kFloat32));
+    return work.cost(profile_.device).seconds;
+  }
+
+  const HardwareProfile& profile_;
+  const Graph& g_;
+  std::vector<int32_t> group_;
+  std::vector<std::vector<NodeId>> members_;
+};
+
+}  // namespace
+
+std::vector<double> framework_kernel_seconds(const HardwareProfile& profile, const Graph& g,
+                                             const std::vector<NodeId>& cut_before) {
+  if (!profile.fuses(Fusion::kOpKernels)) return {};
+  return KernelGrouping(profile, g, cut_before).seconds();
+}
+
+}  // namespace autopar
