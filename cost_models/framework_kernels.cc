@@ -1,7 +1,6 @@
 // A plan's nodes as the kernels a framework's GPU stack runs them (the profile's `kernels:
-// {fusions: [op_kernels]}`): the nodes that carry out one source op in one direction make one
-// kernel, cut where a collective comes between them (a synchronised BatchNorm's statistics are
-// reduced across devices between its two kernels) and at program boundaries.
+// {fusions: [op_kernels]}`): the nodes that carry out one source op in one direction, within a
+// program, make one kernel.
 #include <algorithm>
 #include <map>
 #include <set>
@@ -27,42 +26,45 @@ class KernelGrouping {
       : profile_(profile), g_(g), group_(static_cast<size_t>(g.num_nodes()), -1) {
     std::vector<NodeId> cuts = cut_before;
     std::sort(cuts.begin(), cuts.end());
-    // A node's kernel: its source op, its direction, its program and how many collectives
-    // separate it from the op's first nodes.
-    std::map<std::tuple<int32_t, bool, size_t, int32_t>, int32_t> ids;
-    std::vector<int32_t> cut(static_cast<size_t>(g.num_nodes()), 0);
-    // Per value: the source op whose result it carries through collectives, and its cut count.
-    std::vector<std::pair<int32_t, int32_t>> carried(static_cast<size_t>(g.num_values()), {-1, 0});
+    // A node's kernel: its source op, its direction and its program.
+    std::map<std::tuple<int32_t, bool, size_t>, int32_t> ids;
+    // Per value: the source op whose partial result it carries through a collective (and
+    // through the per-channel arithmetic the lowering puts around one), or -1.
+    std::vector<int32_t> carried(static_cast<size_t>(g.num_values()), -1);
+    std::vector<bool> through(static_cast<size_t>(g.num_values()), false);
     size_t program = 0;
     for (NodeId n = 0; n < g.num_nodes(); ++n) {
       while (program < cuts.size() && cuts[program] <= n) ++program;
       const Node& node = g.node(n);
-      if (is_comm(node)) {
-        std::pair<int32_t, int32_t> through{-1, 0};
+      if (is_comm(node) || node.source < 0) {
+        int32_t op = -1;
+        bool crossed = is_comm(node);
         for (ValueId in : node.inputs) {
-          if (in != kNoId && carried[in].first >= 0) through = carried[in];
+          if (in == kNoId || carried[in] < 0) continue;
+          op = carried[in];
+          crossed = crossed || through[in];
         }
-        if (through.first >= 0) ++through.second;
         for (ValueId out : node.outputs) {
-          if (out != kNoId) carried[out] = through;
+          if (out == kNoId) continue;
+          carried[out] = op;
+          through[out] = op >= 0 && crossed;
         }
         continue;
       }
-      if (node.source < 0) continue;
-      int32_t count = 0;
-      for (ValueId in : node.inputs) {
-        if (in != kNoId && carried[in].first == node.source)
-          count = std::max(count, carried[in].second);
-      }
-      cut[n] = count;
       const bool backward = node.phase == Phase::kBackward;
-      auto [it, added] = ids.try_emplace({node.source, backward, program, count},
-                                         static_cast<int32_t>(members_.size()));
-      if (added) members_.emplace_back();
+      auto [it, added] =
+          ids.try_emplace({node.source, backward, program}, static_cast<int32_t>(members_.size()));
+      if (added) {
+        members_.emplace_back();
+        synced_.push_back(false);
+      }
       group_[n] = it->second;
       members_[it->second].push_back(n);
+      for (ValueId in : node.inputs) {
+        if (in != kNoId && carried[in] == node.source && through[in]) synced_[it->second] = true;
+      }
       for (ValueId out : node.outputs) {
-        if (out != kNoId) carried[out] = {node.source, count};
+        if (out != kNoId) carried[out] = node.source;
       }
     }
   }
@@ -82,7 +84,7 @@ class KernelGrouping {
         }
         continue;
       }
-      const double kernel = kernel_seconds(nodes);
+      const double kernel = kernel_seconds(nodes, synced_[group_[nodes.front()]]);
       for (NodeId n : nodes) seconds[n] = kernel / static_cast<double>(nodes.size());
     }
     return seconds;
@@ -111,11 +113,14 @@ class KernelGrouping {
   }
 
   // One kernel for the nodes: what crosses its boundary read or written once, its arithmetic
-  // at the peak of fp32 (the type such kernels compute in), one launch.
-  double kernel_seconds(const std::vector<NodeId>& nodes) const {
+  // at the peak of fp32 (the type such kernels compute in), one launch. An op that waits on a
+  // collective of its own partial results (a synchronised BatchNorm's statistics) runs as two
+  // kernels, as SyncBatchNorm does: a reduction pass over its inputs, the collective, and the
+  // elementwise pass reading them again.
+  double kernel_seconds(const std::vector<NodeId>& nodes, bool synced) const {
     const int32_t group = group_[nodes.front()];
     std::set<ValueId> read;
-    double bytes = 0, flops = 0;
+    double bytes = 0, reads = 0, flops = 0;
     bool reduces = false;
     for (NodeId n : nodes) {
       const Node& node = g_.node(n);
@@ -124,7 +129,7 @@ class KernelGrouping {
       for (ValueId in : node.inputs) {
         if (in == kNoId || member(g_.value(in).producer, group) || !read.insert(in).second)
           continue;
-        bytes += read_bytes(in);
+        reads += read_bytes(in);
       }
       if (input_cast(n)) continue;  // never written: its readers read the narrow input
       for (ValueId out : node.outputs) {
@@ -136,18 +141,21 @@ class KernelGrouping {
         if (leaves) bytes += static_cast<double>(value.num_bytes());
       }
     }
+    bytes += reads;
     NodeWork work;
     work.op_class = reduces ? OpClass::kNorm : OpClass::kElementwise;
     work.flops = flops;
-    work.bytes = bytes;
+    work.bytes = bytes + (synced ? reads : 0.0);
     work.peak = profile_.device.peak(peak_key(DType::kFloat32));
-    return work.cost(profile_.device).seconds;
+    const NodeCost cost = work.cost(profile_.device);
+    return cost.seconds + (synced ? profile_.device.launch_overhead_s : 0.0);
   }
 
   const HardwareProfile& profile_;
   const Graph& g_;
   std::vector<int32_t> group_;
   std::vector<std::vector<NodeId>> members_;
+  std::vector<bool> synced_;  // per kernel: it waits on a collective of its own results
 };
 
 }  // namespace

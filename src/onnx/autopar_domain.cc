@@ -338,6 +338,22 @@ void register_schemas() {
   gelu_grad.Attr("approximate", "The forward Gelu's form: 'none' or 'tanh'.",
                  onnx::AttributeProto::STRING, std::string("none"));
   onnx::OpSchemaRegistry::OpSchemaRegisterOnce{gelu_grad};
+  onnx::OpSchema max_pool_grad = training_schema(
+      "MaxPoolGrad",
+      "MaxPool's gradient: each element of dY added at its window's maximum in X (the first of "
+      "equal maxima in row-major kernel order; NaN never wins against a number).",
+      any_float, 1);
+  max_pool_grad.Input(0, "dY", "Gradient of MaxPool's output.", "T")
+      .Input(1, "X", "MaxPool's input.", "T")
+      .Output(0, "dX", "Gradient of the input.", "T");
+  max_pool_grad.Attr("kernel_shape", "MaxPool's window.", onnx::AttributeProto::INTS, true);
+  max_pool_grad.Attr("strides", "MaxPool's strides.", onnx::AttributeProto::INTS, false);
+  max_pool_grad.Attr("pads", "MaxPool's pads.", onnx::AttributeProto::INTS, false);
+  max_pool_grad.Attr("dilations", "MaxPool's dilations.", onnx::AttributeProto::INTS, false);
+  max_pool_grad.Attr("auto_pad", "MaxPool's auto_pad.", onnx::AttributeProto::STRING,
+                     std::string("NOTSET"));
+  max_pool_grad.Attr("ceil_mode", "MaxPool's ceil_mode.", onnx::AttributeProto::INT, int64_t{0});
+  onnx::OpSchemaRegistry::OpSchemaRegisterOnce{max_pool_grad};
   onnx::OpSchema rms_norm = training_schema(
       "RMSNormalization",
       "Y = X·r·Scale over the dims from `axis` on, r = 1/√(mean(X²) + epsilon) (ONNX's "

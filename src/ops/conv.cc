@@ -1,4 +1,5 @@
-// Convolution and pooling: Conv, ConvTranspose, MaxPool, AveragePool, GlobalAveragePool.
+// Convolution and pooling: Conv, ConvTranspose, MaxPool, AveragePool, GlobalAveragePool, and
+// MaxPool's gradient as one op (ai.autopar.training::MaxPoolGrad).
 #include <algorithm>
 #include <limits>
 
@@ -134,8 +135,8 @@ Status infer_conv(InferenceContext& ctx) {
   size_t spatial = x.size() - 2;
   int64_t channels = x[1], out_channels = w_dims[0];
   if (channels % group != 0) {
-    return ctx.fail("{} has {} channels, not divisible by group {}", input_text(ctx, 0),
-                    channels, group);
+    return ctx.fail("{} has {} channels, not divisible by group {}", input_text(ctx, 0), channels,
+                    group);
   }
   if (channels / group != w_dims[1]) {
     return ctx.fail("{} has {} channels; with group {} the weight {} needs dim 1 = {}",
@@ -230,12 +231,11 @@ double conv_transpose_flops(const Graph& g, const Node& n) {
   return 2.0 * macs * input_elements(g, n, 0) + bias;
 }
 
-Status infer_pool(InferenceContext& ctx) {
-  bool is_max = ctx.node().op_type == "MaxPool";
-  RETURN_IF_ERROR(check_arity(ctx, 1, 1, 1, is_max ? 2 : 1));
-  const auto& x = ctx.input_dims(0);
+// The output dims of a pool over input `x_input` (N, C, then the window's spatial dims).
+Status pool_output_dims(InferenceContext& ctx, size_t x_input, std::vector<int64_t>& out) {
+  const auto& x = ctx.input_dims(x_input);
   if (x.size() < 3)
-    return ctx.fail("{} must have rank >= 3 (N, C, spatial...)", input_text(ctx, 0));
+    return ctx.fail("{} must have rank >= 3 (N, C, spatial...)", input_text(ctx, x_input));
   size_t spatial = x.size() - 2;
   Window w;
   RETURN_IF_ERROR(read_window(ctx, spatial, w));
@@ -244,14 +244,44 @@ Status infer_pool(InferenceContext& ctx) {
   RETURN_IF_ERROR(read_int(ctx, "ceil_mode", ceil_mode));
   RETURN_IF_ERROR(read_int(ctx, "count_include_pad", count_include_pad));
   RETURN_IF_ERROR(read_int(ctx, "storage_order", storage_order));
-  std::vector<int64_t> out = {x[0], x[1]};
+  out = {x[0], x[1]};
   for (size_t i = 0; i < spatial; ++i) {
     int64_t extent = 0;
     RETURN_IF_ERROR(window_output(ctx, w, i, x[i + 2], ceil_mode != 0, extent));
     out.push_back(extent);
   }
+  return Status::ok();
+}
+
+Status infer_pool(InferenceContext& ctx) {
+  bool is_max = ctx.node().op_type == "MaxPool";
+  RETURN_IF_ERROR(check_arity(ctx, 1, 1, 1, is_max ? 2 : 1));
+  std::vector<int64_t> out;
+  RETURN_IF_ERROR(pool_output_dims(ctx, 0, out));
   RETURN_IF_ERROR(set_output_checked(ctx, 0, ctx.input_dtype(0), out));
   return set_output_checked(ctx, 1, DType::kInt64, out);
+}
+
+// MaxPoolGrad(dY, X) -> dX (ai.autopar.training): each output's gradient added at its window's
+// maximum, found as MaxPool finds it (the first of equal maxima in row-major kernel order; NaN
+// never wins against a number), under MaxPool's attributes (storage_order 0).
+Status infer_max_pool_grad(InferenceContext& ctx) {
+  RETURN_IF_ERROR(check_arity(ctx, 2, 2, 1, 1));
+  const DType dtype = ctx.input_dtype(1);
+  if (!is_floating(dtype)) return ctx.fail("{} must be floating", input_text(ctx, 1));
+  if (ctx.node().attr_int("storage_order", 0) != 0)
+    return ctx.fail("storage_order 1 is not supported (row-major windows only)");
+  std::vector<int64_t> out;
+  RETURN_IF_ERROR(pool_output_dims(ctx, 1, out));
+  if (ctx.input_dims(0) != out || ctx.input_dtype(0) != dtype)
+    return ctx.fail("{} must be {}, MaxPool's output over {}", input_text(ctx, 0),
+                    dims_text(dtype, out), input_text(ctx, 1));
+  return set_output_checked(ctx, 0, dtype, ctx.input_dims(1));
+}
+
+// prod(kernel) compares and one add per output element.
+double max_pool_grad_flops(const Graph& g, const Node& n) {
+  return (product(n.attr_ints("kernel_shape")) + 1.0) * input_elements(g, n, 0);
 }
 
 // MaxPool: prod(kernel) compares per output element. AveragePool: prod(kernel) adds and one
@@ -325,6 +355,22 @@ std::optional<IterationSpace> pool_space(const Graph& g, const Node& n) {
   return space;
 }
 
+// MaxPoolGrad: n and c parallel; the input's spatial loops, which windows overlap, whole.
+std::optional<IterationSpace> max_pool_grad_space(const Graph& g, const Node& n) {
+  const std::vector<int64_t>& x = g.value(n.inputs[1]).shape.dims;
+  IterationSpace space;
+  space.loops = {{"n", x[0], LoopKind::kParallel, true}, {"c", x[1], LoopKind::kParallel, true}};
+  std::vector<int> dy_map = {0, 1}, x_map = {0, 1};
+  for (size_t d = 2; d < x.size(); ++d) {
+    x_map.push_back(static_cast<int>(space.loops.size()));
+    space.loops.push_back({fmt::format("i{}", d - 2), x[d], LoopKind::kParallel, false});
+    dy_map.push_back(-1);
+  }
+  space.inputs = {dy_map, x_map};
+  space.outputs = {x_map};
+  return space;
+}
+
 }  // namespace
 
 void register_conv_ops(OpRegistry& registry) {
@@ -339,6 +385,12 @@ void register_conv_ops(OpRegistry& registry) {
   registry.add(with_semantics(
       make_op("MaxPool", infer_pool, pool_flops, "prod(kernel) compares per output element"),
       pool_space));
+  OpDef max_pool_grad =
+      with_semantics(make_op("MaxPoolGrad", infer_max_pool_grad, max_pool_grad_flops,
+                             "prod(kernel) compares + 1 add per output element"),
+                     max_pool_grad_space);
+  max_pool_grad.gradient_kind = GradientKind::kNone;
+  registry.add(in_domain(std::string(kTrainingDomain), std::move(max_pool_grad)));
   registry.add(with_semantics(make_op("AveragePool", infer_pool, pool_flops,
                                       "prod(kernel) adds + 1 divide per output element"),
                               pool_space));

@@ -255,7 +255,7 @@ TEST(Compute, FusedRunsAreOneKernel) {
 
 // Where the stack runs op kernels, the nodes carrying out one source op in one direction are one
 // kernel: what crosses its boundary read or written once (a wide copy made by a Cast inside it at
-// its narrow size, for the op's backward too), one launch; a collective between them cuts it.
+// its narrow size, for the op's backward too), one launch.
 TEST(Compute, OpKernelsRunEachSourceOpAsOneKernelPerDirection) {
   GraphBuilder b("ops");
   b.mutable_graph().opsets[std::string(kAutoparDomain)] = 1;
@@ -298,11 +298,13 @@ TEST(Compute, OpKernelsRunEachSourceOpAsOneKernelPerDirection) {
   // reads it).
   const double backward = kernel({4, 5}, OpClass::kElementwise, 2.0 * e + 4.0 * e);
   EXPECT_NEAR(s[4] + s[5], backward, 1e-15);
-  // Op 7: its reduction, then the all-reduce, then a kernel of the Sub and Mul.
-  EXPECT_EQ(s[6], -1.0);
-  EXPECT_EQ(s[7], -1.0);
-  const double after = kernel({8, 9}, OpClass::kElementwise, 4.0 * e + 4.0 * 32 + 4.0 * e);
-  EXPECT_NEAR(s[8] + s[9], after, 1e-15);
+  // Op 7 waits on an all-reduce of its own partial mean: two kernels, as SyncBatchNorm runs (a
+  // reduction pass, the collective, an elementwise pass reading the inputs again).
+  EXPECT_EQ(s[7], -1.0);  // the collective, priced as communication
+  const double reads = 4.0 * e + 4.0 * 32;
+  // It writes its partial mean (the all-reduce reads it) and the product.
+  const double synced = kernel({6, 8, 9}, OpClass::kNorm, 2 * reads + 4.0 * 32 + 4.0 * e) + 5e-6;
+  EXPECT_NEAR(s[6] + s[8] + s[9], synced, 1e-15);
   // A program boundary between the forward's Softmax and its output cast cuts that kernel.
   const std::vector<double> cut = fused_node_seconds(p, g, {2});
   EXPECT_EQ(cut[2], -1.0);

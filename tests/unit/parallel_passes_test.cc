@@ -212,6 +212,38 @@ TEST(SourceOps, ABatchNormItsCastsAndItsGradientAreOneOp) {
   }
 }
 
+// MaxPool's gradient is one op (MaxPoolGrad) that splits over N and C as the pool does: a data
+// parallel plan of a CNN takes it on each device's own images, where the scatter of MaxPool's
+// flat indices (which count across the whole batch) had every device gather every image.
+TEST(MaxPoolGradient, SplitsOverTheBatchUnderDataParallelism) {
+  ZooOptions zoo;
+  zoo.batch = 8;
+  zoo.image = 32;
+  zoo.classes = 10;
+  zoo.with_weights = false;
+  auto model = build_zoo_model("resnet18", zoo);  // its stem ends in a 3x3, stride-2 MaxPool
+  ASSERT_TRUE(model.is_ok());
+  auto plan =
+      lower(*model, scheme_of("mesh: {dp: 4}\nbatch: {global: 8, micro: 2}\n"), LoweringOptions{});
+  ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+  const Graph& g = plan->roles.at(0).graph;
+  int grads = 0;
+  for (const Node& node : g.nodes()) {
+    if (node.op_type == "MaxPoolGrad") {
+      ++grads;
+      EXPECT_EQ(g.value(node.inputs[1]).shape.dims.at(0), 2);  // the device's two images
+      EXPECT_EQ(g.value(node.outputs[0]).shape.dims.at(0), 2);
+    }
+    // No device gathers the batch's images (weight gradients are gathered, [C_out, ...]).
+    EXPECT_NE(node.op_type, "ScatterElements") << node.name;
+    if (node.op_type == "AllGather") {
+      const Shape& gathered = g.value(node.outputs[0]).shape;
+      EXPECT_FALSE(gathered.rank() == 4 && gathered.dims[0] == 8) << node.name;
+    }
+  }
+  EXPECT_EQ(grads, 1);
+}
+
 TEST(VerifyPlan, ComparesRunningStatistics) {
   const Scheme scheme = scheme_of("mesh: {dp: 2}\nbatch: {global: 8, micro: 2}\n");
   ZooOptions zoo;

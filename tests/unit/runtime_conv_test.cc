@@ -668,6 +668,71 @@ TEST(RuntimeConv, MaxPoolMatchesDirectLoopWithPadsDilationsAndCeilMode) {
   }
 }
 
+// MaxPoolGrad adds each window's gradient where MaxPool's index for that window points, windows
+// in order: a scatter-add of MaxPool's own indices, to the bit (ties and NaN included).
+TEST(RuntimeConv, MaxPoolGradAddsAtMaxPoolsIndices) {
+  struct Config {
+    Ints x_dims, kernel;
+    Geometry geometry;
+    bool ceil_mode;
+  };
+  const std::vector<Config> configs = {
+      {{2, 3, 7, 8}, {3, 3}, {{2, 2}, {1, 1}, {1, 1, 1, 1}}, false},  // ResNet's stem pool
+      {{1, 2, 9, 9}, {3, 3}, {{2, 2}, {2, 2}, {1, 1, 1, 1}}, true},
+      {{1, 1, 6, 5}, {2, 2}, {{2, 2}, {1, 1}, {0, 0, 0, 0}}, true},
+      {{2, 2, 10}, {4}, {{3}, {2}, {2, 1}}, false},
+      {{1, 2, 4, 5, 6}, {2, 3, 2}, {{2, 1, 3}, {1, 1, 2}, {1, 0, 1, 0, 1, 0}}, true},
+  };
+  uint64_t seed = 700;
+  for (size_t c = 0; c < configs.size(); ++c) {
+    const Config& config = configs[c];
+    SCOPED_TRACE(c);
+    Tensor x = random_f32(config.x_dims, ++seed);
+    std::vector<double> v = values_of(x);
+    // Ties in every other config (values on a coarse grid), and a NaN in the first.
+    std::vector<float> values;
+    for (double e : v) values.push_back(c % 2 == 1 ? std::round(e * 2.0f) : static_cast<float>(e));
+    if (c == 0) values[9] = std::numeric_limits<float>::quiet_NaN();
+    x = f32(config.x_dims, values);
+    auto pooled = NodeRun("MaxPool")
+                      .input(x)
+                      .attr("kernel_shape", config.kernel)
+                      .attr("strides", config.geometry.strides)
+                      .attr("dilations", config.geometry.dilations)
+                      .attr("pads", config.geometry.pads)
+                      .attr("ceil_mode", config.ceil_mode ? 1 : 0)
+                      .outputs(2)
+                      .run();
+    ASSERT_TRUE(pooled.is_ok()) << pooled.status().message();
+    const Tensor dy = random_f32((*pooled)[0].dims(), ++seed);
+    auto grad = NodeRun("MaxPoolGrad", 1, std::string(kTrainingDomain))
+                    .input(dy)
+                    .input(x)
+                    .attr("kernel_shape", config.kernel)
+                    .attr("strides", config.geometry.strides)
+                    .attr("dilations", config.geometry.dilations)
+                    .attr("pads", config.geometry.pads)
+                    .attr("ceil_mode", config.ceil_mode ? 1 : 0)
+                    .run();
+    ASSERT_TRUE(grad.is_ok()) << grad.status().message();
+    std::vector<float> expected(values.size(), 0.0f);
+    const std::vector<int64_t> indices = (*pooled)[1].to_int64_vector();
+    const std::vector<double> g = values_of(dy);
+    for (size_t p = 0; p < indices.size(); ++p) {
+      if (indices[p] >= 0) expected[indices[p]] += static_cast<float>(g[p]);
+    }
+    EXPECT_EQ(values_of((*grad)[0]), values_of(f32(config.x_dims, expected)));
+  }
+  // dY must have MaxPool's output shape.
+  auto wrong = NodeRun("MaxPoolGrad", 1, std::string(kTrainingDomain))
+                   .input(random_f32({1, 1, 2, 2}, 1))
+                   .input(random_f32({1, 1, 4, 4}, 2))
+                   .attr("kernel_shape", Ints{2, 2})
+                   .run();
+  ASSERT_FALSE(wrong.is_ok());
+  EXPECT_THAT(wrong.status().message(), ::testing::HasSubstr("must be f32[1,1,3,3]"));
+}
+
 TEST(RuntimeConv, MaxPoolAutoPadStorageOrderAndNaN) {
   // SAME_UPPER on 5 wide, kernel 2, stride 2: pad one at the end: [1,2] [3,4] [5].
   Tensor upper = NodeRun("MaxPool")

@@ -66,12 +66,14 @@ std::vector<double> fused_node_seconds(const HardwareProfile& profile, const Gra
 
 // Where the profile's stack runs op kernels (`kernels: {fusions: [op_kernels]}`): per node, its
 // share of the one kernel that the nodes carrying out its source op (Node::source) in its
-// direction make, within a program of `cut_before` and between two collectives on the op's
-// values; −1 at nodes priced alone (by node_cost). The kernel reads and writes once what crosses
-// its boundary, a wide copy made by a Cast inside it at its narrow size, at the memory curve of
-// norms when it reduces and of elementwise kernels otherwise, plus one launch. Where the op is a
-// GEMM or a convolution, its gradients' transposes are free (the library reads the layout it
-// gets) and its other nodes are priced alone. Empty when the profile runs no op kernels.
+// direction make within a program of `cut_before`; −1 at nodes priced alone (by node_cost). The
+// kernel reads and writes once what crosses its boundary, a wide copy made by a Cast inside it
+// at its narrow size, at the memory curve of norms when it reduces and of elementwise kernels
+// otherwise, plus one launch; an op that waits on a collective of its own partial results (a
+// synchronised BatchNorm) reads its inputs twice and launches twice, as SyncBatchNorm's two
+// kernels do. Where the op is a GEMM or a convolution, its gradients' transposes are free (the
+// library reads the layout it gets) and its other nodes are priced alone. Empty when the profile
+// runs no op kernels.
 std::vector<double> framework_kernel_seconds(const HardwareProfile& profile, const Graph& graph,
                                              const std::vector<NodeId>& cut_before);
 

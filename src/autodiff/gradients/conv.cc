@@ -227,12 +227,19 @@ Attributes pool_attrs(const GradientBuilder& b) {
 }
 
 // The maximum's flat index (MaxPool's Indices output, recomputed when the forward node did
-// not ask for it) receives the output's gradient; overlapping windows add up.
+// not ask for it) receives the output's gradient; overlapping windows add up. Fused, one
+// MaxPoolGrad finds each window's maximum again: no flat index over the whole batch, so the
+// gradient splits over N and C as the forward does.
 Status max_pool_rule(GradientBuilder& b) {
   if (b.node().attr_int("storage_order", 0) != 0)
     return b.fail("storage_order 1 is not differentiated");
   return maybe_grad(b, 0, [&] {
     const ValueId x = b.I(0);
+    if (b.fused()) {
+      Attributes attrs = pool_attrs(b);
+      attrs.erase("storage_order");
+      return b.op_n("MaxPoolGrad", {b.GO(0), x}, std::move(attrs), 1, kTrainingDomain)[0];
+    }
     ValueId indices = b.num_outputs() > 1 ? b.O(1) : kNoId;
     if (indices == kNoId) indices = b.op_n("MaxPool", {x}, pool_attrs(b), 2)[1];
     const int64_t total = b.value(x).shape.num_elements();

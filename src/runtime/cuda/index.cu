@@ -496,6 +496,76 @@ __global__ void pool_kernel(const T* __restrict__ x, T* __restrict__ y,
   }
 }
 
+// MaxPoolGrad: one thread per input element gathers the gradient of every window whose
+// maximum it is, found by the same scan as pool_kernel's, windows in row-major output order
+// (the order the CPU kernel adds them in): deterministic, no atomics.
+template <typename T>
+__device__ __forceinline__ int64_t window_maximum(const T* in, const int64_t (&o)[3],
+                                                  const PoolGeometry& g) {
+  int64_t start[3];
+  Range<int64_t> valid[3];
+#pragma unroll
+  for (int d = 0; d < 3; ++d) {
+    start[d] = o[d] * g.stride[d] - g.pad_begin[d];
+    valid[d] = kernel_range<int64_t>(start[d], g.kernel[d], g.dilation[d], 0, g.in[d]);
+  }
+  Acc<T> best = negative_infinity<Acc<T>>();
+  int64_t best_offset = -1;
+  for (int64_t k0 = valid[0].begin; k0 < valid[0].end; ++k0) {
+    const int64_t row0 = (start[0] + k0 * g.dilation[0]) * g.in[1] + start[1];
+    for (int64_t k1 = valid[1].begin; k1 < valid[1].end; ++k1) {
+      const int64_t row1 = (row0 + k1 * g.dilation[1]) * g.in[2] + start[2];
+      for (int64_t k2 = valid[2].begin; k2 < valid[2].end; ++k2) {
+        const int64_t offset = row1 + k2 * g.dilation[2];
+        const Acc<T> v = to_acc(in[offset]);
+        if (best_offset < 0 || v > best || (isnan(best) && !isnan(v))) {
+          best = v;
+          best_offset = offset;
+        }
+      }
+    }
+  }
+  return best_offset;
+}
+
+template <typename T>
+__global__ void max_pool_grad_kernel(const T* __restrict__ dy, const T* __restrict__ x,
+                                     T* __restrict__ dx, int64_t total, PoolGeometry g) {
+  int64_t outputs = 1;
+#pragma unroll
+  for (int d = 0; d < 3; ++d) outputs *= g.out[d].d;
+  for (int64_t i = first_index(); i < total; i += grid_stride()) {
+    const int64_t plane = i / g.plane, offset = i - plane * g.plane;
+    int64_t at[3], rest = offset;
+#pragma unroll
+    for (int d = 2; d >= 0; --d) {
+      at[d] = rest % g.in[d];
+      rest /= g.in[d];
+    }
+    const T* in = x + plane * g.plane;
+    const T* grad = dy + plane * outputs;
+    Acc<T> sum = 0;
+    // Windows holding this element, in increasing output order: kernel taps from the last.
+    int64_t o[3];
+    for (int64_t k0 = g.kernel[0] - 1; k0 >= 0; --k0) {
+      const int64_t p0 = at[0] + g.pad_begin[0] - k0 * g.dilation[0];
+      if (p0 < 0 || p0 % g.stride[0] != 0 || (o[0] = p0 / g.stride[0]) >= g.out[0].d) continue;
+      for (int64_t k1 = g.kernel[1] - 1; k1 >= 0; --k1) {
+        const int64_t p1 = at[1] + g.pad_begin[1] - k1 * g.dilation[1];
+        if (p1 < 0 || p1 % g.stride[1] != 0 || (o[1] = p1 / g.stride[1]) >= g.out[1].d) continue;
+        for (int64_t k2 = g.kernel[2] - 1; k2 >= 0; --k2) {
+          const int64_t p2 = at[2] + g.pad_begin[2] - k2 * g.dilation[2];
+          if (p2 < 0 || p2 % g.stride[2] != 0 || (o[2] = p2 / g.stride[2]) >= g.out[2].d)
+            continue;
+          if (window_maximum(in, o, g) == offset)
+            sum += to_acc(grad[(o[0] * g.out[1].d + o[1]) * g.out[2].d + o[2]]);
+        }
+      }
+    }
+    store(dx + i, sum);
+  }
+}
+
 // ---- Resize --------------------------------------------------------------------------------
 
 // Spatial dims padded in front to three as the pools'; dims before `first` are those pads.
@@ -1039,6 +1109,20 @@ std::string enqueue_pool(const Resolved& r, Context& ctx) {
     small = small && p.in[s] + p.out[s] * p.stride[s] + p.kernel[s] * p.dilation[s] +
                              std::abs(p.pad_begin[s]) + std::abs(p.pad_end[s]) <
                          (int64_t{1} << 30);
+  }
+  if (p.grad) {
+    // in: dY, X; out: dX, one thread per element of X.
+    if (r.launch->in.size() < 2 || r.in[0] == nullptr || r.in[1] == nullptr || r.out[0] == nullptr)
+      return missing("max_pool_grad");
+    const int64_t elements = p.n * p.c * g.plane;
+    if (elements == 0) return "";
+    return with_float_type(r.launch->in[1].ref.dt, "max_pool_grad", [&](auto zero) {
+      using T = decltype(zero);
+      launch<max_pool_grad_kernel<T>>(elements, ctx.stream, static_cast<const T*>(r.in[0]),
+                                      static_cast<const T*>(r.in[1]), static_cast<T*>(r.out[0]),
+                                      elements, g);
+      return check_launch("max_pool_grad");
+    });
   }
   if (total == 0) return "";
   small = small && narrow(total) && volume < (int64_t{1} << 30) &&

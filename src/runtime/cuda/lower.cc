@@ -151,7 +151,7 @@ std::optional<MapOp> binary_op(const Node& node) {
   if (node.domain == kTrainingDomain) {
     if (node.op_type != "GeluGrad") return std::nullopt;
     return node.attr_string("approximate", "none") == "tanh" ? MapOp::kGeluTanhGrad
-                                                              : MapOp::kGeluGrad;
+                                                             : MapOp::kGeluGrad;
   }
   if (!node.domain.empty()) return std::nullopt;
   auto it = kOps.find(node.op_type);
@@ -211,7 +211,7 @@ const std::set<std::pair<std::string, std::string>>& other_ops() {
                            "Size",
                            "Range"})
       ops.insert({"", op});
-    for (const char* op : {"Adam", "LayerNormalizationGrad"})
+    for (const char* op : {"Adam", "LayerNormalizationGrad", "MaxPoolGrad"})
       ops.insert({std::string(kTrainingDomain), op});
     for (const char* op : {"Send", "Recv", "AllReduce", "AllGather", "ReduceScatter", "AllToAll",
                            "Broadcast", "HaloExchange", "Shard"})
@@ -857,7 +857,8 @@ bool Lowerer::lower_conv_filter_grad(const Node& node) {
     return false;
   if (product(bd, 2, bd.size()) <= product(yd, 2, yd.size())) return false;
   const std::vector<int64_t> in(ad.begin() + 2, ad.end()), out(yd.begin() + 2, yd.end());
-  const Window win = window_of(node, in, out, std::vector<int64_t>(bd.begin() + 2, bd.end()), false);
+  const Window win =
+      window_of(node, in, out, std::vector<int64_t>(bd.begin() + 2, bd.end()), false);
   if (win.pad_begin != win.pad_end) return false;
   cuda::ConvParams p;
   p.filter_grad = true;
@@ -982,7 +983,9 @@ Status Lowerer::lower_conv(const Node& node, bool transpose) {
 }
 
 Status Lowerer::lower_pool(const Node& node) {
-  const ValueId x = node.inputs[0], y = node.outputs[0];
+  // MaxPoolGrad(dY, X) -> dX runs on MaxPool's window: X is the pool's input, dY its output.
+  const bool grad = node.op_type == "MaxPoolGrad";
+  const ValueId x = node.inputs[grad ? 1 : 0], y = grad ? node.inputs[0] : node.outputs[0];
   const auto& xd = dims(x);
   const auto& yd = dims(y);
   const size_t s = xd.size() - 2;
@@ -993,7 +996,8 @@ Status Lowerer::lower_pool(const Node& node) {
   if (node.attr_int("storage_order", 0) != 0)
     return error("node '{}' (MaxPool): storage_order 1 (CUDA runs 0)", node.name);
   cuda::PoolParams p;
-  p.max = node.op_type == "MaxPool";
+  p.max = node.op_type != "AveragePool";
+  p.grad = grad;
   p.count_include_pad = node.attr_int("count_include_pad", 0) != 0;
   p.spatial = static_cast<int>(s);
   p.n = xd[0];
@@ -1010,6 +1014,13 @@ Status Lowerer::lower_pool(const Node& node) {
   Launch l;
   l.kind = Kind::kPool;
   l.pool = p;
+  if (grad) {
+    const ValueId dx = node.outputs[0];
+    l.in = {whole(y), whole(x)};
+    l.out.push_back(whole(dx));
+    add(std::move(l), {y, x}, {dx}, &node);
+    return Status::ok();
+  }
   l.in.push_back(whole(x));
   std::vector<ValueId> outs = {y};
   l.out.push_back(whole(y));
@@ -1239,6 +1250,7 @@ Status Lowerer::lower_node(NodeId id) {
       add(std::move(l), node.inputs, node.outputs, &node);
       return Status::ok();
     }
+    if (op == "MaxPoolGrad") return lower_pool(node);
     if (op == "LayerNormalizationGrad") {
       const auto& xd = dims(node.inputs[1]);
       const int64_t axis = normalize(node.attr_int("axis", -1), static_cast<int64_t>(xd.size()));
@@ -1825,8 +1837,7 @@ Status Lowerer::plan(CudaLowering& out) {
   // The summary.
   CudaLoweringSummary& s = out.summary;
   s.launches = static_cast<int64_t>(out.program.launches.size());
-  for (const Launch& l : out.program.launches)
-    ++s.launches_by_kind[kind_name(l.kind)];
+  for (const Launch& l : out.program.launches) ++s.launches_by_kind[kind_name(l.kind)];
   s.fused_nodes = fused_nodes_;
   s.views = views_;
   s.arena_bytes = arena;

@@ -222,6 +222,7 @@ struct NdParams {
 // (count_include_pad as ONNX says). Pads: begin then end per spatial dim.
 struct PoolParams {
   bool max = true;
+  bool grad = false;  // MaxPoolGrad: in dY, X; out dX (x's dims are `in`, dY's `out`)
   bool count_include_pad = false;
   int spatial = 2;
   int64_t n = 0, c = 0;

@@ -1,5 +1,5 @@
 // Convolution and pooling kernels: Conv (im2col + GEMM), ConvTranspose (GEMM + col2im),
-// MaxPool, AveragePool and GlobalAveragePool.
+// MaxPool (and its gradient, MaxPoolGrad), AveragePool and GlobalAveragePool.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -744,6 +744,44 @@ Status run_max_pool(KernelContext& ctx) {
   return Status::ok();
 }
 
+// MaxPoolGrad(dY, X) -> dX: each window's maximum found as run_max_pool finds it, and the
+// window's gradient added there, windows in order (as a scatter-add of MaxPool's indices).
+template <typename T>
+Status run_max_pool_grad(KernelContext& ctx) {
+  const Tensor& dy = ctx.input(0);
+  const Tensor& x = ctx.input(1);
+  Tensor& dx = ctx.allocate_output(0);
+  const Window w =
+      read_window(ctx.node(), x.dims(), dy.dims(), ctx.node().attr_ints("kernel_shape"));
+  const PoolTaps taps = pool_taps(w);
+  const std::vector<int64_t> input_strides = strides_of(w.input);
+  const int64_t input_size = element_count(w.input), output_size = element_count(w.output);
+  const T* x_data = data_of<T>(x);
+  const T* dy_data = data_of<T>(dy);
+  T* dx_data = mutable_data_of<T>(dx);
+  for_each_plane(x.dims()[0] * x.dims()[1], output_size * element_count(w.kernel),
+                 [&](int64_t plane) {
+                   const T* in = x_data + plane * input_size;
+                   T* grad = dx_data + plane * input_size;
+                   std::fill(grad, grad + input_size, T(0));
+                   std::vector<int64_t> coords(w.rank(), 0), k(w.rank(), 0);
+                   for (int64_t p = 0; p < output_size; ++p) {
+                     unravel(p, w.output, coords);
+                     T best = -std::numeric_limits<T>::infinity();
+                     int64_t best_offset = -1;
+                     for_each_tap(w, taps, coords, input_strides, k, [&](int64_t offset) {
+                       const T v = in[offset];
+                       if (best_offset < 0 || v > best || (is_nan(best) && !is_nan(v))) {
+                         best = v;
+                         best_offset = offset;
+                       }
+                     });
+                     if (best_offset >= 0) grad[best_offset] += dy_data[plane * output_size + p];
+                   }
+                 });
+  return Status::ok();
+}
+
 // Sums in double; count_include_pad divides by the taps inside the padded input (a ceil_mode
 // window that overhangs the end pads does not count the overhang), otherwise by the taps
 // inside the input.
@@ -822,6 +860,10 @@ void register_conv_kernels(KernelRegistry& registry) {
         return dispatch_float(ctx, ctx.input(0).dtype(),
                               [&](auto zero) { return run_max_pool<decltype(zero)>(ctx); });
     }
+  });
+  registry.add(std::string(kTrainingDomain), "MaxPoolGrad", [](KernelContext& ctx) {
+    return dispatch_float(ctx, ctx.input(1).dtype(),
+                          [&](auto zero) { return run_max_pool_grad<decltype(zero)>(ctx); });
   });
   registry.add("", "AveragePool", [](KernelContext& ctx) {
     return dispatch_float(ctx, ctx.input(0).dtype(),
