@@ -398,7 +398,11 @@ void LayerCostBuilder::values() {
     }
     LayerCost& c = costs_.layers[from];
     if (producer.phase == Phase::kForward) {
-      for (int32_t l = from; l < last_forward; ++l) forward_cut[l] += bytes;
+      // A parameter's cast read by a later layer is cast again on the rank that reads it (the
+      // lowering's SPMD pass does), never sent along the pipeline.
+      if (!is_parameter_copy(producer)) {
+        for (int32_t l = from; l < last_forward; ++l) forward_cut[l] += bytes;
+      }
       if (read_by_backward && written_[v] < 0) {
         (last_backward > from ? c.stash_later_bytes : c.stash_bytes) += bytes;
         if (is_parameter_copy(producer))
@@ -801,7 +805,6 @@ std::vector<StageCost> stage_costs(const LayerCosts& costs, const Scheme& scheme
     if (s + 1 < stages) {
       st.send_forward = p2p(costs.layers[last].cut_forward_bytes, rank, (s + 1) % p);
       st.send_backward = p2p(costs.layers[last].cut_backward_bytes, (s + 1) % p, rank);
-      st.stash += costs.layers[last].cut_forward_bytes;  // sent values are kept for backward
     }
     if (s > 0) st.stash += costs.layers[ranges[s - 1].second].cut_forward_bytes;  // received
   }

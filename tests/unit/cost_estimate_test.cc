@@ -6,6 +6,7 @@
 
 #include <map>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "autopar/cost/estimate.h"
@@ -227,6 +228,42 @@ TEST(Estimator, MegatronSpEmbeddingGradientIsNotReducedWhole) {
   const double sequence = e.at("megatron-sp").breakdown.optimizer_s;
   EXPECT_GT(megatron, 0.0);
   EXPECT_LE(sequence, 1.05 * megatron) << sequence << " s against " << megatron << " s";
+}
+
+// A tied embedding's half-precision cast is read by the first layer and the head: on a pipeline
+// the last rank casts the weight again (the SPMD pass does) rather than receiving it, so no cut
+// carries it and no rank stashes it per microbatch; nor does a rank keep what it sends. The
+// estimate's stash per microbatch is the plan's, rank by rank: without recompute, under full
+// recompute only the residual stream a rank receives (b·s·h half-precision elements).
+TEST(Estimator, APipelineStashesWhatThePlanStashes) {
+  for (const char* recompute : {"none", "full"}) {
+    SCOPED_TRACE(recompute);
+    auto scheme = parse_scheme(
+        fmt::format("mesh: {{pp: 4}}\nbatch: {{global: 8, micro: 1}}\nprecision: bf16\n"
+                    "recompute: {}\n",
+                    recompute),
+        "s");
+    ASSERT_TRUE(scheme.is_ok());
+    const ModelAt model_at = zoo_at("gpt-tiny");
+    auto model = model_at(1);
+    ASSERT_TRUE(model.is_ok());
+    LoweringOptions options = training_options(*model);
+    const HardwareProfile profile = fixture_profile();
+    options.profile = std::make_shared<const HardwareProfile>(profile);
+    auto plan = lower(*model, *scheme, options);
+    ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+    const std::vector<RoleMemory> memory = plan_memory(*plan);
+    Estimator estimator(model_at, options, profile);
+    auto e = estimator.estimate(*scheme);
+    ASSERT_TRUE(e.is_ok()) << e.status().message();
+    ASSERT_EQ(e->memory.size(), 4u);
+    const double residual = 1.0 * 16 * 64 * 2;  // gpt-tiny: s 16, h 64, bf16
+    for (size_t r = 0; r < 4; ++r) {
+      EXPECT_EQ(e->memory[r].stash_bytes, memory[r].stash_bytes) << "rank " << r;
+      if (std::string(recompute) == "full")
+        EXPECT_EQ(memory[r].stash_bytes, r == 0 ? 0.0 : residual) << "rank " << r;
+    }
+  }
 }
 
 TEST(Estimator, SchemesSharingAnSpmdConfigurationShareLayerCosts) {
