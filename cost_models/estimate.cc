@@ -131,11 +131,19 @@ class LayerCostBuilder {
   const StateSpec* state_of(ValueId v) const {
     return spec_of_[v] >= 0 ? &specs_[spec_of_[v]] : nullptr;
   }
-  // A Cast of a parameter: its copy in the compute dtype.
+  // A parameter's copy for the forward: its Cast to the compute dtype, or the whole weight a
+  // ZeRO-3 all-gather makes of its shards (of the parameter or of its cast). Frameworks hold
+  // the first once with their state and gather the second again for the backward; neither is
+  // kept per microbatch.
   bool is_parameter_copy(const Node& node) const {
-    if (node.op_type != "Cast" || node.inputs.empty() || node.inputs[0] == kNoId) return false;
-    const StateSpec* s = state_of(node.inputs[0]);
-    return s != nullptr && s->is_parameter;
+    if (node.inputs.empty() || node.inputs[0] == kNoId) return false;
+    const bool gather = node.domain == kAutoparDomain && node.op_type == "AllGather";
+    if (node.op_type != "Cast" && !gather) return false;
+    const ValueId in = node.inputs[0];
+    if (const StateSpec* s = state_of(in)) return s->is_parameter;
+    const NodeId producer = g_.value(in).producer;
+    return gather && producer != kNoId && g_.node(producer).op_type == "Cast" &&
+           is_parameter_copy(g_.node(producer));
   }
   double node_seconds(NodeId n) const {
     if ((*compute_)[n] >= 0) return (*compute_)[n];
