@@ -145,6 +145,10 @@ class LayerCostBuilder {
     return gather && producer != kNoId && g_.node(producer).op_type == "Cast" &&
            is_parameter_copy(g_.node(producer));
   }
+  // A Cast of a parameter (or of its ZeRO-3 shard) to the compute dtype.
+  bool is_parameter_cast(const Node& node) const {
+    return node.op_type == "Cast" && node.domain.empty() && is_parameter_copy(node);
+  }
   double node_seconds(NodeId n) const {
     if ((*compute_)[n] >= 0) return (*compute_)[n];
     return device_node_seconds(profile_, mesh_, g_, g_.node(n), 0);
@@ -361,6 +365,7 @@ void LayerCostBuilder::seconds() {
     switch (node.phase) {
       case Phase::kForward:
         (comm ? c.forward_comm : c.forward_compute) += seconds;
+        if (is_parameter_cast(node)) c.parameter_cast_compute += seconds;
         break;
       case Phase::kBackward: {
         if (!comm) {
@@ -461,6 +466,10 @@ void LayerCostBuilder::recompute() {
     const double seconds = node_seconds(n);
     if (recompute_full[n]) (is_comm(node) ? c.full_comm : c.full_compute) += seconds;
     if (recompute_selective[n]) c.selective_compute += seconds;
+    if (is_parameter_cast(node)) {
+      if (recompute_full[n]) c.full_parameter_cast_compute += seconds;
+      if (recompute_selective[n]) c.selective_parameter_cast_compute += seconds;
+    }
   }
 }
 
@@ -763,6 +772,9 @@ std::vector<StageCost> stage_costs(const LayerCosts& costs, const Scheme& scheme
   std::vector<StageCost> stage(stages);
   const bool full = scheme.recompute == Recompute::kFull;
   const bool selective = scheme.recompute == Recompute::kSelective;
+  // A framework holding half-precision weights casts them once per step, after the update.
+  const bool held =
+      costs.training && holds_weight_copies(scheme.memory_policy.value_or(profile.memory_policy));
   // The runtime's cost per program run, and whether collectives overlap compute at all.
   const double dispatch = profile.device.program_overhead_s;
   const bool overlap = profile.device.overlap_communication;
@@ -773,8 +785,9 @@ std::vector<StageCost> stage_costs(const LayerCosts& costs, const Scheme& scheme
     st.forward = dispatch;
     for (int32_t l = first; l <= last; ++l) {
       const LayerCost& c = costs.layers[l];
-      st.forward_compute += c.forward_compute;
-      st.forward += c.forward_compute + c.forward_comm;
+      const double casts = held ? c.parameter_cast_compute : 0.0;
+      st.forward_compute += c.forward_compute - casts;
+      st.forward += c.forward_compute - casts + c.forward_comm;
       st.parameters += c.parameter_bytes;
       st.parameter_elements += c.parameter_elements;
       st.gradients += c.gradient_bytes;
@@ -782,7 +795,7 @@ std::vector<StageCost> stage_costs(const LayerCosts& costs, const Scheme& scheme
       st.forward_peak = std::max(st.forward_peak, c.forward_peak_bytes);
       st.backward_peak = std::max(st.backward_peak, c.backward_peak_bytes);
       st.backward_out += c.backward_out_bytes;
-      st.update += c.update_compute + c.update_comm;
+      st.update += c.update_compute + c.update_comm + casts;
       if (!full) {
         st.stash += selective ? c.selective_stash_bytes : c.stash_bytes;
         st.parameter_copies +=
@@ -797,9 +810,14 @@ std::vector<StageCost> stage_costs(const LayerCosts& costs, const Scheme& scheme
     // stream behind each other and in front of the blocking collectives.
     for (int32_t l = last; l >= first; --l) {
       const LayerCost& c = costs.layers[l];
-      const double compute = c.backward_compute + (full        ? c.full_compute
-                                                   : selective ? c.selective_compute
-                                                               : 0.0);
+      const double recast = !held       ? 0.0
+                            : full      ? c.full_parameter_cast_compute
+                            : selective ? c.selective_parameter_cast_compute
+                                        : 0.0;
+      const double compute = c.backward_compute - recast +
+                             (full        ? c.full_compute
+                              : selective ? c.selective_compute
+                                          : 0.0);
       const double blocking = c.backward_comm + (full ? c.full_comm : 0.0);
       st.backward_compute += compute;
       t += compute;

@@ -5,6 +5,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <set>
 #include <tuple>
 
 #include "autopar/cost/communication.h"
@@ -136,7 +137,10 @@ StreamModel stream_model(const HardwareProfile& profile) {
 
 StatusOr<Simulation> simulate(const Plan& plan, const HardwareProfile& profile,
                               bool record_events) {
-  return simulate(plan, profile_costs(plan, profile), record_events, stream_model(profile));
+  StreamModel streams = stream_model(profile);
+  streams.weights_cast_once =
+      holds_weight_copies(plan.scheme.memory_policy.value_or(profile.memory_policy));
+  return simulate(plan, profile_costs(plan, profile), record_events, streams);
 }
 
 namespace {
@@ -157,8 +161,25 @@ class Simulator {
         next_(roles_, 0),
         compute_free_(roles_, 0.0),
         comm_free_(roles_, 0.0),
-        kept_(roles_) {
+        kept_(roles_),
+        weight_cast_(roles_) {
     sim_.roles.assign(roles_, {});
+    if (!streams.weights_cast_once) return;
+    std::set<std::string> parameters;
+    for (const StateSpec& s : plan.state) {
+      if (s.is_parameter) parameters.insert(s.name);
+    }
+    for (size_t r = 0; r < roles_; ++r) {
+      const Graph& g = plan.roles[r].graph;
+      weight_cast_[r].assign(static_cast<size_t>(g.num_nodes()), false);
+      for (NodeId n = 0; n < g.num_nodes(); ++n) {
+        const Node& node = g.node(n);
+        const ValueId in = node.input(0);
+        weight_cast_[r][n] = node.domain.empty() && node.op_type == "Cast" && in != kNoId &&
+                             g.value(in).kind == ValueKind::kInput &&
+                             parameters.count(g.value(in).name) > 0;
+      }
+    }
   }
 
   StatusOr<Simulation> run();
@@ -195,6 +216,8 @@ class Simulator {
   std::vector<std::map<std::pair<ValueId, int32_t>, double>> kept_;
   // Messages sent and not yet received: when each arrives, and its transfer's seconds.
   std::map<Channel, std::deque<std::pair<double, double>>> in_flight_;
+  // Per role and node: a cast of a parameter (with StreamModel::weights_cast_once).
+  std::vector<std::vector<bool>> weight_cast_;
 };
 
 bool Simulator::ready(const Role& role, const Program& program) {
@@ -255,6 +278,9 @@ void Simulator::run_node(Run& run, NodeId n) {
       in_flight_[{role.id, node.attr_int("peer_coord", 0), node.attr_int("tag", 0)}].emplace_back(
           end, end - start);
     }
+  } else if (!weight_cast_[r].empty() && weight_cast_[r][n] &&
+             (run.step.micro > 0 || run.step.kind != ProgramKind::kForward)) {
+    start = end = std::max(compute_free_[r], inputs_ready);  // the step's copy, cast already
   } else {
     start = std::max(compute_free_[r], inputs_ready);
     if (waited_on_comm && inputs_ready > compute_free_[r]) {

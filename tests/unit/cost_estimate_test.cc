@@ -302,6 +302,39 @@ TEST(Estimator, FrameworksKeepNoGatheredWeightsPerMicrobatch) {
   EXPECT_NEAR(gathered / (2.0 * 12 * 7087872), 1.0, 0.01) << gathered;
 }
 
+// Under a framework holding half-precision weights the estimate, as the simulator, casts each
+// weight once per step instead of once per microbatch: both save the same time, and agree.
+TEST(Estimator, AFrameworkCastsItsWeightsOncePerStep) {
+  const ModelAt model_at = zoo_at("gpt-tiny");
+  auto model = model_at(2);
+  ASSERT_TRUE(model.is_ok());
+  LoweringOptions options = training_options(*model);
+  const HardwareProfile profile = fixture_profile();
+  options.profile = std::make_shared<const HardwareProfile>(profile);
+  Estimator estimator(model_at, options, profile);
+  std::map<std::string, std::pair<double, double>> steps;  // policy: estimate, simulation
+  for (const char* policy : {"autopar", "megatron"}) {
+    auto scheme = parse_scheme(
+        fmt::format("mesh: {{dp: 1}}\nbatch: {{global: 16, micro: 2}}\nprecision: bf16\n"
+                    "memory_policy: {}\n",
+                    policy),
+        "s");
+    ASSERT_TRUE(scheme.is_ok());
+    auto plan = lower(*model, *scheme, options);
+    ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+    auto sim = simulate(*plan, profile);
+    ASSERT_TRUE(sim.is_ok());
+    auto e = estimator.estimate(*scheme);
+    ASSERT_TRUE(e.is_ok());
+    EXPECT_NEAR(e->step_time_s / sim->step_seconds, 1.0, 0.05) << policy;
+    steps[policy] = {e->step_time_s, sim->step_seconds};
+  }
+  const double estimated = steps["autopar"].first - steps["megatron"].first;
+  const double simulated = steps["autopar"].second - steps["megatron"].second;
+  EXPECT_GT(simulated, 0.0);
+  EXPECT_NEAR(estimated / simulated, 1.0, 0.02);
+}
+
 TEST(Estimator, SchemesSharingAnSpmdConfigurationShareLayerCosts) {
   const ModelAt model_at = zoo_at("gpt-tiny");
   auto model = model_at(2);

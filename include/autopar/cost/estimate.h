@@ -34,6 +34,10 @@ struct LayerCost {
   double update_compute = 0, update_comm = 0;
   // Forward work the backward re-runs under recompute full / selective (compute, comm).
   double full_compute = 0, full_comm = 0, selective_compute = 0;
+  // The part of forward_compute, full_compute and selective_compute that casts parameters to
+  // the compute dtype: a framework holding half-precision weights casts them once per step.
+  double parameter_cast_compute = 0, full_parameter_cast_compute = 0;
+  double selective_parameter_cast_compute = 0;
 
   double parameter_bytes = 0, gradient_bytes = 0, optimizer_bytes = 0;
   double parameter_elements = 0;  // the parameters' elements this device holds (its shards)

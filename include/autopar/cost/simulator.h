@@ -69,6 +69,10 @@ NodeSeconds profile_costs(const Plan& plan, const HardwareProfile& profile);
 struct StreamModel {
   double program_overhead_s = 0;
   bool overlap_communication = true;
+  // The framework keeps half-precision copies of its weights, cast once per step
+  // (holds_weight_copies): a cast of a parameter costs time in the first microbatch's forward
+  // of its program only, never in later ones or in a recompute.
+  bool weights_cast_once = false;
 };
 StreamModel stream_model(const HardwareProfile& profile);
 

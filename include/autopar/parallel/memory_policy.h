@@ -16,5 +16,11 @@ enum class MemoryPolicy : uint8_t { kAutopar, kMegatron, kDeepSpeed, kFsdp };
 const char* memory_policy_name(MemoryPolicy policy);
 // The policy of a name (autopar, megatron, deepspeed, fsdp); nullopt for any other.
 std::optional<MemoryPolicy> memory_policy_named(std::string_view name);
+// Whether the framework keeps its parameters' half-precision copies with its state, written
+// once per step after the update (Megatron-LM's fp16/bf16 parameters, DeepSpeed's fp16
+// parameters, their ZeRO-3 shards included), so that no forward or recompute of the step casts
+// a weight: not autopar's runtime (it casts per microbatch), not PyTorch FSDP (its mixed
+// precision casts the fp32 shard before every gather).
+bool holds_weight_copies(MemoryPolicy policy);
 
 }  // namespace autopar

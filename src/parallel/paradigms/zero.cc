@@ -20,6 +20,10 @@ std::optional<MemoryPolicy> memory_policy_named(std::string_view name) {
   return value_named(name, kMemoryPolicies);
 }
 
+bool holds_weight_copies(MemoryPolicy policy) {
+  return policy == MemoryPolicy::kMegatron || policy == MemoryPolicy::kDeepSpeed;
+}
+
 }  // namespace autopar
 
 namespace autopar::paradigm_files {
