@@ -177,6 +177,50 @@ bool is_view(const Graph& g, const Node& n) {
   return kViews.count(n.op_type) > 0 || absorbed_transpose(g, n, 0);
 }
 
+std::vector<bool> gemm_accumulation(const Graph& g) {
+  std::vector<bool> part(static_cast<size_t>(g.num_nodes()), false);
+  auto producer_part = [&](ValueId v) {
+    return v != kNoId && g.value(v).producer != kNoId && part[g.value(v).producer];
+  };
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    const Node& node = g.node(n);
+    if (!node.domain.empty() || node.phase != Phase::kBackward || node.outputs.size() != 1 ||
+        node.output(0) == kNoId)
+      continue;
+    if (node.op_type == "Cast") {
+      const ValueId in = node.input(0);
+      const NodeId p = in == kNoId ? kNoId : g.value(in).producer;
+      part[n] = p != kNoId && g.node(p).domain.empty() &&
+                (g.node(p).op_type == "Gemm" || g.node(p).op_type == "MatMul") &&
+                g.value(in).shape.rank() == 2 &&
+                dtype_size(g.value(node.output(0)).dtype) > dtype_size(g.value(in).dtype);
+    } else if (node.op_type == "Mul" && node.inputs.size() == 2) {
+      for (int k = 0; k < 2; ++k) {
+        const Value& other = g.value(node.inputs[1 - k]);
+        if (producer_part(node.inputs[k]) && other.kind == ValueKind::kConstant &&
+            other.shape.num_elements() == 1)
+          part[n] = true;
+      }
+    } else if (node.op_type == "Add" && node.inputs.size() == 2) {
+      for (int k = 0; k < 2; ++k) {
+        if (producer_part(node.inputs[k]) && node.inputs[1 - k] != kNoId &&
+            g.value(node.inputs[1 - k]).kind == ValueKind::kInput)
+          part[n] = true;
+      }
+    }
+  }
+  // Each read only by the next of the chain, the update or a collective.
+  for (NodeId n = g.num_nodes() - 1; n >= 0; --n) {
+    if (!part[n]) continue;
+    for (NodeId r : g.value(g.node(n).outputs[0]).consumers) {
+      const Node& reader = g.node(r);
+      if (!part[r] && reader.phase != Phase::kOptimizer && reader.domain != kAutoparDomain)
+        part[n] = false;
+    }
+  }
+  return part;
+}
+
 NodeWork node_work(const HardwareProfile& profile, const Graph& g, const Node& n) {
   NodeWork work;
   work.op_class = op_class_of(g, n);

@@ -357,6 +357,7 @@ void LayerCostBuilder::state_bytes() {
 
 void LayerCostBuilder::seconds() {
   // Seconds per layer, stream and phase.
+  const std::vector<bool> accumulation = gemm_accumulation(g_);
   for (NodeId n = 0; n < nodes_; ++n) {
     const Node& node = g_.node(n);
     LayerCost& c = costs_.layers[layer_[n]];
@@ -370,6 +371,7 @@ void LayerCostBuilder::seconds() {
       case Phase::kBackward: {
         if (!comm) {
           c.backward_compute += seconds;
+          if (accumulation[n]) c.gemm_accumulation_compute += seconds;
           break;
         }
         // A reduction no forward or backward node reads overlaps the rest of the backward.
@@ -773,8 +775,9 @@ std::vector<StageCost> stage_costs(const LayerCosts& costs, const Scheme& scheme
   const bool full = scheme.recompute == Recompute::kFull;
   const bool selective = scheme.recompute == Recompute::kSelective;
   // A framework holding half-precision weights casts them once per step, after the update.
-  const bool held =
-      costs.training && holds_weight_copies(scheme.memory_policy.value_or(profile.memory_policy));
+  const MemoryPolicy policy = scheme.memory_policy.value_or(profile.memory_policy);
+  const bool held = costs.training && holds_weight_copies(policy);
+  const bool fused_accumulation = costs.training && accumulates_in_gemm(policy);
   // The runtime's cost per program run, and whether collectives overlap compute at all.
   const double dispatch = profile.device.program_overhead_s;
   const bool overlap = profile.device.overlap_communication;
@@ -814,7 +817,8 @@ std::vector<StageCost> stage_costs(const LayerCosts& costs, const Scheme& scheme
                             : full      ? c.full_parameter_cast_compute
                             : selective ? c.selective_parameter_cast_compute
                                         : 0.0;
-      const double compute = c.backward_compute - recast +
+      const double accumulation = fused_accumulation ? c.gemm_accumulation_compute : 0.0;
+      const double compute = c.backward_compute - recast - accumulation +
                              (full        ? c.full_compute
                               : selective ? c.selective_compute
                                           : 0.0);

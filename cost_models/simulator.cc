@@ -138,8 +138,9 @@ StreamModel stream_model(const HardwareProfile& profile) {
 StatusOr<Simulation> simulate(const Plan& plan, const HardwareProfile& profile,
                               bool record_events) {
   StreamModel streams = stream_model(profile);
-  streams.weights_cast_once =
-      holds_weight_copies(plan.scheme.memory_policy.value_or(profile.memory_policy));
+  const MemoryPolicy policy = plan.scheme.memory_policy.value_or(profile.memory_policy);
+  streams.weights_cast_once = holds_weight_copies(policy);
+  streams.accumulates_in_gemm = accumulates_in_gemm(policy);
   return simulate(plan, profile_costs(plan, profile), record_events, streams);
 }
 
@@ -162,8 +163,12 @@ class Simulator {
         compute_free_(roles_, 0.0),
         comm_free_(roles_, 0.0),
         kept_(roles_),
-        weight_cast_(roles_) {
+        weight_cast_(roles_),
+        accumulation_(roles_) {
     sim_.roles.assign(roles_, {});
+    if (streams.accumulates_in_gemm) {
+      for (size_t r = 0; r < roles_; ++r) accumulation_[r] = gemm_accumulation(plan.roles[r].graph);
+    }
     if (!streams.weights_cast_once) return;
     std::set<std::string> parameters;
     for (const StateSpec& s : plan.state) {
@@ -218,6 +223,8 @@ class Simulator {
   std::map<Channel, std::deque<std::pair<double, double>>> in_flight_;
   // Per role and node: a cast of a parameter (with StreamModel::weights_cast_once).
   std::vector<std::vector<bool>> weight_cast_;
+  // Per role and node: gemm_accumulation (with StreamModel::accumulates_in_gemm).
+  std::vector<std::vector<bool>> accumulation_;
 };
 
 bool Simulator::ready(const Role& role, const Program& program) {
@@ -278,9 +285,11 @@ void Simulator::run_node(Run& run, NodeId n) {
       in_flight_[{role.id, node.attr_int("peer_coord", 0), node.attr_int("tag", 0)}].emplace_back(
           end, end - start);
     }
-  } else if (!weight_cast_[r].empty() && weight_cast_[r][n] &&
-             (run.step.micro > 0 || run.step.kind != ProgramKind::kForward)) {
-    start = end = std::max(compute_free_[r], inputs_ready);  // the step's copy, cast already
+  } else if ((!weight_cast_[r].empty() && weight_cast_[r][n] &&
+              (run.step.micro > 0 || run.step.kind != ProgramKind::kForward)) ||
+             (!accumulation_[r].empty() && accumulation_[r][n])) {
+    // The step's weight copy, cast already; or the GEMM's own accumulation.
+    start = end = std::max(compute_free_[r], inputs_ready);
   } else {
     start = std::max(compute_free_[r], inputs_ready);
     if (waited_on_comm && inputs_ready > compute_free_[r]) {

@@ -2,6 +2,10 @@
 // make step times countable by hand.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <string>
+
+#include "autopar/cost/compute.h"
 #include "autopar/cost/simulator.h"
 #include "autopar/parallel/lowering.h"
 #include "autopar/zoo/zoo.h"
@@ -99,6 +103,31 @@ TEST(Simulator, AFrameworkHoldingHalfWeightsCastsThemOncePerStep) {
   auto held = simulate(plan, costs, false, once);
   ASSERT_TRUE(held.is_ok()) << held.status().message();
   EXPECT_DOUBLE_EQ(held->roles[0].compute_busy, casts);
+}
+
+// Megatron-LM's weight-gradient GEMMs accumulate into the fp32 main gradient: each of mlp's four
+// weights has a Cast of its bf16 gradient, a scaling Mul and the accumulating Add behind its GEMM
+// (a bias's gradient is a reduction, not a GEMM, and keeps its own). With those nodes one unit
+// each, four microbatches take 48 units, and none where the GEMM accumulates.
+TEST(Simulator, GemmsAccumulatingIntoMainGradientsDoTheAccumulation) {
+  const Plan plan = mlp_plan("mesh: {dp: 1}\nbatch: {global: 8, micro: 2}\nprecision: bf16\n", 2);
+  const std::vector<bool> accumulation = gemm_accumulation(plan.roles.at(0).graph);
+  std::map<std::string, int> ops;
+  for (NodeId n = 0; n < plan.roles[0].graph.num_nodes(); ++n) {
+    if (accumulation[n]) ++ops[plan.roles[0].graph.node(n).op_type];
+  }
+  EXPECT_EQ(ops, (std::map<std::string, int>{{"Add", 4}, {"Cast", 4}, {"Mul", 4}}));
+  const NodeSeconds costs = [&](const Role&, NodeId n, int64_t) {
+    return accumulation[n] ? 1.0 : 0.0;
+  };
+  auto per_node = simulate(plan, costs);
+  ASSERT_TRUE(per_node.is_ok()) << per_node.status().message();
+  EXPECT_DOUBLE_EQ(per_node->roles[0].compute_busy, 4.0 * 12);
+  StreamModel fused;
+  fused.accumulates_in_gemm = true;
+  auto in_gemm = simulate(plan, costs, false, fused);
+  ASSERT_TRUE(in_gemm.is_ok()) << in_gemm.status().message();
+  EXPECT_DOUBLE_EQ(in_gemm->roles[0].compute_busy, 0.0);
 }
 
 }  // namespace

@@ -51,6 +51,12 @@ NodeCost node_cost(const HardwareProfile& profile, const Graph& graph, const Nod
 double model_forward_flops(const Graph& model);
 // A node a framework runs as a view, without a kernel (priced 0 where device.free_views).
 bool is_view(const Graph& graph, const Node& node);
+// Per node: whether it is part of a weight gradient's accumulation behind its GEMM, the work a
+// GEMM accumulating into the fp32 main gradient does itself (accumulates_in_gemm): the
+// backward's Cast of a rank-2 MatMul or Gemm result to a wider type, a Mul of that by a
+// constant, and an Add of either into a graph input (the accumulator), each read only by the
+// next of them, by the update or by a collective.
+std::vector<bool> gemm_accumulation(const Graph& graph);
 
 // Where the profile's runtime fuses elementwise runs (device.fused_op_element_s > 0): per node
 // of `graph`, its share of the fused kernel its run makes (spread evenly over the run, as the

@@ -38,6 +38,9 @@ struct LayerCost {
   // the compute dtype: a framework holding half-precision weights casts them once per step.
   double parameter_cast_compute = 0, full_parameter_cast_compute = 0;
   double selective_parameter_cast_compute = 0;
+  // The part of backward_compute that accumulates weight gradients behind their GEMMs
+  // (gemm_accumulation): a GEMM accumulating into the fp32 main gradient does it itself.
+  double gemm_accumulation_compute = 0;
 
   double parameter_bytes = 0, gradient_bytes = 0, optimizer_bytes = 0;
   double parameter_elements = 0;  // the parameters' elements this device holds (its shards)

@@ -73,6 +73,9 @@ struct StreamModel {
   // (holds_weight_copies): a cast of a parameter costs time in the first microbatch's forward
   // of its program only, never in later ones or in a recompute.
   bool weights_cast_once = false;
+  // Weight-gradient GEMMs accumulate into the fp32 main gradient (accumulates_in_gemm): the
+  // nodes of gemm_accumulation cost nothing.
+  bool accumulates_in_gemm = false;
 };
 StreamModel stream_model(const HardwareProfile& profile);
 

@@ -22,5 +22,9 @@ std::optional<MemoryPolicy> memory_policy_named(std::string_view name);
 // a weight: not autopar's runtime (it casts per microbatch), not PyTorch FSDP (its mixed
 // precision casts the fp32 shard before every gather).
 bool holds_weight_copies(MemoryPolicy policy);
+// Whether a weight-gradient GEMM accumulates straight into the fp32 main gradient (Megatron-LM's
+// --gradient-accumulation-fusion, on by default: the GEMM's beta = 1 on main_grad), so the
+// gradient's cast to fp32, its scaling and its addition into the accumulator cost nothing.
+bool accumulates_in_gemm(MemoryPolicy policy);
 
 }  // namespace autopar

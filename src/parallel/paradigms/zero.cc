@@ -24,6 +24,8 @@ bool holds_weight_copies(MemoryPolicy policy) {
   return policy == MemoryPolicy::kMegatron || policy == MemoryPolicy::kDeepSpeed;
 }
 
+bool accumulates_in_gemm(MemoryPolicy policy) { return policy == MemoryPolicy::kMegatron; }
+
 }  // namespace autopar
 
 namespace autopar::paradigm_files {
