@@ -100,6 +100,7 @@ class KernelGrouping {
     const Node& node = g_.node(n);
     if (!node.domain.empty() || node.op_type != "Cast" || node.input(0) == kNoId) return false;
     const ValueId in = node.input(0);
+    if (dtype_size(g_.value(node.output(0)).dtype) <= dtype_size(g_.value(in).dtype)) return false;
     const NodeId producer = g_.value(in).producer;
     return group_[n] >= 0 && (producer == kNoId || g_.node(producer).source != node.source);
   }
