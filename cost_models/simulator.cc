@@ -138,9 +138,11 @@ StreamModel stream_model(const HardwareProfile& profile) {
 StatusOr<Simulation> simulate(const Plan& plan, const HardwareProfile& profile,
                               bool record_events) {
   StreamModel streams = stream_model(profile);
+  // A training step as its framework runs it (an inference plan has no loss).
   const MemoryPolicy policy = plan.scheme.memory_policy.value_or(profile.memory_policy);
-  streams.weights_cast_once = holds_weight_copies(policy);
-  streams.accumulates_in_gemm = accumulates_in_gemm(policy);
+  const bool training = !plan.loss.empty();
+  streams.weights_cast_once = training && holds_weight_copies(policy);
+  streams.accumulates_in_gemm = training && accumulates_in_gemm(policy);
   return simulate(plan, profile_costs(plan, profile), record_events, streams);
 }
 
