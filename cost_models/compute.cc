@@ -107,9 +107,11 @@ const char* peak_key(DType dtype) {
 }
 
 std::vector<double> fused_node_seconds(const HardwareProfile& profile, const Graph& g,
-                                       const std::vector<NodeId>& cut_before) {
+                                       const std::vector<NodeId>& cut_before,
+                                       const std::set<Fusion>* fusions) {
   const DeviceSpec& device = profile.device;
-  if (device.fused_op_element_s <= 0) return framework_kernel_seconds(profile, g, cut_before);
+  if (device.fused_op_element_s <= 0)
+    return framework_kernel_seconds(profile, g, cut_before, fusions ? *fusions : profile.fusions);
   std::vector<double> seconds(static_cast<size_t>(g.num_nodes()), -1.0);
   const auto curve = device.efficiency.find(OpClass::kElementwise);
   for (const runtime::FusedRun& run : runtime::fused_runs(g, cut_before, device.fuses_half_types)) {

@@ -67,8 +67,8 @@ const std::vector<std::pair<int32_t, int32_t>>& LayerCosts::balanced(int64_t sta
   return it->second;
 }
 
-std::vector<double> compute_seconds_of(const SpmdLowering& lowered,
-                                       const HardwareProfile& profile) {
+std::vector<double> compute_seconds_of(const SpmdLowering& lowered, const HardwareProfile& profile,
+                                       const std::set<Fusion>& fusions) {
   const Graph& g = lowered.spmd.graph;
   // Where the runtime fuses elementwise runs, as the simulator prices them (a plan's programs
   // begin where the phase does).
@@ -76,7 +76,7 @@ std::vector<double> compute_seconds_of(const SpmdLowering& lowered,
   for (NodeId n = 1; n < g.num_nodes(); ++n) {
     if (g.node(n).phase != g.node(n - 1).phase) phase_starts.push_back(n);
   }
-  std::vector<double> seconds = fused_node_seconds(profile, g, phase_starts);
+  std::vector<double> seconds = fused_node_seconds(profile, g, phase_starts, &fusions);
   seconds.resize(static_cast<size_t>(g.num_nodes()), -1.0);
   for (NodeId n = 0; n < g.num_nodes(); ++n) {
     if (seconds[n] < 0 && g.node(n).domain != kAutoparDomain)
@@ -109,7 +109,7 @@ class LayerCostBuilder {
     if (costs_.stage_costs.empty()) costs_.stage_costs = {1.0};
     costs_.model_flops = model_flops;
     if (!compute_) {
-      own_compute_ = compute_seconds_of(lowered, profile);
+      own_compute_ = compute_seconds_of(lowered, profile, fusions_of(scheme, profile));
       compute_ = &own_compute_;
     }
   }
@@ -537,6 +537,10 @@ std::string spmd_structure_key(const Scheme& scheme) {
   if (scheme.cp() > 1) key += fmt::format("|context {}", context_form_name(scheme.context));
   if (scheme.attention)
     key += fmt::format("|attention {}", attention_kernel_name(*scheme.attention));
+  if (scheme.fusions) {
+    key += "|fusions";
+    for (Fusion f : *scheme.fusions) key += fmt::format(" {}", fusion_name(f));
+  }
   for (const OpOverride& o : scheme.overrides) key += fmt::format("|{}={}", o.pattern, o.strategy);
   for (const auto& [field, value] : scheme.extensions) key += fmt::format("|{}: {}", field, value);
   return key;
@@ -675,7 +679,8 @@ StatusOr<const LayerCosts*> Estimator::layer_costs(const Scheme& scheme) {
         structure_of->lowered, s->collapsed.graph, scheme, profile(),
         [&] {
           std::call_once(structure_of->compute_once, [&] {
-            structure_of->compute = compute_seconds_of(structure_of->lowered, profile());
+            structure_of->compute =
+                compute_seconds_of(structure_of->lowered, profile(), fusions_of(scheme, profile()));
           });
           return &structure_of->compute;
         }(),

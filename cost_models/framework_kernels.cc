@@ -162,8 +162,9 @@ class KernelGrouping {
 }  // namespace
 
 std::vector<double> framework_kernel_seconds(const HardwareProfile& profile, const Graph& g,
-                                             const std::vector<NodeId>& cut_before) {
-  if (!profile.fuses(Fusion::kOpKernels)) return {};
+                                             const std::vector<NodeId>& cut_before,
+                                             const std::set<Fusion>& fusions) {
+  if (!fusions.count(Fusion::kOpKernels)) return {};
   return KernelGrouping(profile, g, cut_before).seconds();
 }
 

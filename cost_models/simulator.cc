@@ -122,7 +122,8 @@ NodeSeconds profile_costs(const Plan& plan, const HardwareProfile& profile) {
   for (const Role& role : plan.roles) {
     std::vector<NodeId> starts;
     for (const Program& p : role.programs) starts.push_back(p.begin);
-    (*fused)[role.id] = fused_node_seconds(profile, role.graph, starts);
+    (*fused)[role.id] =
+        fused_node_seconds(profile, role.graph, starts, &fusions_of(plan.scheme, profile));
   }
   return [mesh, fused, &profile](const Role& role, NodeId n, int64_t device) -> double {
     const std::vector<double>& kernels = fused->at(role.id);

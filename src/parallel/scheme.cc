@@ -139,8 +139,14 @@ std::string Scheme::to_yaml() const {
                      precision_name(precision));
   if (cp() > 1) out += fmt::format("context: {}\n", context_form_name(context));
   if (memory_policy) out += fmt::format("memory_policy: {}\n", memory_policy_name(*memory_policy));
-  if (attention)
-    out += fmt::format("kernels: {{attention: {}}}\n", attention_kernel_name(*attention));
+  std::vector<std::string> kernels;
+  if (attention) kernels.push_back(fmt::format("attention: {}", attention_kernel_name(*attention)));
+  if (fusions) {
+    std::vector<std::string> names;
+    for (Fusion f : *fusions) names.emplace_back(fusion_name(f));
+    kernels.push_back(fmt::format("fusions: [{}]", fmt::join(names, ", ")));
+  }
+  if (!kernels.empty()) out += fmt::format("kernels: {{{}}}\n", fmt::join(kernels, ", "));
   for (const auto& [field, value] : extensions) out += fmt::format("{}: {}\n", field, value);
   return out;
 }

@@ -163,17 +163,24 @@ TEST_F(PlanErrors, ContextParallelism) {
                "1x4x16x16 and keys 1x2x16x16 do not split over cp = 4 with the other axes");
 }
 
-// The attention kernel: an unknown one, an unknown field of `kernels`, and unfused attention
-// under context parallelism (which runs the fused form).
+// The kernels: an unknown attention kernel or fusion, fusions not as a list, an unknown field of
+// `kernels`, and unfused attention under context parallelism (which runs the fused form).
 TEST_F(PlanErrors, AttentionKernel) {
   expect_transform_error(
       "gpt-tiny", "kernels: {attention: fast}\n",
       "autopar: error: s.yaml: kernels.attention: 'fast' is not one of unfused, flash");
   expect_transform_error(
       "gpt-tiny", "kernels: {fusions: [bias_gelu]}\n",
-      "autopar: error: s.yaml: kernels.fusions: unknown field (known: attention)");
+      "autopar: error: s.yaml: kernels.fusions: 'bias_gelu' is not one of op_kernels");
+  expect_transform_error(
+      "gpt-tiny", "kernels: {fusions: op_kernels}\n",
+      "autopar: error: s.yaml: kernels.fusions: expected a list, e.g. [op_kernels] ([] for none)");
+  expect_transform_error("gpt-tiny", "kernels: {fuse: [op_kernels]}\n",
+                         "autopar: error: s.yaml: kernels.fuse: unknown field (known: attention, "
+                         "fusions)");
   expect_transform_error("gpt-tiny", "kernels: flash\n",
-                         "autopar: error: s.yaml: kernels: expected {attention: flash|unfused}");
+                         "autopar: error: s.yaml: kernels: expected {attention: flash|unfused, "
+                         "fusions: [op_kernels]}");
   expect_transform_error(
       "llama-tiny", "mesh: {cp: 2}\nkernels: {attention: unfused}\n",
       "autopar: error: s.yaml: kernels.attention: unfused, but context parallelism (mesh.cp 2) "

@@ -335,6 +335,43 @@ TEST(Estimator, AFrameworkCastsItsWeightsOncePerStep) {
   EXPECT_NEAR(estimated / simulated, 1.0, 0.02);
 }
 
+// A scheme's `kernels: {fusions: [...]}` stands for the profile's, in the estimate and the
+// simulator alike: `[]` on a profile that runs op kernels prices as that profile without them.
+TEST(Estimator, ASchemeOverridesTheProfilesFusions) {
+  const ModelAt model_at = zoo_at("resnet-tiny");
+  auto model = model_at(64);
+  ASSERT_TRUE(model.is_ok());
+  auto gpu = read_hardware_profile("dgx-a100-80g", std::string(AUTOPAR_SOURCE_DIR) + "/configs/hw");
+  ASSERT_TRUE(gpu.is_ok()) << gpu.status().message();
+  ASSERT_TRUE(gpu->fuses(Fusion::kOpKernels));
+  HardwareProfile plain = *gpu;
+  plain.fusions.clear();
+  auto step = [&](const HardwareProfile& profile, const char* kernels) {
+    auto scheme = parse_scheme(
+        fmt::format("mesh: {{dp: 1}}\nbatch: {{global: 64, micro: 64}}\nprecision: fp16\n{}",
+                    kernels),
+        "s");
+    EXPECT_TRUE(scheme.is_ok()) << scheme.status().message();
+    LoweringOptions options = training_options(*model);
+    options.profile = std::make_shared<const HardwareProfile>(profile);
+    auto plan = lower(*model, *scheme, options);
+    EXPECT_TRUE(plan.is_ok()) << plan.status().message();
+    auto sim = simulate(*plan, profile);
+    EXPECT_TRUE(sim.is_ok());
+    Estimator estimator(model_at, options, profile);
+    auto e = estimator.estimate(*scheme);
+    EXPECT_TRUE(e.is_ok());
+    return std::make_pair(e->step_time_s, sim->step_seconds);
+  };
+  const auto fused = step(*gpu, "");
+  const auto none = step(*gpu, "kernels: {fusions: []}\n");
+  const auto without = step(plain, "");
+  EXPECT_EQ(none, without);
+  EXPECT_LT(fused.first, none.first);
+  EXPECT_LT(fused.second, none.second);
+  EXPECT_EQ(step(plain, "kernels: {fusions: [op_kernels]}\n"), fused);
+}
+
 TEST(Estimator, SchemesSharingAnSpmdConfigurationShareLayerCosts) {
   const ModelAt model_at = zoo_at("gpt-tiny");
   auto model = model_at(2);

@@ -74,6 +74,22 @@ tensor: {default: auto, "h.*.mlp*": megatron}
   EXPECT_EQ(parse(s.to_yaml()), s);
 }
 
+// The kernel choices a scheme may make in place of the profile's, and their round trip.
+TEST(Scheme, KernelChoices) {
+  const Scheme both = parse("kernels: {attention: flash, fusions: [op_kernels]}\n");
+  EXPECT_EQ(both.attention, AttentionKernel::kFlash);
+  EXPECT_EQ(both.fusions, (std::set<Fusion>{Fusion::kOpKernels}));
+  EXPECT_NE(both.to_yaml().find("kernels: {attention: flash, fusions: [op_kernels]}\n"),
+            std::string::npos);
+  EXPECT_EQ(parse(both.to_yaml()), both);
+  const Scheme none = parse("kernels: {fusions: []}\n");
+  EXPECT_FALSE(none.attention);
+  EXPECT_EQ(none.fusions, std::set<Fusion>{});
+  EXPECT_NE(none.to_yaml().find("kernels: {fusions: []}\n"), std::string::npos);
+  EXPECT_EQ(parse(none.to_yaml()), none);
+  EXPECT_FALSE(parse("").fusions);
+}
+
 TEST(Scheme, Errors) {
   EXPECT_EQ(error_of("mesh: {dp: 2, tp: 2}\ndevices: 8"),
             "s.yaml: mesh: {dp: 2, tp: 2} has 4 devices, but devices is 8");

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <optional>
+#include <set>
 
 #include "autopar/cost/hardware_profile.h"
 #include "autopar/ir/graph.h"
@@ -67,8 +68,10 @@ std::vector<bool> gemm_accumulation(const Graph& graph);
 // operations (Adam at the profile's optimizer_element_s per parameter element when it has
 // one). Where instead the profile's stack runs op kernels (kernels.fusions: op_kernels), what
 // framework_kernel_seconds gives. Empty when the profile does neither.
+// `fusions`, when given, stands for the profile's (a scheme's kernels.fusions).
 std::vector<double> fused_node_seconds(const HardwareProfile& profile, const Graph& graph,
-                                       const std::vector<NodeId>& cut_before = {});
+                                       const std::vector<NodeId>& cut_before = {},
+                                       const std::set<Fusion>* fusions = nullptr);
 
 // Where the profile's stack runs op kernels (`kernels: {fusions: [op_kernels]}`): per node, its
 // share of the one kernel that the nodes carrying out its source op (Node::source) in its
@@ -81,6 +84,7 @@ std::vector<double> fused_node_seconds(const HardwareProfile& profile, const Gra
 // library reads the layout it gets) and its other nodes are priced alone. Empty when the profile
 // runs no op kernels.
 std::vector<double> framework_kernel_seconds(const HardwareProfile& profile, const Graph& graph,
-                                             const std::vector<NodeId>& cut_before);
+                                             const std::vector<NodeId>& cut_before,
+                                             const std::set<Fusion>& fusions);
 
 }  // namespace autopar

@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -210,6 +211,8 @@ LayerCosts layer_costs_of(const SpmdLowering& lowered, const Graph& model, const
                           std::optional<double> model_flops = std::nullopt);
 // Per node of the lowered graph: its seconds on `profile` where they do not depend on the mesh
 // (its arithmetic, or its share of a fused run), -1 for communication.
-std::vector<double> compute_seconds_of(const SpmdLowering& lowered, const HardwareProfile& profile);
+// The fusions are the scheme's or the profile's (fusions_of).
+std::vector<double> compute_seconds_of(const SpmdLowering& lowered, const HardwareProfile& profile,
+                                       const std::set<Fusion>& fusions);
 
 }  // namespace autopar

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string_view>
 
 namespace autopar {
@@ -31,6 +32,9 @@ std::optional<Fusion> fusion_named(std::string_view name);
 
 struct HardwareProfile;
 struct Scheme;
+// The fusions a plan of `scheme` is priced with: the scheme's `kernels.fusions` where it names
+// them (an empty list: none), the profile's otherwise.
+const std::set<Fusion>& fusions_of(const Scheme& scheme, const HardwareProfile& profile);
 // Whether a plan of `scheme` runs attention fused: under context parallelism always, otherwise
 // as the scheme names it, or the profile (unfused without one).
 bool runs_flash_attention(const Scheme& scheme, const HardwareProfile* profile);

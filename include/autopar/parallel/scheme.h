@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -56,8 +57,10 @@ struct Scheme {
   ContextForm context = ContextForm::kRing;  // written when the mesh has cp > 1
   // The memory policy the scheme is priced under; unset: the hardware profile's.
   std::optional<MemoryPolicy> memory_policy;
-  // `kernels: {attention: ...}`; unset: the hardware profile's (kernel_choice.h).
+  // `kernels: {attention: ..., fusions: [...]}`; unset: the hardware profile's
+  // (kernel_choice.h).
   std::optional<AttentionKernel> attention;
+  std::optional<std::set<Fusion>> fusions;
   // Fields of paradigms without a parse function of their own (Paradigm::parse), as a
   // registered paradigm may be: field name → its value's YAML text, read and checked by the
   // paradigm's configure.

@@ -28,6 +28,10 @@ const char* fusion_name(Fusion fusion) { return name_of(fusion, kFusions); }
 
 std::optional<Fusion> fusion_named(std::string_view name) { return value_named(name, kFusions); }
 
+const std::set<Fusion>& fusions_of(const Scheme& scheme, const HardwareProfile& profile) {
+  return scheme.fusions ? *scheme.fusions : profile.fusions;
+}
+
 bool runs_flash_attention(const Scheme& scheme, const HardwareProfile* profile) {
   if (scheme.cp() > 1) return true;
   const AttentionKernel stack = profile ? profile->attention : AttentionKernel::kUnfused;
@@ -52,10 +56,20 @@ Status configure_kernels(const Scheme& scheme, const Graph&, int32_t, LoweringPo
 Status parse_kernels(const YAML::Node& root, const SchemeReader& r, Scheme& s) {
   const YAML::Node kernels = root["kernels"];
   if (!kernels) return Status::ok();
-  if (!kernels.IsMap()) return r.fail("kernels", "expected {{attention: flash|unfused}}");
-  RETURN_IF_ERROR(r.known_keys(kernels, "kernels", {"attention"}));
+  if (!kernels.IsMap())
+    return r.fail("kernels", "expected {{attention: flash|unfused, fusions: [op_kernels]}}");
+  RETURN_IF_ERROR(r.known_keys(kernels, "kernels", {"attention", "fusions"}));
   if (const YAML::Node attention = kernels["attention"]) {
     ASSIGN_OR_RETURN(s.attention, r.choice(attention, "kernels.attention", kAttentionKernels));
+  }
+  if (const YAML::Node fusions = kernels["fusions"]) {
+    if (!fusions.IsSequence())
+      return r.fail("kernels.fusions", "expected a list, e.g. [op_kernels] ([] for none)");
+    s.fusions.emplace();
+    for (const YAML::Node& fusion : fusions) {
+      ASSIGN_OR_RETURN(Fusion f, r.choice(fusion, "kernels.fusions", kFusions));
+      s.fusions->insert(f);
+    }
   }
   return Status::ok();
 }
