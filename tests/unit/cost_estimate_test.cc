@@ -42,6 +42,13 @@ LoweringOptions training_options(const Graph& model) {
   return options;
 }
 
+// Training options lowering for `profile`, as the estimate lowers.
+LoweringOptions training_options(const Graph& model, const HardwareProfile& profile) {
+  LoweringOptions options = training_options(model);
+  options.profile = std::make_shared<const HardwareProfile>(profile);
+  return options;
+}
+
 struct Case {
   const char* model;
   const char* scheme;
@@ -247,9 +254,8 @@ TEST(Estimator, APipelineStashesWhatThePlanStashes) {
     const ModelAt model_at = zoo_at("gpt-tiny");
     auto model = model_at(1);
     ASSERT_TRUE(model.is_ok());
-    LoweringOptions options = training_options(*model);
     const HardwareProfile profile = fixture_profile();
-    options.profile = std::make_shared<const HardwareProfile>(profile);
+    const LoweringOptions options = training_options(*model, profile);
     auto plan = lower(*model, *scheme, options);
     ASSERT_TRUE(plan.is_ok()) << plan.status().message();
     const std::vector<RoleMemory> memory = plan_memory(*plan);
@@ -274,11 +280,10 @@ TEST(Estimator, FrameworksKeepNoGatheredWeightsPerMicrobatch) {
   const ModelAt model_at = zoo_at("gpt2-small");
   auto model = model_at(8);
   ASSERT_TRUE(model.is_ok());
-  LoweringOptions options = training_options(*model);
   auto profile =
       read_hardware_profile(std::string(AUTOPAR_SOURCE_DIR) + "/configs/hw/dgx-a100-80g.yaml", "");
   ASSERT_TRUE(profile.is_ok()) << profile.status().message();
-  options.profile = std::make_shared<const HardwareProfile>(*profile);
+  const LoweringOptions options = training_options(*model, *profile);
   Estimator estimator(model_at, options, *profile);
   auto stash = [&](const char* policy, int zero) {
     auto scheme = parse_scheme(
@@ -308,9 +313,8 @@ TEST(Estimator, AFrameworkCastsItsWeightsOncePerStep) {
   const ModelAt model_at = zoo_at("gpt-tiny");
   auto model = model_at(2);
   ASSERT_TRUE(model.is_ok());
-  LoweringOptions options = training_options(*model);
   const HardwareProfile profile = fixture_profile();
-  options.profile = std::make_shared<const HardwareProfile>(profile);
+  const LoweringOptions options = training_options(*model, profile);
   Estimator estimator(model_at, options, profile);
   std::map<std::string, std::pair<double, double>> steps;  // policy: estimate, simulation
   for (const char* policy : {"autopar", "megatron"}) {
@@ -352,8 +356,7 @@ TEST(Estimator, ASchemeOverridesTheProfilesFusions) {
                     kernels),
         "s");
     EXPECT_TRUE(scheme.is_ok()) << scheme.status().message();
-    LoweringOptions options = training_options(*model);
-    options.profile = std::make_shared<const HardwareProfile>(profile);
+    const LoweringOptions options = training_options(*model, profile);
     auto plan = lower(*model, *scheme, options);
     EXPECT_TRUE(plan.is_ok()) << plan.status().message();
     auto sim = simulate(*plan, profile);

@@ -634,31 +634,36 @@ PoolReference naive_pool(const Tensor& x, const Ints& y_dims, const Ints& kernel
   return ref;
 }
 
+// MaxPool windows over pads, strides, dilations and ceil_mode in one to three spatial dims.
+struct MaxPoolConfig {
+  Ints x_dims, kernel;
+  Geometry geometry;
+  bool ceil_mode;
+};
+const std::vector<MaxPoolConfig> kMaxPoolConfigs = {
+    {{2, 3, 7, 8}, {3, 3}, {{2, 2}, {1, 1}, {1, 1, 1, 1}}, false},  // ResNet's stem pool
+    {{2, 3, 7, 8}, {3, 2}, {{2, 3}, {1, 1}, {1, 0, 1, 1}}, false},
+    {{1, 2, 9, 9}, {3, 3}, {{2, 2}, {2, 2}, {1, 1, 1, 1}}, true},
+    {{1, 1, 6, 5}, {2, 2}, {{2, 2}, {1, 1}, {0, 0, 0, 0}}, true},  // ceil overhangs the end
+    {{2, 2, 10}, {4}, {{3}, {2}, {2, 1}}, false},
+    {{1, 2, 4, 5, 6}, {2, 3, 2}, {{2, 1, 3}, {1, 1, 2}, {1, 0, 1, 0, 1, 0}}, true},
+};
+
+// `run` with the window's attributes.
+NodeRun& windowed(NodeRun& run, const MaxPoolConfig& c) {
+  return run.attr("kernel_shape", c.kernel)
+      .attr("strides", c.geometry.strides)
+      .attr("dilations", c.geometry.dilations)
+      .attr("pads", c.geometry.pads)
+      .attr("ceil_mode", c.ceil_mode ? 1 : 0);
+}
+
 TEST(RuntimeConv, MaxPoolMatchesDirectLoopWithPadsDilationsAndCeilMode) {
-  struct Config {
-    Ints x_dims, kernel;
-    Geometry geometry;
-    bool ceil_mode;
-  };
-  const std::vector<Config> configs = {
-      {{2, 3, 7, 8}, {3, 2}, {{2, 3}, {1, 1}, {1, 0, 1, 1}}, false},
-      {{1, 2, 9, 9}, {3, 3}, {{2, 2}, {2, 2}, {1, 1, 1, 1}}, true},
-      {{1, 1, 6, 5}, {2, 2}, {{2, 2}, {1, 1}, {0, 0, 0, 0}}, true},  // ceil overhangs the end
-      {{2, 2, 10}, {4}, {{3}, {2}, {2, 1}}, false},
-      {{1, 2, 4, 5, 6}, {2, 3, 2}, {{2, 1, 3}, {1, 1, 2}, {1, 0, 1, 0, 1, 0}}, true},
-  };
   uint64_t seed = 300;
-  for (const Config& c : configs) {
+  for (const MaxPoolConfig& c : kMaxPoolConfigs) {
     const Tensor x = random_f32(c.x_dims, ++seed);
-    auto result = NodeRun("MaxPool")
-                      .input(x)
-                      .attr("kernel_shape", c.kernel)
-                      .attr("strides", c.geometry.strides)
-                      .attr("dilations", c.geometry.dilations)
-                      .attr("pads", c.geometry.pads)
-                      .attr("ceil_mode", c.ceil_mode ? 1 : 0)
-                      .outputs(2)
-                      .run();
+    NodeRun pool("MaxPool");
+    auto result = windowed(pool.input(x), c).outputs(2).run();
     ASSERT_TRUE(result.is_ok()) << result.status().message();
     SCOPED_TRACE(::testing::Message() << "x " << ::testing::PrintToString(c.x_dims));
     const PoolReference ref =
@@ -671,21 +676,9 @@ TEST(RuntimeConv, MaxPoolMatchesDirectLoopWithPadsDilationsAndCeilMode) {
 // MaxPoolGrad adds each window's gradient where MaxPool's index for that window points, windows
 // in order: a scatter-add of MaxPool's own indices, to the bit (ties and NaN included).
 TEST(RuntimeConv, MaxPoolGradAddsAtMaxPoolsIndices) {
-  struct Config {
-    Ints x_dims, kernel;
-    Geometry geometry;
-    bool ceil_mode;
-  };
-  const std::vector<Config> configs = {
-      {{2, 3, 7, 8}, {3, 3}, {{2, 2}, {1, 1}, {1, 1, 1, 1}}, false},  // ResNet's stem pool
-      {{1, 2, 9, 9}, {3, 3}, {{2, 2}, {2, 2}, {1, 1, 1, 1}}, true},
-      {{1, 1, 6, 5}, {2, 2}, {{2, 2}, {1, 1}, {0, 0, 0, 0}}, true},
-      {{2, 2, 10}, {4}, {{3}, {2}, {2, 1}}, false},
-      {{1, 2, 4, 5, 6}, {2, 3, 2}, {{2, 1, 3}, {1, 1, 2}, {1, 0, 1, 0, 1, 0}}, true},
-  };
   uint64_t seed = 700;
-  for (size_t c = 0; c < configs.size(); ++c) {
-    const Config& config = configs[c];
+  for (size_t c = 0; c < kMaxPoolConfigs.size(); ++c) {
+    const MaxPoolConfig& config = kMaxPoolConfigs[c];
     SCOPED_TRACE(c);
     Tensor x = random_f32(config.x_dims, ++seed);
     std::vector<double> v = values_of(x);
@@ -694,26 +687,12 @@ TEST(RuntimeConv, MaxPoolGradAddsAtMaxPoolsIndices) {
     for (double e : v) values.push_back(c % 2 == 1 ? std::round(e * 2.0f) : static_cast<float>(e));
     if (c == 0) values[9] = std::numeric_limits<float>::quiet_NaN();
     x = f32(config.x_dims, values);
-    auto pooled = NodeRun("MaxPool")
-                      .input(x)
-                      .attr("kernel_shape", config.kernel)
-                      .attr("strides", config.geometry.strides)
-                      .attr("dilations", config.geometry.dilations)
-                      .attr("pads", config.geometry.pads)
-                      .attr("ceil_mode", config.ceil_mode ? 1 : 0)
-                      .outputs(2)
-                      .run();
+    NodeRun pool("MaxPool");
+    auto pooled = windowed(pool.input(x), config).outputs(2).run();
     ASSERT_TRUE(pooled.is_ok()) << pooled.status().message();
     const Tensor dy = random_f32((*pooled)[0].dims(), ++seed);
-    auto grad = NodeRun("MaxPoolGrad", 1, std::string(kTrainingDomain))
-                    .input(dy)
-                    .input(x)
-                    .attr("kernel_shape", config.kernel)
-                    .attr("strides", config.geometry.strides)
-                    .attr("dilations", config.geometry.dilations)
-                    .attr("pads", config.geometry.pads)
-                    .attr("ceil_mode", config.ceil_mode ? 1 : 0)
-                    .run();
+    NodeRun max_pool_grad("MaxPoolGrad", 1, std::string(kTrainingDomain));
+    auto grad = windowed(max_pool_grad.input(dy).input(x), config).run();
     ASSERT_TRUE(grad.is_ok()) << grad.status().message();
     std::vector<float> expected(values.size(), 0.0f);
     const std::vector<int64_t> indices = (*pooled)[1].to_int64_vector();

@@ -5,6 +5,7 @@
 #include <limits>
 #include <memory>
 #include <type_traits>
+#include <utility>
 
 #include <Eigen/Core>
 
@@ -700,6 +701,27 @@ bool is_nan(T v) {
   }
 }
 
+// The maximum of the window at output position `coords` of a plane and its offset there, taps
+// in row-major kernel order: the first of equal maxima; NaN never wins against a number; a
+// window without any input tap gives −inf (the lowest value for integers) and offset −1.
+template <typename T>
+std::pair<T, int64_t> window_maximum(const T* in, const Window& w, const PoolTaps& taps,
+                                     const std::vector<int64_t>& coords,
+                                     const std::vector<int64_t>& input_strides,
+                                     std::vector<int64_t>& k) {
+  T best = std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
+                                                : std::numeric_limits<T>::lowest();
+  int64_t best_offset = -1;
+  for_each_tap(w, taps, coords, input_strides, k, [&](int64_t offset) {
+    const T v = in[offset];
+    if (best_offset < 0 || v > best || (is_nan(best) && !is_nan(v))) {
+      best = v;
+      best_offset = offset;
+    }
+  });
+  return {best, best_offset};
+}
+
 template <typename T>
 Status run_max_pool(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
@@ -722,18 +744,7 @@ Status run_max_pool(KernelContext& ctx) {
         std::vector<int64_t> coords(w.rank(), 0), k(w.rank(), 0);
         for (int64_t p = 0; p < output_size; ++p) {
           unravel(p, w.output, coords);
-          // NaN never wins against a number; a window without any input tap yields −inf and
-          // index −1.
-          T best = std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
-                                                        : std::numeric_limits<T>::lowest();
-          int64_t best_offset = -1;
-          for_each_tap(w, taps, coords, input_strides, k, [&](int64_t offset) {
-            const T v = in[offset];
-            if (best_offset < 0 || v > best || (is_nan(best) && !is_nan(v))) {
-              best = v;
-              best_offset = offset;
-            }
-          });
+          const auto [best, best_offset] = window_maximum(in, w, taps, coords, input_strides, k);
           y_data[plane * output_size + p] = best;
           if (indices) {
             indices[plane * output_size + p] =
@@ -744,8 +755,9 @@ Status run_max_pool(KernelContext& ctx) {
   return Status::ok();
 }
 
-// MaxPoolGrad(dY, X) -> dX: each window's maximum found as run_max_pool finds it, and the
-// window's gradient added there, windows in order (as a scatter-add of MaxPool's indices).
+// MaxPoolGrad(dY, X) -> dX: each window's maximum found as run_max_pool finds it
+// (window_maximum), and the window's gradient added there, windows in order (as a scatter-add of
+// MaxPool's indices).
 template <typename T>
 Status run_max_pool_grad(KernelContext& ctx) {
   const Tensor& dy = ctx.input(0);
@@ -759,26 +771,18 @@ Status run_max_pool_grad(KernelContext& ctx) {
   const T* x_data = data_of<T>(x);
   const T* dy_data = data_of<T>(dy);
   T* dx_data = mutable_data_of<T>(dx);
-  for_each_plane(x.dims()[0] * x.dims()[1], output_size * element_count(w.kernel),
-                 [&](int64_t plane) {
-                   const T* in = x_data + plane * input_size;
-                   T* grad = dx_data + plane * input_size;
-                   std::fill(grad, grad + input_size, T(0));
-                   std::vector<int64_t> coords(w.rank(), 0), k(w.rank(), 0);
-                   for (int64_t p = 0; p < output_size; ++p) {
-                     unravel(p, w.output, coords);
-                     T best = -std::numeric_limits<T>::infinity();
-                     int64_t best_offset = -1;
-                     for_each_tap(w, taps, coords, input_strides, k, [&](int64_t offset) {
-                       const T v = in[offset];
-                       if (best_offset < 0 || v > best || (is_nan(best) && !is_nan(v))) {
-                         best = v;
-                         best_offset = offset;
-                       }
-                     });
-                     if (best_offset >= 0) grad[best_offset] += dy_data[plane * output_size + p];
-                   }
-                 });
+  for_each_plane(
+      x.dims()[0] * x.dims()[1], output_size * element_count(w.kernel), [&](int64_t plane) {
+        const T* in = x_data + plane * input_size;
+        T* grad = dx_data + plane * input_size;
+        std::fill(grad, grad + input_size, T(0));
+        std::vector<int64_t> coords(w.rank(), 0), k(w.rank(), 0);
+        for (int64_t p = 0; p < output_size; ++p) {
+          unravel(p, w.output, coords);
+          const int64_t best_offset = window_maximum(in, w, taps, coords, input_strides, k).second;
+          if (best_offset >= 0) grad[best_offset] += dy_data[plane * output_size + p];
+        }
+      });
   return Status::ok();
 }
 
