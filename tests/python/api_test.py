@@ -6,6 +6,7 @@ AUTOPAR_BINARY=build/autopar.
 
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 import unittest
@@ -24,6 +25,7 @@ def cli(*args):
 class Api(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="autopar-api-")
+        self.addCleanup(shutil.rmtree, self.dir, ignore_errors=True)
 
     def test_autotune_answers_as_the_command_line_does(self):
         best = autopar.autotune("gpt2-small", hw="dgx-a100-80g", output=self.dir + "/a")

@@ -7,6 +7,7 @@ Run by ctest with AUTOPAR_BINARY and CHROMIUM set.
 
 import os
 import re
+import shutil
 import struct
 import subprocess
 import tempfile
@@ -63,6 +64,7 @@ def png_pixels(path):
 class ReportRenders(unittest.TestCase):
     def test_report_html_renders_every_picture(self):
         out = tempfile.mkdtemp(prefix="autopar-report-")
+        self.addCleanup(shutil.rmtree, out, ignore_errors=True)
         plan = os.path.join(out, "plan")
         # Two pipeline stages, so the timeline has two ranks and the memory two bars.
         space = os.path.join(out, "space.yaml")

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -45,11 +46,41 @@ std::string source_path(const std::string& relative) {
   return std::string(AUTOPAR_SOURCE_DIR) + "/" + relative;
 }
 
+namespace {
+// The directories this process made, removed when it exits: a full ctest run starts about 1,400
+// processes, and the plans and models they write add up to gigabytes.
+class TempDirs {
+ public:
+  ~TempDirs() {
+    const char* keep = std::getenv("AUTOPAR_KEEP_TEST_DIRS");
+    if (keep && *keep && std::string(keep) != "0") return;
+    for (const auto& dir : dirs_) {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  }
+  void add(const std::filesystem::path& dir) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    dirs_.push_back(dir);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::filesystem::path> dirs_;
+};
+
+TempDirs& temp_dirs() {
+  static TempDirs dirs;
+  return dirs;
+}
+}  // namespace
+
 std::string temp_dir(const std::string& name) {
   const auto dir = std::filesystem::temp_directory_path() / "autopar_tests" /
                    fmt::format("{}.{}", name, ::getpid());
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
+  temp_dirs().add(dir);
   return dir.string();
 }
 

@@ -18,7 +18,8 @@ Graph two_layer_mlp(bool with_data);
 // Absolute path of a file under the source tree.
 std::string source_path(const std::string& relative);
 
-// A fresh, empty directory for one test: <tmp>/autopar_tests/<name>.<pid>.
+// A fresh, empty directory for one test: <tmp>/autopar_tests/<name>.<pid>, removed when the
+// process exits unless AUTOPAR_KEEP_TEST_DIRS is set (to look at what a failing test wrote).
 std::string temp_dir(const std::string& name);
 
 // What one run of the autopar binary printed and returned.
