@@ -1441,6 +1441,12 @@ std::string profile_yaml(const HardwareProfile& p, const std::string& header) {
   y += fmt::format("  reserved_bytes: {:.6g}\n  efficiency:\n", p.device.reserved_bytes);
   for (const auto& [op_class, curve] : p.device.efficiency)
     y += fmt::format("    {}: {}\n", op_class_name(op_class), points(curve));
+  if (p.device.flash_attention)
+    y += fmt::format("    flash_attention: {}\n", points(*p.device.flash_attention));
+  if (p.device.flash_attention_backward) {
+    y += fmt::format("    flash_attention_backward: {}\n",
+                     points(*p.device.flash_attention_backward));
+  }
   y += fmt::format("topology:\n  devices_per_node: {}\n  tiers:\n", p.devices_per_node);
   for (const Tier& t : p.tiers) {
     y += fmt::format(

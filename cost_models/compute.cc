@@ -230,6 +230,10 @@ NodeWork node_work(const HardwareProfile& profile, const Graph& g, const Node& n
   work.view = is_view(g, n);
   work.flops = node_flops(g, n);
   work.bytes = node_bytes(g, n);
+  if (*work.op_class == OpClass::kAttention && !n.domain.empty()) {  // not a MatMul of scores
+    const bool grad = n.op_type == "AttentionGrad" || n.op_type == "RingAttentionGrad";
+    work.flash = grad ? NodeWork::Flash::kBackward : NodeWork::Flash::kForward;
+  }
   DType dtype = DType::kFloat32;
   for (ValueId out : n.outputs) {
     if (out != kNoId && is_floating(g.value(out).dtype)) {
@@ -249,6 +253,13 @@ NodeWork node_work(const HardwareProfile& profile, const Graph& g, const Node& n
   return work;
 }
 
+const EfficiencyCurve& NodeWork::curve(const DeviceSpec& device) const {
+  if (flash == Flash::kForward && device.flash_attention) return *device.flash_attention;
+  if (flash == Flash::kBackward && device.flash_attention_backward)
+    return *device.flash_attention_backward;
+  return device.efficiency.at(*op_class);
+}
+
 NodeCost NodeWork::cost(const DeviceSpec& device, double degree) const {
   if (!op_class || (device.free_views && view)) return {};
   const double part_flops = flops / degree, part_bytes = bytes / degree;
@@ -257,7 +268,7 @@ NodeCost NodeWork::cost(const DeviceSpec& device, double degree) const {
                           *op_class == OpClass::kAttention;
   // Compute classes: the curve is the fraction of peak FLOP/s at the kernel's FLOPs; memory
   // classes: the fraction of memory bandwidth at the kernel's bytes.
-  const EfficiencyCurve& curve = device.efficiency.at(*op_class);
+  const EfficiencyCurve& curve = this->curve(device);
   const double compute =
       part_flops > 0 ? part_flops / (peak * (arithmetic ? curve.at(part_flops) * aligned : 1.0))
                      : 0.0;

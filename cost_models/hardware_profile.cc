@@ -140,6 +140,28 @@ const Tier& HardwareProfile::tier_for(const std::vector<int64_t>& group) const {
 
 namespace {
 
+constexpr const char* kFlashForward = "flash_attention";
+constexpr const char* kFlashBackward = "flash_attention_backward";
+
+// One efficiency curve, curves[name]: [[work, efficiency], ...].
+StatusOr<EfficiencyCurve> parse_curve(const Reader& r, const YAML::Node& curves, const char* name) {
+  const std::string field = fmt::format("device.efficiency.{}", name);
+  const YAML::Node points = curves[name];
+  if (!points || !points.IsSequence()) return r.fail(field, "expected [[work, efficiency], ...]");
+  std::vector<std::pair<double, double>> xy;
+  for (size_t i = 0; i < points.size(); ++i) {
+    const YAML::Node pt = points[i];
+    if (!pt.IsSequence() || pt.size() != 2)
+      return r.fail(field, "point {} is not [work, efficiency]", i);
+    ASSIGN_OR_RETURN(double work, r.positive(pt[0], field));
+    ASSIGN_OR_RETURN(double eff, r.fraction(pt[1], field));
+    xy.emplace_back(work, eff);
+  }
+  auto curve = EfficiencyCurve::create(std::move(xy));
+  if (!curve.is_ok()) return r.fail(field, "{}", curve.status().message());
+  return std::move(curve).value();
+}
+
 // The device: its peaks, memory, overheads and flags, then its efficiency curves.
 Status parse_device(const Reader& r, const YAML::Node& device, HardwareProfile& p) {
   p.device.name = device["name"] && device["name"].IsScalar() ? device["name"].Scalar() : p.name;
@@ -187,23 +209,25 @@ Status parse_device(const Reader& r, const YAML::Node& device, HardwareProfile& 
   const YAML::Node curves = device["efficiency"];
   if (!curves || !curves.IsMap()) return r.fail("device.efficiency", "missing");
   for (const auto& [op_class, name] : kOpClasses) {
-    const std::string field = fmt::format("device.efficiency.{}", name);
-    const YAML::Node points = curves[name];
-    if (!points || !points.IsSequence()) return r.fail(field, "expected [[work, efficiency], ...]");
-    std::vector<std::pair<double, double>> xy;
-    for (size_t i = 0; i < points.size(); ++i) {
-      const YAML::Node pt = points[i];
-      if (!pt.IsSequence() || pt.size() != 2)
-        return r.fail(field, "point {} is not [work, efficiency]", i);
-      ASSIGN_OR_RETURN(double work, r.positive(pt[0], field));
-      ASSIGN_OR_RETURN(double eff, r.fraction(pt[1], field));
-      xy.emplace_back(work, eff);
-    }
-    auto curve = EfficiencyCurve::create(std::move(xy));
-    if (!curve.is_ok()) return r.fail(field, "{}", curve.status().message());
-    p.device.efficiency[op_class] = std::move(curve).value();
+    ASSIGN_OR_RETURN(p.device.efficiency[op_class], parse_curve(r, curves, name));
   }
-
+  for (const auto& [name, curve] :
+       {std::pair{kFlashForward, &p.device.flash_attention},
+        std::pair{kFlashBackward, &p.device.flash_attention_backward}}) {
+    if (!curves[name]) continue;
+    ASSIGN_OR_RETURN(*curve, parse_curve(r, curves, name));
+  }
+  for (const auto& kv : curves) {
+    const std::string name = kv.first.Scalar();
+    const bool known = name == kFlashForward || name == kFlashBackward ||
+                       std::any_of(std::begin(kOpClasses), std::end(kOpClasses),
+                                   [&](const auto& c) { return name == c.second; });
+    if (!known) {
+      return r.fail("device.efficiency." + name,
+                    "unknown curve (known: gemm, conv, elementwise, norm, attention, {}, {})",
+                    kFlashForward, kFlashBackward);
+    }
+  }
   return Status::ok();
 }
 

@@ -124,6 +124,14 @@ TEST(HardwareProfile, ErrorsNameTheField) {
             "p.yaml: kernels.fusions: expected a list, e.g. [op_kernels]");
   EXPECT_EQ(with("name: fixture", "name: fixture\nkernels: {fuse: [op_kernels]}"),
             "p.yaml: kernels.fuse: unknown field (known: attention, fusions)");
+  EXPECT_EQ(with("    attention: [[1e6, 0.1], [1e12, 0.7]]",
+                 "    attention: [[1e6, 0.1], [1e12, 0.7]]\n    flash_atention: [[1e6, 0.1]]"),
+            "p.yaml: device.efficiency.flash_atention: unknown curve (known: gemm, conv, "
+            "elementwise, norm, attention, flash_attention, flash_attention_backward)");
+  EXPECT_EQ(
+      with("    attention: [[1e6, 0.1], [1e12, 0.7]]",
+           "    attention: [[1e6, 0.1], [1e12, 0.7]]\n    flash_attention_backward: [[1e6, 2]]"),
+      "p.yaml: device.efficiency.flash_attention_backward: 2 is not a fraction in (0, 1]");
   EXPECT_EQ(with("name: fixture", "name: fixture\nkernels: flash"),
             "p.yaml: kernels: expected {attention: flash|unfused, fusions: [op_kernels]}");
   auto flash = parse_hardware_profile(
@@ -149,6 +157,8 @@ TEST(HardwareProfile, ErrorsNameTheField) {
   EXPECT_EQ(p->device.fused_op_element_s, 0.0);
   EXPECT_EQ(p->device.optimizer_element_s, 0.0);
   EXPECT_FALSE(p->device.free_views);
+  EXPECT_FALSE(p->device.flash_attention);
+  EXPECT_FALSE(p->device.flash_attention_backward);
 }
 
 TEST(Communication, RingFormulasInsideANode) {
@@ -218,6 +228,51 @@ TEST(Compute, NodesAreRooflinesWithTheirClassCurves) {
       m.seconds,
       mul_bytes / (2e12 * p.device.efficiency.at(OpClass::kElementwise).at(mul_bytes)) + 5e-6,
       1e-15);
+}
+
+// The fused attention op and its gradient are read on the profile's FlashAttention curves, a
+// MatMul of scores on the attention class's; without those curves, the fused ops take the
+// attention class's too.
+TEST(Compute, FusedAttentionRunsAtTheFlashAttentionRates) {
+  GraphBuilder b;
+  const std::vector<int64_t> dims = {2, 16, 1024, 128};
+  std::vector<ValueId> qkv;
+  for (const char* name : {"q", "k", "v"}) qkv.push_back(b.input(name, DType::kBFloat16, dims));
+  const std::vector<ValueId> y = b.op("Attention", qkv, {{"causal", 1}}, 2, kTrainingDomain);
+  const ValueId dy = b.input("dy", DType::kBFloat16, dims);
+  b.op("AttentionGrad", {dy, qkv[0], qkv[1], qkv[2], y[0], y[1]}, {{"causal", 1}}, 3,
+       kTrainingDomain);
+  const ValueId kt = b.op1("Transpose", {qkv[1]}, {{"perm", std::vector<int64_t>{0, 1, 3, 2}}});
+  b.op1("MatMul", {qkv[0], kt});
+  const Graph g = b.finish();
+  const Node& forward = g.node(0);
+  const Node& backward = g.node(1);
+  const Node& scores = g.node(3);
+  ASSERT_EQ(forward.op_type, "Attention");
+  ASSERT_EQ(backward.op_type, "AttentionGrad");
+  ASSERT_EQ(scores.op_type, "MatMul");
+  // Causal: 2·16·1024·1025/2 visible pairs, 4·128 + 3 FLOPs each forward, 10·128 + 4 backward.
+  const double pairs = 2.0 * 16 * 1024 * 1025 / 2;
+  EXPECT_DOUBLE_EQ(node_flops(g, forward), pairs * (4 * 128 + 3));
+  EXPECT_DOUBLE_EQ(node_flops(g, backward), pairs * (10 * 128 + 4));
+
+  HardwareProfile p = fixture();
+  p.device.flash_attention = *EfficiencyCurve::create({{1e6, 0.05}, {1e12, 0.3}});
+  p.device.flash_attention_backward = *EfficiencyCurve::create({{1e6, 0.04}, {1e12, 0.25}});
+  const EfficiencyCurve& attention = p.device.efficiency.at(OpClass::kAttention);
+  auto seconds = [&](const Node& n, const EfficiencyCurve& curve) {
+    const double flops = node_flops(g, n);
+    return std::max(flops / (320e12 * curve.at(flops)), node_bytes(g, n) / 2e12) + 5e-6;
+  };
+  EXPECT_DOUBLE_EQ(node_cost(p, g, forward).seconds, seconds(forward, *p.device.flash_attention));
+  EXPECT_DOUBLE_EQ(node_cost(p, g, backward).seconds,
+                   seconds(backward, *p.device.flash_attention_backward));
+  EXPECT_DOUBLE_EQ(node_cost(p, g, scores).seconds, seconds(scores, attention));
+  // The flash curves are slower here than the attention class's at these FLOPs.
+  EXPECT_GT(node_cost(p, g, forward).seconds, seconds(forward, attention));
+  const HardwareProfile plain = fixture();
+  EXPECT_DOUBLE_EQ(node_cost(plain, g, forward).seconds, seconds(forward, attention));
+  EXPECT_DOUBLE_EQ(node_cost(plain, g, backward).seconds, seconds(backward, attention));
 }
 
 // Where the runtime fuses, a run of elementwise nodes is one kernel: one launch, the bytes that
@@ -462,6 +517,34 @@ TEST(ShippedProfiles, HgxH200HasTheH100ComputeAndMoreMemory) {
   EXPECT_EQ(h200.devices_per_node, 8);
   EXPECT_EQ(h200.tiers[0].bandwidth, 450e9);
   EXPECT_EQ(h200.tiers[1].bandwidth, 50e9);
+}
+
+// The H100 and H200 run FlashAttention-2 at the rates Shah et al. measured on an H100 SXM5
+// ("FlashAttention-3", 2024, Figures 5 and 6: 16k tokens, 16 heads of 128): read at the FLOPs of
+// their kernels, the curves give back the published TFLOP/s. The A100 has no such curve.
+TEST(ShippedProfiles, HopperFlashAttentionRunsAtThePublishedRates) {
+  auto tflops = [](const HardwareProfile& p, const EfficiencyCurve& curve, double flops) {
+    return curve.at(flops) * p.device.peak("bf16") / 1e12;
+  };
+  for (const char* name : {"dgx-h100", "hgx-h200"}) {
+    const HardwareProfile p = shipped(name);
+    ASSERT_TRUE(p.device.flash_attention && p.device.flash_attention_backward) << name;
+    const double tokens = 16384, heads = 16, d = 128;
+    const struct {
+      double s, forward_causal, backward;
+    } published[] = {{512, 191, 214},  {1024, 260, 260}, {2048, 298, 291},
+                     {4096, 319, 310}, {8192, 333, 318}, {16384, 335, 322}};
+    for (const auto& row : published) {
+      const double forward = 4 * row.s * row.s * d * heads * (tokens / row.s);
+      EXPECT_NEAR(tflops(p, *p.device.flash_attention, forward / 2), row.forward_causal,
+                  0.015 * row.forward_causal)
+          << name << " s=" << row.s;
+      EXPECT_NEAR(tflops(p, *p.device.flash_attention_backward, 2.5 * forward), row.backward,
+                  0.015 * row.backward)
+          << name << " s=" << row.s;
+    }
+  }
+  EXPECT_FALSE(shipped("dgx-a100-80g").device.flash_attention);
 }
 
 TEST(ShippedProfiles, GpuFrameworksRunViewsWithoutKernels) {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -89,6 +90,12 @@ struct DeviceSpec {
   bool tf32_conv = false;
   double reserved_bytes = 0;  // held by the runtime and framework, not available to a plan
   std::map<OpClass, EfficiencyCurve> efficiency;
+  // FlashAttention's own rates, forward and backward, as fractions of the peak at a kernel's
+  // FLOPs: the fused Attention op and its gradient (and a ring attention's steps) tile the scores
+  // through shared memory with an online softmax, and reach less than a batched GEMM of the same
+  // FLOPs. Optional (`efficiency.flash_attention`, `efficiency.flash_attention_backward`); the
+  // attention curve where absent.
+  std::optional<EfficiencyCurve> flash_attention, flash_attention_backward;
 
   // Peak FLOP/s for arithmetic in `dtype`.
   double peak(std::string_view dtype) const;
