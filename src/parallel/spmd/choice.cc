@@ -118,41 +118,7 @@ std::vector<Spmd::Candidate> Spmd::derived_candidates(
   return derived;
 }
 
-Status Spmd::lower_node(NodeId id) {
-  const Node& node = src_.node(id);
-  current_ = id;
-  if (defers(node)) {
-    deferred_cast_.emplace(node.outputs[0], id);
-    return Status::ok();
-  }
-  ASSIGN_OR_RETURN(const bool tied, lower_tied_gradient_sum(id));
-  if (tied) return Status::ok();
-  std::vector<std::string> axes, without_sp;
-  strategy_axes(node, axes, without_sp);
-  const std::shared_ptr<const StrategySet> own =
-      !sets_.empty() && sets_[id] ? std::move(sets_[id]) : own_set(id, node, axes);
-  const std::vector<OpStrategy>& bases = own->strategies;
-  if (context_attention(node)) return lower_context_attention(id, *own, axes);
-  // The layer's plan, where the inputs came as it planned: its strategy is taken without
-  // pricing the others (unless a window over sp, which the plan does not weigh, may win).
-  if (!planned_.empty() && planned_[id] && planned_[id]->own >= 0 &&
-      without_sp.size() == axes.size() && policy_.overrides.empty()) {
-    const OpStrategy& planned = bases.at(planned_[id]->own);
-    if (strategy_cost(id, planned) < kInfinite) return emit(node, planned, nullptr, own.get());
-  }
-  const std::vector<Candidate> derived = derived_candidates(node, bases, axes, without_sp);
-  // The choices, in order: the op's own strategies (shared, not copied), then the derived.
-  struct Choice {
-    const OpStrategy* strategy;
-    const RowWindow* window;
-    int own;  // its index among the op's own strategies, or -1
-  };
-  std::vector<Choice> candidates;
-  candidates.reserve(bases.size() + derived.size());
-  for (size_t k = 0; k < bases.size(); ++k)
-    candidates.push_back({&bases[k], nullptr, static_cast<int>(k)});
-  for (const Candidate& c : derived)
-    candidates.push_back({&c.strategy, c.window ? &*c.window : nullptr, -1});
+Status Spmd::apply_override(const Node& node, std::vector<Choice>& candidates) {
   for (size_t k = 0; k < policy_.overrides.size(); ++k) {
     const OpOverride& o = policy_.overrides[k];
     if (!glob_match(o.pattern, node.name)) continue;
@@ -179,6 +145,91 @@ Status Spmd::lower_node(NodeId id) {
     candidates = std::move(kept);
     break;
   }
+  return Status::ok();
+}
+
+Spmd::Recipe Spmd::recipe_of(const Node& node) const {
+  Recipe r;
+  // Megatron-SP's recipe: the forward's norms run on sequence shards over tp, and the
+  // projections (and their gradients' products with the weights) on their parameter shards,
+  // gathering the sequence first, never sequence-split on a whole parameter.
+  r.sp = policy_.tp_activations == SpmdPolicy::TpActivations::kReduceScatter &&
+         node.phase != Phase::kOptimizer;
+  if (r.sp && node.domain.empty() &&
+      (node.op_type == "MatMul" || node.op_type == "Gemm" || node.op_type == "Conv" ||
+       node.op_type == "ConvTranspose")) {
+    for (ValueId in : node.inputs) r.weighted = r.weighted || (in != kNoId && is_weight(in));
+  }
+  const bool norm = (node.domain.empty() && node.op_type == "LayerNormalization") ||
+                    (node.domain == kTrainingDomain && node.op_type == "RMSNormalization");
+  if (r.sp && node.phase == Phase::kForward && norm && !node.outputs.empty() &&
+      node.outputs[0] != kNoId)
+    r.sequence_dim = attribute_dim(src_.value(node.outputs[0]));
+  // Megatron's recipe splits activations over tp only where a split parameter (or a split
+  // input) puts them: an op whose inputs are whole over tp keeps its outputs whole, even where
+  // the split is free for the op itself (an Expand of a norm's statistics, a broadcast).
+  r.from_parameters = policy_.tp_activations == SpmdPolicy::TpActivations::kFromParameters &&
+                      node.phase != Phase::kOptimizer;
+  r.context = policy_.ring_attention && node.op_type == "Gather";
+  return r;
+}
+
+bool Spmd::recipe_admits(const Recipe& r, const Node& node, const OpStrategy& s,
+                         const IterationSpace* space) const {
+  if (r.sequence_dim >= 0 && (s.outputs.empty() || s.outputs[0].dim_of("tp") != r.sequence_dim))
+    return false;
+  auto split_over_tp = [&](size_t i) {
+    return i < node.inputs.size() && node.inputs[i] != kNoId && s.inputs[i].uses("tp");
+  };
+  if (r.weighted) {
+    bool activation_split = false, weight_split = false;
+    for (size_t i = 0; i < s.inputs.size(); ++i) {
+      if (split_over_tp(i)) (is_weight(node.inputs[i]) ? weight_split : activation_split) = true;
+    }
+    if (activation_split && !weight_split) return false;
+  }
+  if (r.context && context_forbids(node, s, space)) return false;
+  if (r.from_parameters) {
+    bool output_split = false;
+    for (const Layout& out : s.outputs) output_split = output_split || out.uses("tp");
+    bool input_split = false;
+    for (size_t i = 0; i < s.inputs.size(); ++i) input_split = input_split || split_over_tp(i);
+    if (output_split && !input_split) return false;
+  }
+  return true;
+}
+
+Status Spmd::lower_node(NodeId id) {
+  const Node& node = src_.node(id);
+  current_ = id;
+  if (defers(node)) {
+    deferred_cast_.emplace(node.outputs[0], id);
+    return Status::ok();
+  }
+  ASSIGN_OR_RETURN(const bool tied, lower_tied_gradient_sum(id));
+  if (tied) return Status::ok();
+  std::vector<std::string> axes, without_sp;
+  strategy_axes(node, axes, without_sp);
+  const std::shared_ptr<const StrategySet> own =
+      !sets_.empty() && sets_[id] ? std::move(sets_[id]) : own_set(id, node, axes);
+  const std::vector<OpStrategy>& bases = own->strategies;
+  if (context_attention(node)) return lower_context_attention(id, *own, axes);
+  // The layer's plan, where the inputs came as it planned: its strategy is taken without
+  // pricing the others (unless a window over sp, which the plan does not weigh, may win).
+  if (!planned_.empty() && planned_[id] && planned_[id]->own >= 0 &&
+      without_sp.size() == axes.size() && policy_.overrides.empty()) {
+    const OpStrategy& planned = bases.at(planned_[id]->own);
+    if (strategy_cost(id, planned) < kInfinite) return emit(node, planned, nullptr, own.get());
+  }
+  const std::vector<Candidate> derived = derived_candidates(node, bases, axes, without_sp);
+  // The choices, in order: the op's own strategies (shared, not copied), then the derived.
+  std::vector<Choice> candidates;
+  candidates.reserve(bases.size() + derived.size());
+  for (size_t k = 0; k < bases.size(); ++k)
+    candidates.push_back({&bases[k], nullptr, static_cast<int>(k)});
+  for (const Candidate& c : derived)
+    candidates.push_back({&c.strategy, c.window ? &*c.window : nullptr, -1});
+  RETURN_IF_ERROR(apply_override(node, candidates));
   // What bringing each input into each of its distinct layouts costs, worked out when a
   // strategy first asks (the op's own strategies share a few layouts per input; a cost can be
   // negative, a whole parameter kept split further than tp splits it, so NaN marks unknown).
@@ -199,58 +250,16 @@ Status Spmd::lower_node(NodeId id) {
     return cost + pricing_.compute(id, static_cast<double>(own->degree[k])) +
            storage_cost(node, s) + constant_split_cost(node, s);
   };
-  // Megatron-SP's recipe: the forward's norms run on sequence shards over tp, and the
-  // projections (and their gradients' products with the weights) on their parameter shards,
-  // gathering the sequence first, never sequence-split on a whole parameter.
-  const bool sp_recipe = policy_.tp_activations == SpmdPolicy::TpActivations::kReduceScatter &&
-                         node.phase != Phase::kOptimizer;
-  bool weighted = false;
-  if (sp_recipe && node.domain.empty() &&
-      (node.op_type == "MatMul" || node.op_type == "Gemm" || node.op_type == "Conv" ||
-       node.op_type == "ConvTranspose")) {
-    for (ValueId in : node.inputs) weighted = weighted || (in != kNoId && is_weight(in));
-  }
-  const bool norm = (node.domain.empty() && node.op_type == "LayerNormalization") ||
-                    (node.domain == kTrainingDomain && node.op_type == "RMSNormalization");
-  const bool sequence_norm = sp_recipe && node.phase == Phase::kForward && norm &&
-                             !node.outputs.empty() && node.outputs[0] != kNoId &&
-                             attribute_dim(src_.value(node.outputs[0])) >= 0;
-  auto recipe_allows = [&](const OpStrategy& s) {
-    if (sequence_norm && (s.outputs.empty() ||
-                          s.outputs[0].dim_of("tp") != attribute_dim(src_.value(node.outputs[0]))))
-      return false;
-    if (!weighted) return true;
-    bool activation_split = false, weight_split = false;
-    for (size_t i = 0; i < s.inputs.size() && i < node.inputs.size(); ++i) {
-      if (node.inputs[i] == kNoId || !s.inputs[i].uses("tp")) continue;
-      (is_weight(node.inputs[i]) ? weight_split : activation_split) = true;
-    }
-    return !activation_split || weight_split;
+  auto cost_of = [&](const Choice& c) {
+    return c.own >= 0 ? own_cost(c.own) : strategy_cost(id, *c.strategy);
   };
-  // Megatron's recipe splits activations over tp only where a split parameter (or a split
-  // input) puts them: an op whose inputs are whole over tp keeps its outputs whole, even where
-  // the split is free for the op itself (an Expand of a norm's statistics, a broadcast).
-  const bool from_parameters =
-      policy_.tp_activations == SpmdPolicy::TpActivations::kFromParameters &&
-      node.phase != Phase::kOptimizer;
-  auto inputs_carry_split = [&](const OpStrategy& s) {
-    bool output_split = false;
-    for (const Layout& out : s.outputs) output_split = output_split || out.uses("tp");
-    if (!output_split) return true;
-    for (size_t i = 0; i < s.inputs.size() && i < node.inputs.size(); ++i) {
-      if (node.inputs[i] != kNoId && s.inputs[i].uses("tp")) return true;
-    }
-    return false;
-  };
+  const Recipe recipe = recipe_of(node);
+  const IterationSpace* space = own->space ? &*own->space : nullptr;
   const Choice* best = nullptr;
   double best_cost = kInfinite;
-  const bool context_checks = policy_.ring_attention && node.op_type == "Gather";
   for (const Choice& c : candidates) {
-    if (sp_recipe && !recipe_allows(*c.strategy)) continue;
-    if (context_checks && context_forbids(node, *c.strategy, own->space ? &*own->space : nullptr))
-      continue;
-    if (from_parameters && !inputs_carry_split(*c.strategy)) continue;
-    const double cost = c.own >= 0 ? own_cost(c.own) : strategy_cost(id, *c.strategy);
+    if (!recipe_admits(recipe, node, *c.strategy, space)) continue;
+    const double cost = cost_of(c);
     if (cost < best_cost) {
       best_cost = cost;
       best = &c;
@@ -261,8 +270,7 @@ Status Spmd::lower_node(NodeId id) {
   if (!planned_.empty() && planned_[id] && best && !best->window) {
     for (const Choice& c : candidates) {
       if (*c.strategy != planned_[id]->strategy) continue;
-      const double cost = c.own >= 0 ? own_cost(c.own) : strategy_cost(id, *c.strategy);
-      if (cost < kInfinite) best = &c;
+      if (cost_of(c) < kInfinite) best = &c;
       break;
     }
   }

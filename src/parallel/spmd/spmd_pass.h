@@ -136,6 +136,25 @@ class Spmd {
 
   // The strategy choice (choice.cc).
   Status lower_node(NodeId id);
+  // One strategy lower_node weighs: the op's own (shared, not copied) or a derived one.
+  struct Choice {
+    const OpStrategy* strategy;
+    const RowWindow* window;
+    int own;  // its index among the op's own strategies, or -1
+  };
+  // A scheme's `tensor:` override naming the node keeps only the choices with its output layout.
+  Status apply_override(const Node& node, std::vector<Choice>& candidates);
+  // What the tp recipe and context parallelism leave a node to choose from.
+  struct Recipe {
+    bool sp = false;               // Megatron-SP's recipe applies to the node
+    bool weighted = false;         // ... and it is a projection: tp splits a weight, if anything
+    int64_t sequence_dim = -1;     // ... and it is a forward norm: its output split here over tp
+    bool from_parameters = false;  // Megatron's: tp splits only what split inputs bring
+    bool context = false;          // a Gather under ring attention (context_forbids)
+  };
+  Recipe recipe_of(const Node& node) const;
+  bool recipe_admits(const Recipe& recipe, const Node& node, const OpStrategy& s,
+                     const IterationSpace* space) const;
   // Attention under context parallelism (attention_handler.cc): Attention or AttentionGrad as
   // ring attention over the context axis, or on heads split over it (all-to-all).
   bool context_attention(const Node& node) const {
