@@ -176,10 +176,10 @@ class LayerCostBuilder {
   std::vector<int32_t> spec_of_;  // state inputs: their spec
   std::vector<int32_t> written_;  // new state: its spec
   std::vector<bool> is_output_;
-  std::vector<int32_t> layer_;                       // per node
-  std::vector<int32_t> state_layer_;                 // per spec: its home layer
-  std::vector<std::set<int32_t>> readers_;           // per spec: the layers that read it
-  std::vector<ValueId> full_work_, selective_work_;  // what the backward reads of the forward
+  std::vector<int32_t> layer_;              // per node
+  std::vector<int32_t> state_layer_;        // per spec: its home layer
+  std::vector<std::set<int32_t>> readers_;  // per spec: the layers that read it
+  std::vector<ValueId> work_;               // what the backward reads of the forward
 };
 
 void LayerCostBuilder::index_state() {
@@ -418,13 +418,7 @@ void LayerCostBuilder::values() {
       if (!is_parameter_copy(producer)) {
         for (int32_t l = from; l < last_forward; ++l) forward_cut[l] += bytes;
       }
-      if (read_by_backward && written_[v] < 0) {
-        (last_backward > from ? c.stash_later_bytes : c.stash_bytes) += bytes;
-        if (is_parameter_copy(producer))
-          (last_backward > from ? c.parameter_copy_later_bytes : c.parameter_copy_bytes) += bytes;
-        full_work_.push_back(v);
-        selective_work_.push_back(v);
-      }
+      if (read_by_backward && written_[v] < 0) work_.push_back(v);
     } else if (producer.phase == Phase::kBackward) {
       // A gradient flows towards layer 0: a cut before layer l carries what layers ≥ l
       // produce and layers < l read.
@@ -440,37 +434,57 @@ void LayerCostBuilder::values() {
 
 void LayerCostBuilder::recompute() {
   // Recompute: the forward nodes the backward's reads reach back through, the whole way
-  // (full) or up to the outputs of kept ops (selective).
+  // (full) or up to the outputs of the nodes a partial recompute keeps.
   const std::vector<bool> recompute_full = recompute_closure(
-      g_, std::move(full_work_),
-      [&](ValueId v) { return g_.node(g_.value(v).producer).phase == Phase::kForward; });
-  std::vector<bool> kept(g_.num_values(), false);
-  const std::vector<bool> recompute_selective =
-      recompute_closure(g_, std::move(selective_work_), [&](ValueId v) {
-        const NodeId p = g_.value(v).producer;
-        if (g_.node(p).phase != Phase::kForward) return false;
-        if (!kept_by_selective_recompute(g_, g_.node(p),
-                                         [&](ValueId x) { return state_of(x) != nullptr; }))
-          return true;
-        // The output of a kept op is stashed in place of its recompute.
-        if (!kept[v] && written_[v] < 0) {
-          kept[v] = true;
-          costs_.layers[layer_[p]].selective_stash_bytes += bytes_of(g_.value(v));
-          if (is_parameter_copy(g_.node(p)))
-            costs_.layers[layer_[p]].selective_parameter_copy_bytes += bytes_of(g_.value(v));
-        }
-        return false;
-      });
+      g_, work_, [&](ValueId v) { return g_.node(g_.value(v).producer).phase == Phase::kForward; });
   for (NodeId n = 0; n < nodes_; ++n) {
-    if (!recompute_full[n] && !recompute_selective[n]) continue;
-    const Node& node = g_.node(n);
+    if (!recompute_full[n]) continue;
     LayerCost& c = costs_.layers[layer_[n]];
     const double seconds = node_seconds(n);
-    if (recompute_full[n]) (is_comm(node) ? c.full_comm : c.full_compute) += seconds;
-    if (recompute_selective[n]) c.selective_compute += seconds;
-    if (is_parameter_cast(node)) {
-      if (recompute_full[n]) c.full_parameter_cast_compute += seconds;
-      if (recompute_selective[n]) c.selective_parameter_cast_compute += seconds;
+    (is_comm(g_.node(n)) ? c.full_comm : c.full_compute) += seconds;
+    if (is_parameter_cast(g_.node(n))) c.full_parameter_cast_compute += seconds;
+  }
+  const bool regather =
+      lowered_.policy.spmd.tp_activations == SpmdPolicy::TpActivations::kReduceScatter;
+  for (const Recompute policy :
+       {Recompute::kNone, Recompute::kSelective, Recompute::kNonParametric}) {
+    const std::vector<bool> rerun = partially_recomputed(
+        policy, regather, g_, [&](ValueId x) { return state_of(x) != nullptr; });
+    auto partial = [&](int32_t layer) -> LayerCost::Partial& {
+      LayerCost& c = costs_.layers[layer];
+      return policy == Recompute::kNone        ? c.none
+             : policy == Recompute::kSelective ? c.selective
+                                               : c.nonparametric;
+    };
+    std::vector<bool> kept(g_.num_values(), false);
+    const std::vector<bool> recomputed = recompute_closure(g_, work_, [&](ValueId v) {
+      const NodeId p = g_.value(v).producer;
+      if (g_.node(p).phase != Phase::kForward) return false;
+      if (rerun[p]) return true;
+      kept[v] = written_[v] < 0;
+      return false;
+    });
+    for (NodeId n = 0; n < nodes_; ++n) {
+      if (!recomputed[n]) continue;
+      const double seconds = node_seconds(n);
+      (is_comm(g_.node(n)) ? partial(layer_[n]).comm : partial(layer_[n]).compute) += seconds;
+      if (is_parameter_cast(g_.node(n))) partial(layer_[n]).parameter_cast_compute += seconds;
+    }
+    // The output of a kept op is stashed in place of its recompute, by its own layer or, where
+    // only later layers' backwards (or what they re-run) read it, as the residual stream is.
+    for (ValueId v = 0; v < g_.num_values(); ++v) {
+      if (!kept[v]) continue;
+      const NodeId p = g_.value(v).producer;
+      int32_t reader = layer_[p];
+      for (NodeId r : g_.value(v).consumers) {
+        if (g_.node(r).phase == Phase::kBackward || recomputed[r])
+          reader = std::max(reader, layer_[r]);
+      }
+      LayerCost::Partial& c = partial(layer_[p]);
+      const bool later = reader > layer_[p];
+      (later ? c.stash_later_bytes : c.stash_bytes) += bytes_of(g_.value(v));
+      if (is_parameter_copy(g_.node(p)))
+        (later ? c.parameter_copy_later_bytes : c.parameter_copy_bytes) += bytes_of(g_.value(v));
     }
   }
 }
@@ -778,7 +792,6 @@ std::vector<StageCost> stage_costs(const LayerCosts& costs, const Scheme& scheme
   };
   std::vector<StageCost> stage(stages);
   const bool full = scheme.recompute == Recompute::kFull;
-  const bool selective = scheme.recompute == Recompute::kSelective;
   // A framework holding half-precision weights casts them once per step, after the update.
   const MemoryPolicy policy = scheme.memory_policy.value_or(profile.memory_policy);
   const bool held = costs.training && holds_weight_copies(policy);
@@ -804,30 +817,27 @@ std::vector<StageCost> stage_costs(const LayerCosts& costs, const Scheme& scheme
       st.backward_peak = std::max(st.backward_peak, c.backward_peak_bytes);
       st.backward_out += c.backward_out_bytes;
       st.update += c.update_compute + c.update_comm + casts;
-      if (!full) {
-        st.stash += selective ? c.selective_stash_bytes : c.stash_bytes;
+      if (const LayerCost::Partial* partial = c.partial(scheme.recompute)) {
+        st.stash += partial->stash_bytes + (l < last ? partial->stash_later_bytes : 0.0);
         st.parameter_copies +=
-            selective ? c.selective_parameter_copy_bytes : c.parameter_copy_bytes;
-        if (!selective && l < last) {
-          st.stash += c.stash_later_bytes;
-          st.parameter_copies += c.parameter_copy_later_bytes;
-        }
+            partial->parameter_copy_bytes + (l < last ? partial->parameter_copy_later_bytes : 0.0);
       }
     }
     // The backward walks the layers in reverse; reductions queue on the communication
     // stream behind each other and in front of the blocking collectives.
     for (int32_t l = last; l >= first; --l) {
       const LayerCost& c = costs.layers[l];
-      const double recast = !held       ? 0.0
-                            : full      ? c.full_parameter_cast_compute
-                            : selective ? c.selective_parameter_cast_compute
-                                        : 0.0;
+      const LayerCost::Partial* partial = c.partial(scheme.recompute);
+      const double recast = !held     ? 0.0
+                            : full    ? c.full_parameter_cast_compute
+                            : partial ? partial->parameter_cast_compute
+                                      : 0.0;
       const double accumulation = fused_accumulation ? c.gemm_accumulation_compute : 0.0;
       const double compute = c.backward_compute - recast - accumulation +
-                             (full        ? c.full_compute
-                              : selective ? c.selective_compute
-                                          : 0.0);
-      const double blocking = c.backward_comm + (full ? c.full_comm : 0.0);
+                             (full      ? c.full_compute
+                              : partial ? partial->compute
+                                        : 0.0);
+      const double blocking = c.backward_comm + (full ? c.full_comm : partial->comm);
       st.backward_compute += compute;
       t += compute;
       if (blocking > 0) t = comm_free = std::max(t, comm_free) + blocking;

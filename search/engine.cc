@@ -44,7 +44,8 @@ void keep_best(std::vector<Candidate>& list, size_t keep) {
 double layer_seconds(const LayerCost& c, Recompute recompute) {
   double t = c.forward_compute + c.forward_comm + c.backward_compute + c.backward_comm;
   if (recompute == Recompute::kFull) t += c.full_compute + c.full_comm;
-  if (recompute == Recompute::kSelective) t += c.selective_compute;
+  if (const LayerCost::Partial* partial = c.partial(recompute))
+    t += partial->compute + partial->comm;
   return t;
 }
 
@@ -130,7 +131,6 @@ std::vector<std::pair<int32_t, int32_t>> partition_stages(const LayerCosts& cost
     if (state > limits->capacity * static_cast<double>(stages)) return {};
   }
   const bool full = recompute == Recompute::kFull;
-  const bool selective = recompute == Recompute::kSelective;
   constexpr double kInf = 1e300;
   // best[i]: the slowest of k stages over the first i layers (before: of k - 1); cuts[i]: what
   // their cuts cost together (the tie-break); from[k][i]: where the last of them starts.
@@ -152,8 +152,8 @@ std::vector<std::pair<int32_t, int32_t>> partition_stages(const LayerCosts& cost
       for (int64_t j = i - 1; j >= k - 1; --j) {
         const LayerCost& c = costs.layers[j];
         state += c.parameter_bytes + c.gradient_bytes + c.optimizer_bytes;
-        if (!full) stash += selective ? c.selective_stash_bytes : c.stash_bytes;
-        if (!full && !selective && j < i - 1) later += c.stash_later_bytes;
+        if (!full) stash += c.partial(recompute)->stash_bytes;
+        if (!full && j < i - 1) later += c.partial(recompute)->stash_later_bytes;
         out += c.backward_out_bytes;
         forward_peak = std::max(forward_peak, c.forward_peak_bytes);
         backward_peak = std::max(backward_peak, c.backward_peak_bytes);

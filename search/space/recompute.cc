@@ -1,10 +1,12 @@
-// Recomputation's choices: none, selective (the attention core and activations) or full.
+// Recomputation's choices: none, selective (the attention core), nonparametric (everything but
+// parameterised ops, norms and collectives) or full.
 #include "dimensions.h"
 
 namespace autopar::space {
 
 Status parse_recompute(const YAML::Node& node, const Reader& r, SearchSpace& space) {
-  const std::vector<Recompute> all = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+  const std::vector<Recompute> all = {Recompute::kNone, Recompute::kSelective,
+                                      Recompute::kNonParametric, Recompute::kFull};
   std::vector<std::string> names;
   for (Recompute x : all) names.emplace_back(recompute_name(x));
   ASSIGN_OR_RETURN(std::vector<size_t> picked, r.names(node, "recompute", names));

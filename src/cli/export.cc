@@ -76,10 +76,10 @@ std::optional<std::string> megatron_obstacle(const Scheme& s,
                        shape->heads, shape->kv_heads);
   if (s.pp() > 1 && s.schedule == PipelineSchedule::kGpipe)
     return "Megatron-LM has no GPipe schedule (it runs 1F1B, interleaved with virtual stages)";
-  if (s.recompute == Recompute::kSelective)
-    return "autopar's selective recomputation also recomputes the elementwise ops between "
-           "projections, which Megatron-LM's (--recompute-modules core_attn) keeps: the run "
-           "would hold more activations than planned";
+  if (s.recompute == Recompute::kNonParametric)
+    return "nonparametric recomputation also recomputes the elementwise ops between "
+           "projections, which Megatron-LM's selective (--recompute-modules core_attn) keeps: the "
+           "run would hold more activations than planned";
   if (s.zero >= 2 && s.pp() > 1)
     return fmt::format(
         "ZeRO {} is Megatron-FSDP's, which is not combined with pipeline "
@@ -117,9 +117,9 @@ std::optional<std::string> deepspeed_obstacle(const Scheme& s,
       return "DeepSpeed's PipelineModule splits the layers evenly (partition_method "
              "\"type:...\"), not as planned";
   }
-  if (s.recompute == Recompute::kSelective)
-    return "DeepSpeed checkpoints whole layers; autopar's selective recomputation has no "
-           "counterpart";
+  if (s.recompute == Recompute::kSelective || s.recompute == Recompute::kNonParametric)
+    return fmt::format("DeepSpeed checkpoints whole layers; {} recomputation has no counterpart",
+                       recompute_name(s.recompute));
   return std::nullopt;
 }
 
@@ -136,9 +136,11 @@ std::optional<std::string> torchtitan_obstacle(const Scheme& s,
   if (s.precision == Precision::kBf16 && s.zero == 0 && (s.tp() > 1 || s.pp() > 1 || s.cp() > 1))
     return "torchtitan's mixed precision is FSDP's (or DDP's alone): bf16 with tp, pp or cp "
            "needs ZeRO 2 or 3";
-  if (s.recompute == Recompute::kSelective)
-    return "torchtitan's selective checkpointing saves other ops than autopar's selective "
-           "recomputation";
+  if (s.recompute == Recompute::kSelective || s.recompute == Recompute::kNonParametric)
+    return fmt::format(
+        "torchtitan's selective checkpointing saves other ops than {} "
+        "recomputation",
+        recompute_name(s.recompute));
   return std::nullopt;
 }
 

@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "autopar/cost/compute.h"
 #include "autopar/ir/graph_copy.h"
 #include "autopar/parallel/lowering.h"
 #include "autopar/parallel/primitives.h"
@@ -58,6 +59,8 @@ class RoleBuilder {
   void find_cuts();
   // Whether the backward program recomputes forward node `f` instead of reading its output.
   bool recomputable(NodeId f) const;
+  // Per node: what a partial recompute (selective, nonparametric, sequence re-gathers) re-runs.
+  std::vector<bool> partial_;
 
   StatusOr<Role> build_role(int64_t r) const;
   Status build_program(Rank& rank, int32_t prog) const;
@@ -97,6 +100,9 @@ RoleBuilder::RoleBuilder(const SpmdResult& spmd, const std::vector<int32_t>& sou
                               static_cast<int32_t>(policy.stages * policy.chunks - 1))),
       in_update_(policy.stages, std::vector<bool>(spmd.graph.num_nodes(), false)) {
   for (const StateSpec& s : spmd.state) state_by_input_[s.name] = &s;
+  partial_ = partially_recomputed(
+      policy.recompute, policy.spmd.tp_activations == SpmdPolicy::TpActivations::kReduceScatter, g_,
+      [&](ValueId v) { return state_input(v) != nullptr; });
   if (training_) place_updates();
   find_cuts();
 }
@@ -207,10 +213,7 @@ void RoleBuilder::find_cuts() {
 }
 
 bool RoleBuilder::recomputable(NodeId f) const {
-  if (policy_.recompute == Recompute::kNone) return false;
-  if (policy_.recompute == Recompute::kFull) return true;
-  return !kept_by_selective_recompute(g_, g_.node(f),
-                                      [&](ValueId v) { return state_input(v) != nullptr; });
+  return policy_.recompute == Recompute::kFull || partial_[f];
 }
 
 StatusOr<ValueId> RoleBuilder::get(Rank& rank, ValueId x) const {
@@ -386,8 +389,11 @@ StatusOr<std::vector<Role>> RoleBuilder::build() const {
 
 }  // namespace
 
-bool kept_by_selective_recompute(const Graph& g, const Node& node,
-                                 const std::function<bool(ValueId)>& is_state) {
+namespace {
+
+// Whether nonparametric recompute keeps `node`'s output: parameterised ops, norms, collectives.
+bool kept_by_nonparametric(const Graph& g, const Node& node,
+                           const std::function<bool(ValueId)>& is_state) {
   if (is_comm(node)) return true;
   static const char* const kKept[] = {"Gemm",
                                       "Conv",
@@ -407,6 +413,66 @@ bool kept_by_selective_recompute(const Graph& g, const Node& node,
     }
   }
   return false;
+}
+
+// The attention cores: walking forward nodes in order, a product of two activations that no
+// core reaches is a scores product and starts one; a core reaching such a product ends there
+// (the product with V). The nodes between are those a start reaches and an end is reached from.
+std::vector<bool> attention_cores(const Graph& g) {
+  const auto n = static_cast<size_t>(g.num_nodes());
+  auto product = [&](const Node& node) {
+    return node.phase == Phase::kForward && node.domain.empty() && node.op_type == "MatMul" &&
+           op_class_of(g, node) == OpClass::kAttention;
+  };
+  std::vector<bool> from_start(n, false), end(n, false), core(n, false);
+  for (NodeId id = 0; id < g.num_nodes(); ++id) {
+    const Node& node = g.node(id);
+    if (node.phase != Phase::kForward) continue;
+    bool reached = false;
+    for (ValueId in : node.inputs) {
+      if (in == kNoId || g.value(in).producer == kNoId) continue;
+      reached = reached || from_start[g.value(in).producer];
+    }
+    if (product(node)) {
+      end[id] = reached;
+      from_start[id] = !reached;  // an end stops the walk; a start begins one
+    } else {
+      from_start[id] = reached;
+    }
+  }
+  // Backward from the ends, through the nodes a start reaches.
+  std::vector<bool> to_end = end;
+  for (NodeId id = g.num_nodes() - 1; id >= 0; --id) {
+    if (!to_end[id]) continue;
+    core[id] = true;
+    for (ValueId in : g.node(id).inputs) {
+      if (in == kNoId || g.value(in).producer == kNoId) continue;
+      const NodeId p = g.value(in).producer;
+      if (from_start[p]) to_end[p] = true;
+    }
+  }
+  return core;
+}
+
+}  // namespace
+
+std::vector<bool> partially_recomputed(Recompute policy, bool regather, const Graph& g,
+                                       const std::function<bool(ValueId)>& is_state) {
+  std::vector<bool> re(static_cast<size_t>(g.num_nodes()), false);
+  if (policy == Recompute::kSelective) re = attention_cores(g);
+  for (NodeId id = 0; id < g.num_nodes(); ++id) {
+    const Node& node = g.node(id);
+    if (node.phase != Phase::kForward) continue;
+    if (policy == Recompute::kNonParametric && !kept_by_nonparametric(g, node, is_state))
+      re[id] = true;
+    if (regather && policy != Recompute::kFull && is_comm(node) && node.op_type == "AllGather") {
+      const Attribute* axes = node.attr("axes");
+      if (axes && axes->kind() == Attribute::Kind::kStrings &&
+          axes->strings() == std::vector<std::string>{"tp"})
+        re[id] = true;
+    }
+  }
+  return re;
 }
 
 std::vector<int32_t> place_by_origin(const SpmdResult& spmd,

@@ -315,9 +315,14 @@ TEST(Export, ObstaclesNameWhatATargetCannotRun) {
   };
   EXPECT_NE(obstacle(ExportTarget::kMegatron, "mesh: {dp: 2, tp: 4}\ntensor: auto\n").find("auto"),
             std::string::npos);
-  EXPECT_NE(
-      obstacle(ExportTarget::kMegatron, "mesh: {dp: 8}\nrecompute: selective\n").find("selective"),
-      std::string::npos);
+  // Megatron-LM's selective recomputation is autopar's; nonparametric recomputes more.
+  EXPECT_EQ(obstacle(ExportTarget::kMegatron, "mesh: {dp: 8}\nrecompute: selective\n"), "");
+  EXPECT_NE(obstacle(ExportTarget::kMegatron, "mesh: {dp: 8}\nrecompute: nonparametric\n")
+                .find("core_attn"),
+            std::string::npos);
+  EXPECT_NE(obstacle(ExportTarget::kDeepSpeed, "mesh: {dp: 8}\nrecompute: selective\n")
+                .find("whole layers"),
+            std::string::npos);
   EXPECT_NE(obstacle(ExportTarget::kMegatron, "mesh: {pp: 2, dp: 4}\npipeline: {schedule: gpipe}\n")
                 .find("GPipe"),
             std::string::npos);
@@ -338,7 +343,7 @@ TEST(Export, AutotuneSearchesOnlyWhatTheTargetRuns) {
   std::ofstream(dir + "/space.yaml")
       << "mesh: {tp: [1, 2], pp: [1, 2], dp: auto}\nbatch: {micro: [1, 2]}\n"
          "pipeline: {schedules: [gpipe, 1f1b]}\ntensor: [megatron, megatron-sp, auto]\n"
-         "zero: [0, 1, 2, 3]\nrecompute: [none, selective, full]\n";
+         "zero: [0, 1, 2, 3]\nrecompute: [none, selective, nonparametric, full]\n";
   const std::string profile = testing::source_path("tests/data/hw/fixture.yaml");
   for (const char* target : {"megatron", "deepspeed", "torchtitan"}) {
     auto r =

@@ -82,10 +82,10 @@ Drawn random_scheme(const Model& model, uint64_t seed) {
   const int micro = 1 + pick(2);
   const int global = mesh["dp"] * micro * microbatches;
   const int zero = mesh["dp"] > 1 ? pick(4) : 0;
-  const char* recompute_names[] = {"none", "selective", "full"};
+  const char* recompute_names[] = {"none", "selective", "nonparametric", "full"};
   const char* tensor_names[] = {"megatron", "megatron-sp", "auto"};
   const char* tensor = tensor_names[pick(3)];
-  const char* recompute = recompute_names[pick(3)];
+  const char* recompute = recompute_names[pick(4)];
   const char* precision = pick(4) == 0 ? "bf16" : "fp32";
   const bool inference = pick(6) == 0;
   const std::string context = mesh["cp"] > 1 ? (pick(2) == 0 ? "ring" : "all-to-all") : "";
@@ -182,6 +182,7 @@ TEST(PlanPropertyDraws, CoverEveryParadigm) {
                            "zero 2",
                            "zero 3",
                            "recompute selective",
+                           "recompute nonparametric",
                            "recompute full",
                            "tensor megatron",
                            "tensor megatron-sp",

@@ -240,10 +240,11 @@ TEST(Estimator, MegatronSpEmbeddingGradientIsNotReducedWhole) {
 // A tied embedding's half-precision cast is read by the first layer and the head: on a pipeline
 // the last rank casts the weight again (the SPMD pass does) rather than receiving it, so no cut
 // carries it and no rank stashes it per microbatch; nor does a rank keep what it sends. The
-// estimate's stash per microbatch is the plan's, rank by rank: without recompute, under full
-// recompute only the residual stream a rank receives (b·s·h half-precision elements).
+// estimate's stash per microbatch is the plan's, rank by rank: without recompute, under each
+// partial recompute, and under full recompute only the residual stream a rank receives (b·s·h
+// half-precision elements).
 TEST(Estimator, APipelineStashesWhatThePlanStashes) {
-  for (const char* recompute : {"none", "full"}) {
+  for (const char* recompute : {"none", "selective", "nonparametric", "full"}) {
     SCOPED_TRACE(recompute);
     auto scheme = parse_scheme(
         fmt::format("mesh: {{pp: 4}}\nbatch: {{global: 8, micro: 1}}\nprecision: bf16\n"
@@ -266,8 +267,9 @@ TEST(Estimator, APipelineStashesWhatThePlanStashes) {
     const double residual = 1.0 * 16 * 64 * 2;  // gpt-tiny: s 16, h 64, bf16
     for (size_t r = 0; r < 4; ++r) {
       EXPECT_EQ(e->memory[r].stash_bytes, memory[r].stash_bytes) << "rank " << r;
-      if (std::string(recompute) == "full")
+      if (std::string(recompute) == "full") {
         EXPECT_EQ(memory[r].stash_bytes, r == 0 ? 0.0 : residual) << "rank " << r;
+      }
     }
   }
 }
@@ -442,7 +444,7 @@ TEST(ClosedForm, TransformerLayerActivations) {
     const double closed_form = 34 * s * b * h + 5 * a * s * s * b;
     const double expected = closed_form - (2 * s * b * h + 3 * a * s * s * b) + 2 * weights;
     const LayerCost& layer = costs.layers[1];
-    EXPECT_EQ(layer.stash_bytes + layer.stash_later_bytes, expected) << "batch " << batch;
+    EXPECT_EQ(layer.none.stash_bytes + layer.none.stash_later_bytes, expected) << "batch " << batch;
 
     // Its forward matmuls: 24·b·s·h² + 4·b·s²·h FLOPs.
     double flops = 0;
@@ -532,7 +534,7 @@ TEST(ClosedForm, WeightCopiesAreKnownApart) {
       weights += static_cast<double>(v.shape.num_elements());
   }
   const LayerCost& layer = costs.layers[1];
-  EXPECT_EQ(layer.parameter_copy_bytes + layer.parameter_copy_later_bytes, 2 * weights);
+  EXPECT_EQ(layer.none.parameter_copy_bytes + layer.none.parameter_copy_later_bytes, 2 * weights);
 }
 
 // Korthikanti et al. 2022, table 2: a transformer layer under Megatron's tensor parallelism
@@ -570,28 +572,58 @@ TEST(ClosedForm, MegatronLayerStashAtGpt3Scale) {
   const double s = 2048, b = 1, h = 12288, a = 96, t = 8;
   const double expected = 8 * s * b * h + 24 * s * b * h / t + 2 * a * s * s * b / t;
   const LayerCost& layer = costs.layers[1];
-  const double activations = layer.stash_bytes + layer.stash_later_bytes -
-                             layer.parameter_copy_bytes - layer.parameter_copy_later_bytes;
+  const double activations = layer.none.stash_bytes + layer.none.stash_later_bytes -
+                             layer.none.parameter_copy_bytes -
+                             layer.none.parameter_copy_later_bytes;
   EXPECT_NEAR(activations / expected, 1.0, 0.02) << activations << " vs " << expected;
   // The paper's formula exceeds this by the dropout terms alone.
   const double paper = s * b * h * (10 + 24 / t + 5 * a * s / (h * t));
   EXPECT_NEAR(paper - expected, 2 * s * b * h + 3 * a * s * s * b / t, 1.0);
 
+  // Nothing is re-run without recompute here.
+  auto kept = [](const LayerCost::Partial& p) {
+    return p.stash_bytes + p.stash_later_bytes - p.parameter_copy_bytes -
+           p.parameter_copy_later_bytes;
+  };
+  EXPECT_EQ(layer.none.comm, 0.0);
+  EXPECT_EQ(layer.none.compute, 0.0);
+
   // Megatron-SP: the norms' inputs (the residual stream) are sequence shards, 2·2·s·b·h/t; the
-  // projections read their inputs gathered, 2·2·s·b·h (Megatron-LM keeps the shards and
-  // gathers them again in the backward, 2·2·s·b·h/t: the paper's 34/t, less its dropout).
-  auto sp_scheme = parse_scheme(
-      "mesh: {tp: 8}\nbatch: {global: 1, micro: 1}\ntensor: megatron-sp\nprecision: fp16\n", "s");
-  ASSERT_TRUE(sp_scheme.is_ok());
-  auto sp = lower_to_spmd(*model, *sp_scheme, options);
-  ASSERT_TRUE(sp.is_ok()) << sp.status().message();
-  const LayerCosts sp_costs = layer_costs_of(*sp, *model, *sp_scheme, *profile);
-  const LayerCost& sp_layer = sp_costs.layers[1];
-  const double sp_activations = sp_layer.stash_bytes + sp_layer.stash_later_bytes -
-                                sp_layer.parameter_copy_bytes - sp_layer.parameter_copy_later_bytes;
-  const double sp_expected =
-      4 * s * b * h / t + 4 * s * b * h + 24 * s * b * h / t + 2 * a * s * s * b / t;
-  EXPECT_NEAR(sp_activations / sp_expected, 1.0, 0.02) << sp_activations << " vs " << sp_expected;
+  // projections read their inputs gathered, and, as Megatron-LM does, the backward gathers them
+  // again from the norms' output shards, 2·2·s·b·h/t: the paper's 34/t less its dropout.
+  auto sp_costs_of = [&](const char* recompute) {
+    auto sp_scheme = parse_scheme(fmt::format("mesh: {{tp: 8}}\nbatch: {{global: 1, micro: 1}}\n"
+                                              "tensor: megatron-sp\nprecision: fp16\n"
+                                              "recompute: {}\n",
+                                              recompute),
+                                  "s");
+    EXPECT_TRUE(sp_scheme.is_ok());
+    auto sp = lower_to_spmd(*model, *sp_scheme, options);
+    EXPECT_TRUE(sp.is_ok()) << sp.status().message();
+    return layer_costs_of(*sp, *model, *sp_scheme, *profile);
+  };
+  const LayerCosts sp_costs = sp_costs_of("none");
+  const LayerCost::Partial& sp = sp_costs.layers[1].none;
+  const double sp_expected = 8 * s * b * h / t + 24 * s * b * h / t + 2 * a * s * s * b / t;
+  EXPECT_NEAR(kept(sp) / sp_expected, 1.0, 0.02) << kept(sp) << " vs " << sp_expected;
+  EXPECT_GT(sp.comm, 0.0);     // the two gathers again
+  EXPECT_EQ(sp.compute, 0.0);  // and nothing else
+
+  // Megatron-LM's selective recompute re-runs the attention core: the softmax output (2·a·s²·b/t)
+  // leaves the stash and Q, K and V, which the core reads, stay: 32·s·b·h/t, the paper's 34/t
+  // less its two dropout masks. Its re-run is the scores, the softmax and the product with V.
+  const LayerCosts sel_costs = sp_costs_of("selective");
+  const LayerCost::Partial& sel = sel_costs.layers[1].selective;
+  const double sel_expected = 32 * s * b * h / t;
+  EXPECT_NEAR(kept(sel) / sel_expected, 1.0, 0.02) << kept(sel) << " vs " << sel_expected;
+  EXPECT_EQ(sel.comm, sp.comm);
+  EXPECT_LT(sel.compute, 0.25 * sel_costs.layers[1].forward_compute);
+  EXPECT_GT(sel.compute, 0.0);
+  // Nonparametric keeps only the outputs of projections, norms and collectives: less than
+  // selective, and it re-runs more.
+  const LayerCost::Partial& nonparametric = sel_costs.layers[1].nonparametric;
+  EXPECT_LT(nonparametric.stash_bytes, 0.8 * sel.stash_bytes);
+  EXPECT_GT(nonparametric.compute, sel.compute);
 }
 
 // State per device as each framework holds it (bytes per parameter P over d replicas, Adam,

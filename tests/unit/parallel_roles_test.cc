@@ -11,6 +11,7 @@
 
 #include "autopar/ir/builder.h"
 #include "autopar/parallel/lowering.h"
+#include "autopar/zoo/zoo.h"
 #include "testing/testing.h"
 
 namespace autopar {
@@ -172,6 +173,40 @@ TEST(BuildRoles, FullRecomputeReRunsTheForwardInTheBackward) {
     EXPECT_EQ((*with)[r].graph.num_nodes(),
               (*without)[r].graph.num_nodes() + static_cast<int32_t>(copies.size()));
   }
+}
+
+// Selective recompute (Megatron-LM's) re-runs each layer's attention core, from the scores
+// Q·Kᵀ to their product with V: on gpt-tiny's forward, per layer, the two products, the scaling,
+// the causal mask and the softmax, and nothing else. Nonparametric re-runs everything but
+// projections and norms: the core too, and the GELU, the residual sums and the reshapes.
+TEST(Placement, SelectiveRecomputeReRunsTheAttentionCore) {
+  ZooOptions zoo;
+  zoo.batch = 2;
+  auto model = build_zoo_model("gpt-tiny", zoo);
+  ASSERT_TRUE(model.is_ok());
+  const Graph& g = *model;
+  auto parameter = [&](ValueId v) { return g.value(v).kind == ValueKind::kParameter; };
+  const std::vector<bool> core = partially_recomputed(Recompute::kSelective, false, g, parameter);
+  std::map<std::string, int> ops;
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    if (core[n]) ++ops[g.node(n).op_type];
+  }
+  int32_t layers = 0;
+  for (const Node& n : g.nodes()) layers = std::max(layers, n.layer + 1);
+  ASSERT_EQ(layers, 4);
+  const std::map<std::string, int> expected = {
+      {"MatMul", 2 * layers}, {"Div", layers}, {"Add", layers}, {"Softmax", layers}};
+  EXPECT_EQ(ops, expected);
+  const std::vector<bool> nonparametric =
+      partially_recomputed(Recompute::kNonParametric, false, g, parameter);
+  int more = 0;
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    if (core[n]) EXPECT_TRUE(nonparametric[n]) << g.node(n).name;
+    more += nonparametric[n] && !core[n];
+  }
+  EXPECT_GT(more, 4 * layers);
+  EXPECT_EQ(partially_recomputed(Recompute::kNone, false, g, parameter),
+            std::vector<bool>(g.num_nodes(), false));
 }
 
 }  // namespace

@@ -118,7 +118,7 @@ TEST(Scheme, Errors) {
             "s.yaml: pipeline.stages: 1 ranges given for 2 stages (pp = 2)");
   EXPECT_EQ(error_of("mesh: [dp, 2"), "s.yaml: line 1: end of sequence flow not found");
   EXPECT_EQ(error_of("recompute: sometimes"),
-            "s.yaml: recompute: 'sometimes' is not one of none, selective, full");
+            "s.yaml: recompute: 'sometimes' is not one of none, selective, nonparametric, full");
 }
 
 TEST(Scheme, ValidatedAgainstAModel) {

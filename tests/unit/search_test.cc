@@ -41,7 +41,7 @@ TEST(SearchSpace, DefaultSpaceAllowsEveryParadigm) {
   EXPECT_EQ(space->chunks, (std::vector<int64_t>{1, 2, 4}));
   EXPECT_EQ(space->tensor.size(), 3u);
   EXPECT_EQ(space->zero, (std::vector<int>{0, 1, 2, 3}));
-  EXPECT_EQ(space->recompute.size(), 3u);
+  EXPECT_EQ(space->recompute.size(), 4u);
   EXPECT_EQ(space->precision, (std::vector<Precision>{Precision::kBf16}));
   EXPECT_TRUE(space->tp_within_node);
 }
@@ -64,7 +64,7 @@ TEST(SearchSpace, ErrorsNameTheField) {
                 "space.yaml: pipeline.schedules[0]: 'zigzag' is not one of gpipe, 1f1b, "
                 "interleaved"},
            Case{"recompute: []\n",
-                "space.yaml: recompute: expected a list of none, selective, full"},
+                "space.yaml: recompute: expected a list of none, selective, nonparametric, full"},
            Case{"constraints: {tp_within_rack: true}\n",
                 "space.yaml: constraints.tp_within_rack: unknown constraint (known: "
                 "tp_within_node)"},
@@ -128,7 +128,7 @@ TEST(PartitionStages, PaysCutsAndKeepsStagesInMemory) {
     c.forward_compute = 1.0;
     c.backward_compute = 2.0;
     c.parameter_bytes = 10;
-    c.stash_bytes = 5;
+    c.none.stash_bytes = 5;
     // Cutting after layer 2 sends four times what a cut elsewhere does.
     c.cut_forward_bytes = l == 2 ? 4 : 1;
     costs.layers.push_back(c);

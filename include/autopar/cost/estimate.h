@@ -33,26 +33,44 @@ struct LayerCost {
   double forward_compute = 0, forward_comm = 0;
   double backward_compute = 0, backward_comm = 0, gradient_comm = 0;
   double update_compute = 0, update_comm = 0;
-  // Forward work the backward re-runs under recompute full / selective (compute, comm).
-  double full_compute = 0, full_comm = 0, selective_compute = 0;
-  // The part of forward_compute, full_compute and selective_compute that casts parameters to
-  // the compute dtype: a framework holding half-precision weights casts them once per step.
+  // Forward work the backward re-runs under recompute full (compute, comm).
+  double full_compute = 0, full_comm = 0;
+  // The part of forward_compute and full_compute that casts parameters to the compute dtype: a
+  // framework holding half-precision weights casts them once per step.
   double parameter_cast_compute = 0, full_parameter_cast_compute = 0;
-  double selective_parameter_cast_compute = 0;
   // The part of backward_compute that accumulates weight gradients behind their GEMMs
   // (gemm_accumulation): a GEMM accumulating into the fp32 main gradient does it itself.
   double gemm_accumulation_compute = 0;
 
   double parameter_bytes = 0, gradient_bytes = 0, optimizer_bytes = 0;
   double parameter_elements = 0;  // the parameters' elements this device holds (its shards)
-  // Forward values kept for the backward, one microbatch: those the layer's own backward
-  // reads, those a later layer's backward reads (the residual stream), and what recompute
-  // selective keeps instead (outputs of kept ops); recompute full keeps what a rank receives.
-  double stash_bytes = 0, stash_later_bytes = 0, selective_stash_bytes = 0;
-  // The part of each that is parameters cast to the compute dtype: a framework holding
-  // half-precision weights keeps them once, with its state, not per microbatch.
-  double parameter_copy_bytes = 0, parameter_copy_later_bytes = 0;
-  double selective_parameter_copy_bytes = 0;
+  // What the backward re-runs and keeps under a policy short of full (partially_recomputed:
+  // none re-runs only sequence parallelism's gathers, selective and nonparametric more; full
+  // keeps what a rank receives): the forward work re-run (compute, the part of it casting
+  // parameters, and collectives), and the forward values the layer keeps for one microbatch
+  // (outputs of kept ops): those its own backward reads and those only a later layer's backward
+  // reads (the residual stream), with the parameters cast to the compute dtype among each (a
+  // framework holding half-precision weights keeps those once, with its state).
+  struct Partial {
+    double compute = 0, parameter_cast_compute = 0, comm = 0;
+    double stash_bytes = 0, stash_later_bytes = 0;
+    double parameter_copy_bytes = 0, parameter_copy_later_bytes = 0;
+  };
+  Partial none, selective, nonparametric;
+  // The policy's, or null (full).
+  const Partial* partial(Recompute recompute) const {
+    switch (recompute) {
+      case Recompute::kNone:
+        return &none;
+      case Recompute::kSelective:
+        return &selective;
+      case Recompute::kNonParametric:
+        return &nonparametric;
+      case Recompute::kFull:
+        break;
+    }
+    return nullptr;
+  }
   double forward_peak_bytes = 0;   // the layer's own forward values alive at once
   double backward_peak_bytes = 0;  // the same in its backward
   double backward_out_bytes = 0;   // backward values the update reads (gradients)

@@ -174,12 +174,21 @@ void tag_source_ops(Graph& g, const std::vector<NodeId>& forward_of);
 // batch and spatial dims, with the same outputs (values keep their names).
 StatusOr<Graph> batch_norm_statistics_as_reductions(const Graph& training);
 
-// Whether recompute selective keeps `node`'s output for the backward instead of re-running
-// it: projections (a MatMul with a state operand, gathered or not), Gemm, convolutions, norms
-// and collectives; the attention core and elementwise work are re-run. `is_state(v)` says
-// whether value v is held state (a parameter).
-bool kept_by_selective_recompute(const Graph& g, const Node& node,
-                                 const std::function<bool(ValueId)>& is_state);
+// The forward nodes a partial recompute re-runs in the backward instead of keeping their
+// outputs, per node of `g`:
+// - selective (Megatron-LM's `--recompute-granularity selective`, Korthikanti et al. 2022): the
+//   attention core, the nodes on the way from a product of two activations (the scores Q·Kᵀ)
+//   to the product that consumes them (with V), both included: scale, mask, softmax, dropout
+//   and the casts between them;
+// - nonparametric: every node but projections (a MatMul with a state operand, gathered or
+//   not), Gemm, convolutions, norms and collectives.
+// None for the other policies (full re-runs every forward node the backward reaches back to).
+// With `regather` (sequence parallelism, tensor: megatron-sp), every policy also re-runs the
+// forward's all-gathers over tp: the backward gathers a norm's sequence shards again for the
+// projection's weight gradient, as Megatron-LM's sequence parallelism does, so the shards are
+// kept rather than the gathered activations. `is_state(v)` says whether value v is held state.
+std::vector<bool> partially_recomputed(Recompute policy, bool regather, const Graph& g,
+                                       const std::function<bool(ValueId)>& is_state);
 
 // Where an SPMD graph's nodes run and what the backward recomputes, defined once: the
 // lowering (build_roles) places nodes on pipeline stages with them, the estimate

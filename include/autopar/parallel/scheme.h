@@ -20,7 +20,7 @@ namespace autopar {
 
 enum class PipelineSchedule : uint8_t { kGpipe, kOneForwardOneBackward, kInterleaved };
 enum class TensorStrategy : uint8_t { kMegatron, kMegatronSp, kAuto };
-enum class Recompute : uint8_t { kNone, kSelective, kFull };
+enum class Recompute : uint8_t { kNone, kSelective, kNonParametric, kFull };
 enum class Precision : uint8_t { kFp32, kBf16, kFp16 };
 // How context parallelism (mesh axis cp) splits attention: ring attention or all-to-all over
 // heads (DeepSpeed-Ulysses).

@@ -1,15 +1,20 @@
 // Recomputation: the backward program recomputes forward values instead of keeping them
 // from the forward program. `full` keeps only what the stage received and recomputes the
-// rest of the layer; `selective` also keeps the outputs of parameterised ops (projections,
-// convolutions, normalisations) and of communication, and recomputes the attention core and
-// the elementwise ops between them.
+// rest of the layer; `selective` is Megatron-LM's: it recomputes the attention core (the
+// scores, their scaling, mask, softmax and dropout, and the product with V) and keeps the rest;
+// `nonparametric` keeps only the outputs of parameterised ops (projections, convolutions,
+// normalisations) and of communication, and recomputes the attention core and the elementwise
+// ops between them (partially_recomputed says which nodes each re-runs).
 #include "paradigms.h"
 
 namespace autopar {
 namespace {
 
 const std::initializer_list<std::pair<const char*, Recompute>> kRecompute = {
-    {"none", Recompute::kNone}, {"selective", Recompute::kSelective}, {"full", Recompute::kFull}};
+    {"none", Recompute::kNone},
+    {"selective", Recompute::kSelective},
+    {"nonparametric", Recompute::kNonParametric},
+    {"full", Recompute::kFull}};
 
 }  // namespace
 
