@@ -339,7 +339,7 @@ Status RoleBuilder::build_program(Rank& rank, int32_t prog) const {
     rank.vmap[c.value] = id;
   }
   std::map<ValueId, ValueId> recomputed;
-  if (program.kind == ProgramKind::kBackward && policy_.recompute != Recompute::kNone) {
+  if (program.kind == ProgramKind::kBackward) {
     ASSIGN_OR_RETURN(recomputed, recompute(rank, program, nodes));
   }
   for (NodeId n : nodes) {

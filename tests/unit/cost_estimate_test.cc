@@ -237,39 +237,80 @@ TEST(Estimator, MegatronSpEmbeddingGradientIsNotReducedWhole) {
   EXPECT_LE(sequence, 1.05 * megatron) << sequence << " s against " << megatron << " s";
 }
 
+// gpt-tiny's plan under a scheme, each rank's memory in it, and the estimate's.
+struct PlannedAndEstimated {
+  Plan plan;
+  std::vector<RoleMemory> memory;
+  Estimate estimate;
+};
+PlannedAndEstimated plan_and_estimate(const std::string& text) {
+  auto scheme = parse_scheme(text, "s");
+  EXPECT_TRUE(scheme.is_ok()) << scheme.status().message();
+  const ModelAt model_at = zoo_at("gpt-tiny");
+  auto model = model_at(1);
+  EXPECT_TRUE(model.is_ok());
+  const HardwareProfile profile = fixture_profile();
+  const LoweringOptions options = training_options(*model, profile);
+  auto plan = lower(*model, *scheme, options);
+  EXPECT_TRUE(plan.is_ok()) << plan.status().message();
+  Estimator estimator(model_at, options, profile);
+  auto e = estimator.estimate(*scheme);
+  EXPECT_TRUE(e.is_ok()) << e.status().message();
+  if (!plan.is_ok() || !e.is_ok()) return {};
+  std::vector<RoleMemory> memory = plan_memory(*plan);
+  EXPECT_EQ(e->memory.size(), memory.size());
+  for (size_t r = 0; r < memory.size() && r < e->memory.size(); ++r)
+    EXPECT_EQ(e->memory[r].stash_bytes, memory[r].stash_bytes) << "rank " << r;
+  return {std::move(plan).value(), std::move(memory), std::move(e).value()};
+}
+
 // A tied embedding's half-precision cast is read by the first layer and the head: on a pipeline
 // the last rank casts the weight again (the SPMD pass does) rather than receiving it, so no cut
 // carries it and no rank stashes it per microbatch; nor does a rank keep what it sends. The
-// estimate's stash per microbatch is the plan's, rank by rank: without recompute, under each
-// partial recompute, and under full recompute only the residual stream a rank receives (b·s·h
-// half-precision elements).
+// estimate's stash per microbatch is the plan's, rank by rank (plan_and_estimate): without
+// recompute, under each partial recompute, and under full recompute only the residual stream a
+// rank receives (b·s·h half-precision elements).
 TEST(Estimator, APipelineStashesWhatThePlanStashes) {
   for (const char* recompute : {"none", "selective", "nonparametric", "full"}) {
     SCOPED_TRACE(recompute);
-    auto scheme = parse_scheme(
+    const PlannedAndEstimated p = plan_and_estimate(
         fmt::format("mesh: {{pp: 4}}\nbatch: {{global: 8, micro: 1}}\nprecision: bf16\n"
                     "recompute: {}\n",
-                    recompute),
-        "s");
-    ASSERT_TRUE(scheme.is_ok());
-    const ModelAt model_at = zoo_at("gpt-tiny");
-    auto model = model_at(1);
-    ASSERT_TRUE(model.is_ok());
-    const HardwareProfile profile = fixture_profile();
-    const LoweringOptions options = training_options(*model, profile);
-    auto plan = lower(*model, *scheme, options);
-    ASSERT_TRUE(plan.is_ok()) << plan.status().message();
-    const std::vector<RoleMemory> memory = plan_memory(*plan);
-    Estimator estimator(model_at, options, profile);
-    auto e = estimator.estimate(*scheme);
-    ASSERT_TRUE(e.is_ok()) << e.status().message();
-    ASSERT_EQ(e->memory.size(), 4u);
+                    recompute));
+    ASSERT_EQ(p.memory.size(), 4u);
     const double residual = 1.0 * 16 * 64 * 2;  // gpt-tiny: s 16, h 64, bf16
-    for (size_t r = 0; r < 4; ++r) {
-      EXPECT_EQ(e->memory[r].stash_bytes, memory[r].stash_bytes) << "rank " << r;
-      if (std::string(recompute) == "full") {
-        EXPECT_EQ(memory[r].stash_bytes, r == 0 ? 0.0 : residual) << "rank " << r;
+    for (size_t r = 0; r < 4 && std::string(recompute) == "full"; ++r)
+      EXPECT_EQ(p.memory[r].stash_bytes, r == 0 ? 0.0 : residual) << "rank " << r;
+  }
+}
+
+// Under sequence parallelism the backward gathers again what a forward gather over tp made and
+// it reads (Megatron-LM re-gathers the norms' sequence shards for the projections' weight
+// gradients), whatever the recompute, and the estimate's stash is the plan's, rank by rank.
+TEST(Estimator, SequenceParallelismGathersAgainInTheBackward) {
+  for (const char* recompute : {"none", "selective"}) {
+    SCOPED_TRACE(recompute);
+    const PlannedAndEstimated p = plan_and_estimate(
+        fmt::format("mesh: {{pp: 2, tp: 2}}\nbatch: {{global: 4, micro: 1}}\nprecision: bf16\n"
+                    "tensor: megatron-sp\nrecompute: {}\n",
+                    recompute));
+    ASSERT_EQ(p.plan.roles.size(), 2u);
+    for (const Role& role : p.plan.roles) {
+      // Gathers in a backward program of what a forward program kept.
+      int gathers = 0;
+      const Graph& g = role.graph;
+      for (const Program& program : role.programs) {
+        if (program.kind != ProgramKind::kBackward) continue;
+        for (NodeId n = program.begin; n < program.end; ++n) {
+          const Node& node = g.node(n);
+          if (node.op_type != "AllGather") continue;
+          const NodeId from = g.value(node.inputs[0]).producer;
+          gathers += from != kNoId && g.node(from).phase == Phase::kForward;
+        }
       }
+      // On gpt-tiny the SPMD pass keeps one forward gather a backward reads: the logits' on the
+      // last rank, gathered again there.
+      EXPECT_EQ(gathers, role.stage == 0 ? 0 : 1) << "role " << role.id;
     }
   }
 }
