@@ -59,8 +59,6 @@ class RoleBuilder {
   void find_cuts();
   // Whether the backward program recomputes forward node `f` instead of reading its output.
   bool recomputable(NodeId f) const;
-  // Per node: what a partial recompute (selective, nonparametric, sequence re-gathers) re-runs.
-  std::vector<bool> partial_;
 
   StatusOr<Role> build_role(int64_t r) const;
   Status build_program(Rank& rank, int32_t prog) const;
@@ -82,6 +80,8 @@ class RoleBuilder {
   const int32_t num_programs_;
   std::vector<int32_t> vstage_;  // forward and backward nodes: their virtual stage
   std::map<std::string, const StateSpec*> state_by_input_;
+  // Per node: what a policy short of full re-runs (partially_recomputed).
+  std::vector<bool> partial_;
   std::vector<std::vector<bool>> in_update_;  // [rank][node]
   std::vector<Cut> cuts_;
   std::multimap<ValueId, size_t> cuts_of_;  // value → its cuts
