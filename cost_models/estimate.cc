@@ -399,14 +399,13 @@ void LayerCostBuilder::values() {
     const Node& producer = g_.node(value.producer);
     const int32_t from = layer_[value.producer];
     const double bytes = bytes_of(value);
-    int32_t last_forward = from, last_backward = from, first_backward = INT_MAX;
+    int32_t last_forward = from, first_backward = INT_MAX;
     bool read_by_backward = false, read_by_update = false;
     for (NodeId r : value.consumers) {
       const Node& reader = g_.node(r);
       if (reader.phase == Phase::kForward) last_forward = std::max(last_forward, layer_[r]);
       if (reader.phase == Phase::kBackward) {
         read_by_backward = true;
-        last_backward = std::max(last_backward, layer_[r]);
         first_backward = std::min(first_backward, layer_[r]);
       }
       if (reader.phase == Phase::kOptimizer) read_by_update = true;
