@@ -1,6 +1,8 @@
 // autopar estimate's user errors: one line naming the flag, file or scheme field, exit 2.
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <string>
 
 #include <gtest/gtest.h>
 
@@ -36,6 +38,21 @@ TEST_F(EstimateErrors, UnknownProfile) {
                "autopar: error: --hw nowhere: no such file or profile (profiles: dgx-a100-80g, "
                "dgx-h100, hgx-h200)",
                "nowhere");
+}
+
+// A misspelt efficiency curve would otherwise be ignored, its kernels priced on another curve.
+TEST_F(EstimateErrors, UnknownEfficiencyCurve) {
+  std::ifstream in(dir_ + "/hw.yaml");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string line = "    attention: [[1e6, 0.1], [1e12, 0.7]]\n";
+  ASSERT_NE(text.find(line), std::string::npos);
+  text.insert(text.find(line) + line.size(), "    flash_atention: [[1e9, 0.3]]\n");
+  std::ofstream(dir_ + "/typo.yaml") << text;
+  expect_error("mesh: {dp: 2}\n", {},
+               "autopar: error: typo.yaml: device.efficiency.flash_atention: unknown curve (known: "
+               "gemm, conv, elementwise, norm, attention, flash_attention, "
+               "flash_attention_backward)",
+               "typo.yaml");
 }
 
 TEST_F(EstimateErrors, TooFewNodes) {
