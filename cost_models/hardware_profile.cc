@@ -8,6 +8,10 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
 
 namespace autopar {
 namespace {
@@ -217,15 +221,14 @@ Status parse_device(const Reader& r, const YAML::Node& device, HardwareProfile& 
     if (!curves[name]) continue;
     ASSIGN_OR_RETURN(*curve, parse_curve(r, curves, name));
   }
+  std::vector<std::string> known;
+  for (const auto& [op_class, name] : kOpClasses) known.emplace_back(name);
+  known.insert(known.end(), {kFlashForward, kFlashBackward});
   for (const auto& kv : curves) {
     const std::string name = kv.first.Scalar();
-    const bool known = name == kFlashForward || name == kFlashBackward ||
-                       std::any_of(std::begin(kOpClasses), std::end(kOpClasses),
-                                   [&](const auto& c) { return name == c.second; });
-    if (!known) {
-      return r.fail("device.efficiency." + name,
-                    "unknown curve (known: gemm, conv, elementwise, norm, attention, {}, {})",
-                    kFlashForward, kFlashBackward);
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      return r.fail("device.efficiency." + name, "unknown curve (known: {})",
+                    fmt::join(known, ", "));
     }
   }
   return Status::ok();

@@ -153,16 +153,16 @@ Spmd::Recipe Spmd::recipe_of(const Node& node) const {
   // Megatron-SP's recipe: the forward's norms run on sequence shards over tp, and the
   // projections (and their gradients' products with the weights) on their parameter shards,
   // gathering the sequence first, never sequence-split on a whole parameter.
-  r.sp = policy_.tp_activations == SpmdPolicy::TpActivations::kReduceScatter &&
-         node.phase != Phase::kOptimizer;
-  if (r.sp && node.domain.empty() &&
+  const bool sp = policy_.tp_activations == SpmdPolicy::TpActivations::kReduceScatter &&
+                  node.phase != Phase::kOptimizer;
+  if (sp && node.domain.empty() &&
       (node.op_type == "MatMul" || node.op_type == "Gemm" || node.op_type == "Conv" ||
        node.op_type == "ConvTranspose")) {
     for (ValueId in : node.inputs) r.weighted = r.weighted || (in != kNoId && is_weight(in));
   }
   const bool norm = (node.domain.empty() && node.op_type == "LayerNormalization") ||
                     (node.domain == kTrainingDomain && node.op_type == "RMSNormalization");
-  if (r.sp && node.phase == Phase::kForward && norm && !node.outputs.empty() &&
+  if (sp && node.phase == Phase::kForward && norm && !node.outputs.empty() &&
       node.outputs[0] != kNoId)
     r.sequence_dim = attribute_dim(src_.value(node.outputs[0]));
   // Megatron's recipe splits activations over tp only where a split parameter (or a split

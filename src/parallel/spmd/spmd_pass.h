@@ -146,9 +146,8 @@ class Spmd {
   Status apply_override(const Node& node, std::vector<Choice>& candidates);
   // What the tp recipe and context parallelism leave a node to choose from.
   struct Recipe {
-    bool sp = false;               // Megatron-SP's recipe applies to the node
-    bool weighted = false;         // ... and it is a projection: tp splits a weight, if anything
-    int64_t sequence_dim = -1;     // ... and it is a forward norm: its output split here over tp
+    bool weighted = false;         // Megatron-SP's, a projection: tp splits a weight, if anything
+    int64_t sequence_dim = -1;     // Megatron-SP's, a forward norm: its output split here over tp
     bool from_parameters = false;  // Megatron's: tp splits only what split inputs bring
     bool context = false;          // a Gather under ring attention (context_forbids)
   };
