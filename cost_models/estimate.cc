@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <limits>
 #include <set>
 #include <string_view>
 #include <unordered_map>
@@ -469,18 +470,36 @@ void LayerCostBuilder::recompute() {
       (is_comm(g_.node(n)) ? partial(layer_[n]).comm : partial(layer_[n]).compute) += seconds;
       if (is_parameter_cast(g_.node(n))) partial(layer_[n]).parameter_cast_compute += seconds;
     }
-    // The output of a kept op is stashed in place of its recompute, by its own layer or, where
-    // only later layers' backwards (or what they re-run) read it, as the residual stream is.
+    // The first layer whose backward needs a re-run node. Re-runs chain along the residual
+    // stream (the sum of one layer is re-run for the next layer's norm, and so on), but a rank
+    // re-runs only what its own layers' backwards read: past a pipeline cut the next rank
+    // receives the sum instead.
+    constexpr int32_t kNoReader = std::numeric_limits<int32_t>::max();
+    std::vector<int32_t> needed_by(static_cast<size_t>(nodes_), kNoReader);
+    for (NodeId n = nodes_; n-- > 0;) {
+      if (!recomputed[n]) continue;
+      for (ValueId out : g_.node(n).outputs) {
+        if (out == kNoId) continue;
+        for (NodeId r : g_.value(out).consumers) {
+          if (g_.node(r).phase == Phase::kBackward)
+            needed_by[n] = std::min(needed_by[n], layer_[r]);
+          if (recomputed[r]) needed_by[n] = std::min(needed_by[n], needed_by[r]);
+        }
+      }
+    }
+    // The output of a kept op is stashed in place of its recompute: by its own layer where its
+    // backward (or what it re-runs) reads it, else, where only later layers' read it, as the
+    // residual stream is.
     for (ValueId v = 0; v < g_.num_values(); ++v) {
       if (!kept[v]) continue;
       const NodeId p = g_.value(v).producer;
-      int32_t reader = layer_[p];
+      int32_t reader = kNoReader;
       for (NodeId r : g_.value(v).consumers) {
-        if (g_.node(r).phase == Phase::kBackward || recomputed[r])
-          reader = std::max(reader, layer_[r]);
+        if (g_.node(r).phase == Phase::kBackward) reader = std::min(reader, layer_[r]);
+        if (recomputed[r]) reader = std::min(reader, needed_by[r]);
       }
       LayerCost::Partial& c = partial(layer_[p]);
-      const bool later = reader > layer_[p];
+      const bool later = reader != kNoReader && reader > layer_[p];
       (later ? c.stash_later_bytes : c.stash_bytes) += bytes_of(g_.value(v));
       if (is_parameter_copy(g_.node(p)))
         (later ? c.parameter_copy_later_bytes : c.parameter_copy_bytes) += bytes_of(g_.value(v));

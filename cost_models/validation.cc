@@ -18,9 +18,9 @@ const std::vector<std::string> kFileFields = {"publication", "runs"};
 constexpr int64_t kMaxNodes = 1'000'000;
 const std::vector<std::string> kRunFields = {"name",  "source", "model",     "hw",
                                              "nodes", "scheme", "published", "assumed"};
-const std::vector<std::string> kModelFields = {"zoo",      "layers", "hidden", "heads",
-                                               "kv_heads", "ffn",    "seq",    "vocab",
-                                               "image",    "patch",  "classes"};
+const std::vector<std::string> kModelFields = {"zoo",      "layers", "hidden",  "heads",
+                                               "kv_heads", "ffn",    "seq",     "vocab",
+                                               "image",    "patch",  "classes", "dropout"};
 const std::vector<std::string> kPublishedFields = {"iteration_s",  "tflops_per_gpu", "mfu",
                                                    "tokens_per_s", "samples_per_s",  "flops",
                                                    "peak_tflops",  "memory_gib"};
@@ -113,6 +113,13 @@ Status read_model(const YAML::Node& node, const std::string& source, const std::
     if (!f.has(dim.first)) continue;
     ASSIGN_OR_RETURN(int64_t value, f.count(dim.first));
     run.model.*(dim.second) = value;
+  }
+  if (f.has("dropout")) {
+    const YAML::Node n = node["dropout"];
+    double p = 0;
+    if (!n.IsScalar() || !YAML::convert<double>::decode(n, p) || !(p >= 0 && p < 1))
+      return f.fail("dropout", "expected a probability in [0, 1)");
+    run.model.dropout = p;
   }
   run.model.with_weights = false;
   // The shape must build: heads dividing hidden, a family that has the dims given.

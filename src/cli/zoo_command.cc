@@ -100,6 +100,9 @@ void add_zoo_command(CLI::App& app, Command& command) {
   zoo->add_option("--patch", flags->options.patch, "patch side in pixels (vit)");
   zoo->add_option("--classes", flags->options.classes, "classifier outputs");
   zoo->add_option("--inputs", flags->options.inputs, "input features (mlp)");
+  zoo->add_option("--dropout", flags->options.dropout,
+                  "training-mode dropout probability after the embeddings, on the attention "
+                  "probabilities and on the attention and MLP outputs (gpt, bert; default 0)");
   zoo->add_flag("--json", flags->json, "print one JSON object");
   zoo->callback([flags, &command] { command = [flags] { return run_zoo(*flags); }; });
 }

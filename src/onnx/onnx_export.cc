@@ -11,6 +11,17 @@
 namespace autopar {
 namespace {
 
+bool is_shard_position_attribute(std::string_view name) {
+  for (std::string_view a : kShardPositionAttributes) {
+    if (a == name) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+namespace {
+
 void set_type(onnx::ValueInfoProto& info, const Value& v) {
   info.set_name(v.name);
   auto* tensor_type = info.mutable_type()->mutable_tensor_type();
@@ -116,8 +127,10 @@ onnx::ModelProto export_onnx(const Graph& graph, const ExportOptions& options) {
     if (!n.domain.empty()) node.set_domain(n.domain);
     for (ValueId in : n.inputs) node.add_input(in == kNoId ? "" : graph.value(in).name);
     for (ValueId out : n.outputs) node.add_output(out == kNoId ? "" : graph.value(out).name);
-    for (const auto& [name, attr] : n.attrs)
+    for (const auto& [name, attr] : n.attrs) {
+      if (n.domain.empty() && is_shard_position_attribute(name)) continue;
       set_attribute(*node.add_attribute(), name, attr, options);
+    }
   }
   // ONNX has no place for which initializers are trainable, nor for a node's phase and
   // layer; model metadata carries them so that autopar's own models re-import exactly.
@@ -127,10 +140,18 @@ onnx::ModelProto export_onnx(const Graph& graph, const ExportOptions& options) {
   }
   nlohmann::json nodes = nlohmann::json::object();
   for (const Node& n : graph.nodes()) {
-    if (n.name.empty() || (n.layer < 0 && n.phase == Phase::kForward)) continue;
+    nlohmann::json attributes = nlohmann::json::object();
+    if (n.domain.empty()) {
+      for (const auto& [name, attr] : n.attrs) {
+        if (is_shard_position_attribute(name)) attributes[name] = n.attr_string(name, "");
+      }
+    }
+    if (n.name.empty() || (n.layer < 0 && n.phase == Phase::kForward && attributes.empty()))
+      continue;
     nlohmann::json info = nlohmann::json::object();
     if (n.layer >= 0) info["layer"] = n.layer;
     if (n.phase != Phase::kForward) info["phase"] = phase_name(n.phase);
+    if (!attributes.empty()) info["attributes"] = std::move(attributes);
     nodes[n.name] = std::move(info);
   }
   auto* entry = model.add_metadata_props();

@@ -12,7 +12,6 @@
 #include <onnx/version_converter/convert.h>
 #include <nlohmann/json.hpp>
 
-#include "autopar/runtime/constant_folding.h"
 #include "autopar/ir/layers.h"
 #include "autopar/ir/shape_inference.h"
 #include "autopar/ir/verify.h"
@@ -21,6 +20,7 @@
 #include "autopar/onnx/onnx_tensor.h"
 #include "autopar/onnx/opset_convert.h"
 #include "autopar/ops/op_def.h"
+#include "autopar/runtime/constant_folding.h"
 
 namespace autopar {
 namespace {
@@ -173,8 +173,8 @@ StatusOr<Metadata> read_metadata(const onnx::ModelProto& model, std::string_view
       }
       for (const auto& [name, size] : dims->items()) {
         if (!size.is_number_integer() || size.get<int64_t>() <= 0) {
-          return error("{}: metadata '{}': dim '{}' is not a positive integer", source,
-                       entry.key(), name);
+          return error("{}: metadata '{}': dim '{}' is not a positive integer", source, entry.key(),
+                       name);
         }
         meta.built_dims[name] = size.get<int64_t>();
       }
@@ -231,8 +231,7 @@ bool reads_as_weight(const Graph& graph, const Node& node, size_t i) {
   const std::string& op = node.op_type;
   if (op == "Conv" || op == "ConvTranspose" || op == "Gemm") return i >= 1 || op == "Gemm";
   if (op == "MatMul") return true;
-  if (op == "BatchNormalization" || op == "LayerNormalization" ||
-      op == "InstanceNormalization")
+  if (op == "BatchNormalization" || op == "LayerNormalization" || op == "InstanceNormalization")
     return i == 1 || i == 2;
   if (op == "PRelu") return i == 1;
   if (op == "Gather") return i == 0 && node.inputs.size() == 2;
@@ -240,9 +239,9 @@ bool reads_as_weight(const Graph& graph, const Node& node, size_t i) {
     const ValueId other = node.inputs[1 - i];
     if (other == kNoId || graph.value(other).producer == kNoId) return false;
     const Node& producer = graph.node(graph.value(other).producer);
-    return producer.domain.empty() && (producer.op_type == "Conv" || producer.op_type == "MatMul" ||
-                                       producer.op_type == "Gemm" ||
-                                       producer.op_type == "ConvTranspose");
+    return producer.domain.empty() &&
+           (producer.op_type == "Conv" || producer.op_type == "MatMul" ||
+            producer.op_type == "Gemm" || producer.op_type == "ConvTranspose");
   }
   return false;
 }
@@ -316,6 +315,19 @@ Status apply_node_metadata(Graph& graph, const nlohmann::json& nodes, std::strin
         node.phase = Phase::kOptimizer;
       } else {
         return error("{}: metadata for node '{}' has unknown phase '{}'", source, name, p);
+      }
+    }
+    if (auto attributes = info.find("attributes"); attributes != info.end()) {
+      if (!attributes->is_object())
+        return error("{}: metadata for node '{}': attributes is not an object", source, name);
+      for (const auto& [key, value] : attributes->items()) {
+        const bool known =
+            std::find(std::begin(kShardPositionAttributes), std::end(kShardPositionAttributes),
+                      key) != std::end(kShardPositionAttributes);
+        if (!known || !value.is_string())
+          return error("{}: metadata for node '{}': attribute '{}' is not one autopar writes",
+                       source, name, key);
+        node.attrs[key] = value.get<std::string>();
       }
     }
   }
@@ -763,7 +775,8 @@ StatusOr<Graph> import_onnx(const onnx::ModelProto& given, const ImportOptions& 
   RETURN_IF_ERROR(check_wiring(readable.graph(), source));
   RETURN_IF_ERROR(check_window_attributes(readable.graph(), source));
   RETURN_IF_ERROR(check_tensors(readable.graph(), model_dir, source));
-  ASSIGN_OR_RETURN(const onnx::ModelProto original, upgrade_opset(readable, source, given_options.upgrade_below));
+  ASSIGN_OR_RETURN(const onnx::ModelProto original,
+                   upgrade_opset(readable, source, given_options.upgrade_below));
   ASSIGN_OR_RETURN(Metadata meta, read_metadata(original, source));
   ASSIGN_OR_RETURN(const ImportOptions options,
                    with_built_dims(given_options, meta, original.graph(), source));

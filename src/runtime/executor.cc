@@ -164,8 +164,8 @@ int64_t Executor::planned_peak_bytes() const {
   return peak;
 }
 
-StatusOr<std::vector<TensorPtr>> Executor::run(const std::vector<Feed>& feeds,
-                                               RunStats* stats) const {
+StatusOr<std::vector<TensorPtr>> Executor::run(const std::vector<Feed>& feeds, RunStats* stats,
+                                               uint64_t random_stream) const {
   const Graph& g = *graph_;
   std::vector<TensorPtr> slots(g.num_values());
   int64_t initializer_bytes = 0;
@@ -248,6 +248,7 @@ StatusOr<std::vector<TensorPtr>> Executor::run(const std::vector<Feed>& feeds,
       KernelContext ctx(widen ? *wide_graph_ : g, widen ? wide_graph_->node(id) : node,
                         std::move(inputs), num_threads_);
       ctx.set_communicator(communicator_);
+      ctx.set_random_stream(random_stream);
       if (const int k = activation_at_[id]; k >= 0) ctx.set_activation(&(*activations_)[k].kind);
       const auto node_start = std::chrono::steady_clock::now();
       status = (*kernels_[id])(ctx);
@@ -292,14 +293,15 @@ StatusOr<std::vector<TensorPtr>> Executor::run(const std::vector<Feed>& feeds,
 }
 
 StatusOr<std::vector<TensorPtr>> Executor::run_inputs(const std::vector<TensorPtr>& inputs,
-                                                      RunStats* stats) const {
+                                                      RunStats* stats,
+                                                      uint64_t random_stream) const {
   const Graph& g = *graph_;
   if (inputs.size() != g.inputs().size()) {
     return error("the graph has {} inputs, {} given", g.inputs().size(), inputs.size());
   }
   std::vector<Feed> feeds;
   for (size_t i = 0; i < inputs.size(); ++i) feeds.emplace_back(g.inputs()[i], inputs[i]);
-  return run(feeds, stats);
+  return run(feeds, stats, random_stream);
 }
 
 }  // namespace autopar::runtime

@@ -280,7 +280,10 @@ StatusOr<DeviceOutcome> DeviceRun::run() {
         inputs.push_back(std::move(value));
       }
       RunStats stats;
-      auto result = executors[k].run_inputs(inputs, options_.profile ? &stats : nullptr);
+      // Draws are numbered by step and microbatch, as the reference plan numbers them.
+      const uint64_t stream =
+          static_cast<uint64_t>(step) * static_cast<uint64_t>(m) + static_cast<uint64_t>(micro);
+      auto result = executors[k].run_inputs(inputs, options_.profile ? &stats : nullptr, stream);
       if (!result.is_ok()) {
         return error("device {} at {}: {}", device, s.to_string(), result.status().message());
       }

@@ -160,7 +160,8 @@ StatusOr<TrainingRun> train_synthetic(const Graph& model, const LossSpec& loss,
       feeds.emplace_back(training.updates[k].first, state[k]);
     RunStats stats;
     const auto step_start = std::chrono::steady_clock::now();
-    ASSIGN_OR_RETURN(std::vector<TensorPtr> outputs, step.run(feeds, &stats));
+    ASSIGN_OR_RETURN(std::vector<TensorPtr> outputs,
+                     step.run(feeds, &stats, static_cast<uint64_t>(s)));
     run.step_seconds.push_back(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count());
     const double value = outputs[0]->float_at(0);

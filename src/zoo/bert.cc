@@ -18,10 +18,14 @@ ValueId attention(ZooBuilder& zb, ValueId x, const BertConfig& c, ParamInit init
     ValueId q = linear(zb, "query", x, h, h, init);
     ValueId k = linear(zb, "key", x, h, h, init);
     ValueId v = linear(zb, "value", x, h, h, init);
-    y = attention_heads(zb, q, k, v, h, c.heads, ScoreScale::kDivSqrt, kNoId);
+    y = attention_heads(zb, q, k, v, h, c.heads, ScoreScale::kDivSqrt, kNoId, c.dropout);
   }
   ZooBuilder::Module out(zb, "output");
   y = linear(zb, "dense", y, h, h, init);
+  {
+    ZooBuilder::Module drop(zb, "dropout");
+    y = zb.dropout(y, c.dropout);
+  }
   y = zb.op1("Add", {y, x});
   return layer_norm(zb, "LayerNorm", y, h, kEpsilon);
 }
@@ -38,6 +42,10 @@ ValueId feed_forward(ZooBuilder& zb, ValueId x, const BertConfig& c, ParamInit i
   }
   ZooBuilder::Module m(zb, "output");
   y = linear(zb, "dense", y, 4 * h, h, init);
+  {
+    ZooBuilder::Module drop(zb, "dropout");
+    y = zb.dropout(y, c.dropout);
+  }
   y = zb.op1("Add", {y, x});
   return layer_norm(zb, "LayerNorm", y, h, kEpsilon);
 }
@@ -85,6 +93,8 @@ Graph build_bert(const BertConfig& c, const BuildSettings& settings) {
       x = zb.op1("Add", {x, y});
     }
     x = layer_norm(zb, "LayerNorm", x, h, kEpsilon);
+    ZooBuilder::Module drop(zb, "dropout");
+    x = zb.dropout(x, c.dropout);
   }
 
   {

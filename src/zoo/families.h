@@ -34,6 +34,7 @@ struct GptConfig {
   int64_t heads = 4;
   int64_t seq = 16;  // also the size of the learned position table
   int64_t vocab = 256;
+  double dropout = 0;  // embeddings, attention probabilities, attention and MLP outputs
 };
 
 struct LlamaConfig {
@@ -58,6 +59,7 @@ struct BertConfig {
   // (bert-tiny); resolved configurations always have it set.
   int64_t max_positions = 0;
   int64_t classes = 0;  // > 0: a sequence classifier on the pooler, output "logits"
+  double dropout = 0;   // embeddings, attention probabilities, attention and MLP outputs
 };
 
 struct ResNetConfig {
@@ -141,6 +143,11 @@ class ZooBuilder {
     return op(op_type, std::move(inputs), std::move(attrs), 1)[0];
   }
 
+  // Training-mode Dropout of `x` with probability `ratio` (x itself when 0), as PyTorch exports
+  // nn.Dropout in training: Dropout(x, ratio, training_mode = true) with its mask output, and
+  // a seed of its own per node.
+  ValueId dropout(ValueId x, double ratio);
+
   // Marks a graph output whose dim 0 is the symbolic batch.
   void batched_output(ValueId id, std::string_view name);
   const Graph& graph() const { return b_.graph(); }
@@ -153,6 +160,8 @@ class ZooBuilder {
   int64_t batch_;
   std::vector<std::string> modules_;
   std::map<std::string, ValueId> shared_;
+  uint64_t seed_ = 0;
+  int64_t dropouts_ = 0;  // Dropout nodes so far
 };
 
 // Linear layer as PyTorch exports it for rank >= 3 inputs: MatMul by weight [in, out], Add.
@@ -178,9 +187,10 @@ ValueId gelu(ZooBuilder& zb, ValueId x);
 enum class ScoreScale : uint8_t { kDivSqrt, kMulInverse };
 
 // Multi-head attention on q, k, v of [batch, seq, hidden]: split heads, scaled scores, an
-// optional additive mask [seq, seq], Softmax, merge heads. Returns [batch, seq, hidden].
+// optional additive mask [seq, seq], Softmax, Dropout of the probabilities (none at 0), merge
+// heads. Returns [batch, seq, hidden].
 ValueId attention_heads(ZooBuilder& zb, ValueId q, ValueId k, ValueId v, int64_t hidden,
-                        int64_t heads, ScoreScale scale, ValueId mask);
+                        int64_t heads, ScoreScale scale, ValueId mask, double dropout = 0);
 
 // Module names of a pre-LayerNorm transformer block (GPT-2 and timm ViT spell them
 // differently).
@@ -203,6 +213,7 @@ struct PreLnBlock {
   ScoreScale scale = ScoreScale::kDivSqrt;
   ValueId mask = kNoId;
   float init_stddev = 0.02f;
+  double dropout = 0;  // attention probabilities, attention and MLP outputs
 };
 
 // x + attn(ln_1(x)), then + mlp(ln_2(.)) with a fused qkv projection split three ways and

@@ -34,6 +34,10 @@ Graph build_gpt(const GptConfig& c, const BuildSettings& settings) {
     ValueId pos = zb.op1("Gather", {wpe, position_ids}, {{"axis", 0}});
     x = zb.op1("Add", {x, pos});
   }
+  {
+    ZooBuilder::Module m(zb, "drop");
+    x = zb.dropout(x, c.dropout);
+  }
 
   const PreLnBlock block{
       .names = {"ln_1", "attn", "c_attn", "c_proj", "ln_2", "mlp", "c_fc", "c_proj"},
@@ -43,6 +47,7 @@ Graph build_gpt(const GptConfig& c, const BuildSettings& settings) {
       .scale = ScoreScale::kDivSqrt,
       .mask = mask,
       .init_stddev = 0.02f,
+      .dropout = c.dropout,
   };
   for (int64_t i = 0; i < c.layers; ++i) {
     zb.set_layer(static_cast<int32_t>(i));

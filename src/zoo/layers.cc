@@ -4,12 +4,14 @@
 #include <cmath>
 #include <utility>
 
+#include <fmt/format.h>
+
 #include "families.h"
 
 namespace autopar::zoo {
 
 ZooBuilder::ZooBuilder(std::string graph_name, const BuildSettings& settings)
-    : b_(std::move(graph_name), 17), batch_(settings.batch) {
+    : b_(std::move(graph_name), 17), batch_(settings.batch), seed_(settings.seed) {
   b_.set_with_data(settings.with_data);
   b_.set_seed(settings.seed);
 }
@@ -88,6 +90,22 @@ std::vector<ValueId> ZooBuilder::op(std::string_view op_type, std::vector<ValueI
   return outputs;
 }
 
+ValueId ZooBuilder::dropout(ValueId x, double ratio) {
+  if (ratio == 0) return x;
+  ValueId p = shared_tensor(fmt::format("dropout_ratio_{}", ratio), [&] {
+    const float r = static_cast<float>(ratio);
+    return Tensor::from_float({}, std::span(&r, 1));
+  }());
+  ValueId training = shared_tensor("dropout_training_mode", [] {
+    Tensor t(DType::kBool, {});
+    t.set_from_int(0, 1);
+    return t;
+  }());
+  // Seeds 1, 2, ... in build order, offset by the model's seed.
+  const auto seed = static_cast<int64_t>(seed_ * 1'000'003 + static_cast<uint64_t>(++dropouts_));
+  return op("Dropout", {x, p, training}, {{"seed", seed}}, 2)[0];
+}
+
 void ZooBuilder::batched_output(ValueId id, std::string_view name) {
   std::vector<std::string> symbols(b_.graph().value(id).shape.dims.size());
   symbols[0] = "batch";
@@ -157,7 +175,7 @@ ValueId gelu(ZooBuilder& zb, ValueId x) {
 }
 
 ValueId attention_heads(ZooBuilder& zb, ValueId q, ValueId k, ValueId v, int64_t hidden,
-                        int64_t heads, ScoreScale scale, ValueId mask) {
+                        int64_t heads, ScoreScale scale, ValueId mask, double dropout) {
   const int64_t head_dim = hidden / heads;
   // 0 copies batch and sequence, so the shapes hold for any batch.
   ValueId split_shape = zb.shared_ints("attn_split_heads_shape", {0, 0, heads, head_dim});
@@ -179,6 +197,7 @@ ValueId attention_heads(ZooBuilder& zb, ValueId q, ValueId k, ValueId v, int64_t
   }
   if (mask != kNoId) scores = zb.op1("Add", {scores, mask});
   ValueId probs = zb.op1("Softmax", {scores}, {{"axis", -1}});
+  probs = zb.dropout(probs, dropout);
   ValueId context = zb.op1("MatMul", {probs, v});
   context = zb.op1("Transpose", {context}, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
   return zb.op1("Reshape", {context, merge_shape});
@@ -195,8 +214,10 @@ ValueId pre_ln_block(ZooBuilder& zb, ValueId x, const PreLnBlock& block) {
     ValueId qkv = linear(zb, n.qkv, y, h, 3 * h, init);
     std::vector<ValueId> parts =
         zb.op("Split", {qkv, zb.shared_ints("qkv_split", {h, h, h})}, {{"axis", 2}}, 3);
-    y = attention_heads(zb, parts[0], parts[1], parts[2], h, block.heads, block.scale, block.mask);
+    y = attention_heads(zb, parts[0], parts[1], parts[2], h, block.heads, block.scale, block.mask,
+                        block.dropout);
     y = linear(zb, n.attn_proj, y, h, h, init);
+    y = zb.dropout(y, block.dropout);
   }
   x = zb.op1("Add", {x, y});
 
@@ -209,6 +230,7 @@ ValueId pre_ln_block(ZooBuilder& zb, ValueId x, const PreLnBlock& block) {
       y = gelu(zb, y);
     }
     y = linear(zb, n.fc_out, y, 4 * h, h, init);
+    y = zb.dropout(y, block.dropout);
   }
   return zb.op1("Add", {x, y});
 }

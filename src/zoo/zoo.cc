@@ -176,10 +176,14 @@ std::vector<Flag> all_flags(const ZooOptions& o) {
 
 Status check_flags_apply(const ZooOptions& o, std::string_view family,
                          std::initializer_list<std::string_view> allowed) {
+  std::vector<std::string_view> given;
   for (const Flag& f : all_flags(o)) {
-    if (!f.value) continue;
-    if (std::find(allowed.begin(), allowed.end(), f.name) == allowed.end()) {
-      return error("{} does not apply to the {} family (it takes {})", f.name, family,
+    if (f.value) given.push_back(f.name);
+  }
+  if (o.dropout) given.push_back("--dropout");
+  for (std::string_view flag : given) {
+    if (std::find(allowed.begin(), allowed.end(), flag) == allowed.end()) {
+      return error("{} does not apply to the {} family (it takes {})", flag, family,
                    fmt::join(allowed, ", "));
     }
   }
@@ -189,6 +193,15 @@ Status check_flags_apply(const ZooOptions& o, std::string_view family,
 Status check_size(std::string_view flag, int64_t value) {
   if (value <= 0) return error("{}: must be positive, got {}", flag, value);
   if (value > kMaxDim) return error("{}: {} exceeds the limit of {}", flag, value, kMaxDim);
+  return Status::ok();
+}
+
+// A dropout probability in [0, 1).
+Status resolve_dropout(const std::optional<double>& given, double& field) {
+  if (!given) return Status::ok();
+  if (!(*given >= 0 && *given < 1))
+    return error("--dropout: {} is not a probability in [0, 1)", *given);
+  field = *given;
   return Status::ok();
 }
 
@@ -226,8 +239,9 @@ StatusOr<Config> resolve_mlp(MlpConfig c, const ZooOptions& o) {
 }
 
 StatusOr<Config> resolve_gpt(GptConfig c, const ZooOptions& o, std::string_view name) {
-  RETURN_IF_ERROR(
-      check_flags_apply(o, "gpt", {"--layers", "--hidden", "--heads", "--seq", "--vocab"}));
+  RETURN_IF_ERROR(check_flags_apply(
+      o, "gpt", {"--layers", "--hidden", "--heads", "--seq", "--vocab", "--dropout"}));
+  RETURN_IF_ERROR(resolve_dropout(o.dropout, c.dropout));
   RETURN_IF_ERROR(resolve("--layers", o.layers, c.layers));
   RETURN_IF_ERROR(resolve("--hidden", o.hidden, c.hidden));
   RETURN_IF_ERROR(resolve("--heads", o.heads, c.heads));
@@ -274,7 +288,9 @@ StatusOr<Config> resolve_llama(LlamaConfig c, const ZooOptions& o, std::string_v
 
 StatusOr<Config> resolve_bert(BertConfig c, const ZooOptions& o, std::string_view name) {
   RETURN_IF_ERROR(check_flags_apply(
-      o, "bert", {"--layers", "--hidden", "--heads", "--seq", "--vocab", "--classes"}));
+      o, "bert",
+      {"--layers", "--hidden", "--heads", "--seq", "--vocab", "--classes", "--dropout"}));
+  RETURN_IF_ERROR(resolve_dropout(o.dropout, c.dropout));
   RETURN_IF_ERROR(resolve("--layers", o.layers, c.layers));
   RETURN_IF_ERROR(resolve("--hidden", o.hidden, c.hidden));
   RETURN_IF_ERROR(resolve("--heads", o.heads, c.heads));

@@ -332,6 +332,11 @@ TEST_F(CliErrors, ZooBadOption) {
                "autopar: error: --heads: 3 does not divide --hidden 64");
   expect_error({"zoo", "gpt-tiny", "--no-weights", "--with-weights"},
                "autopar: error: --no-weights and --with-weights contradict each other");
+  expect_error({"zoo", "gpt-tiny", "--dropout", "1.5"},
+               "autopar: error: --dropout: 1.5 is not a probability in [0, 1)");
+  expect_error({"zoo", "resnet-tiny", "--dropout", "0.1"},
+               "autopar: error: --dropout does not apply to the resnet family (it takes --image, "
+               "--classes)");
 }
 
 TEST_F(CliErrors, ZooUnwritableOutput) {

@@ -79,6 +79,20 @@ TEST_F(ValidateErrors, MalformedYaml) {
                "autopar: error: suite/runs.yaml: line 2: end of sequence flow not found");
 }
 
+TEST_F(ValidateErrors, DropoutIsNotAProbability) {
+  expect_error(
+      "publication: p\n"
+      "runs:\n"
+      "  - name: r\n"
+      "    source: Table 1\n"
+      "    model: {zoo: gpt-tiny, dropout: 1.2}\n"
+      "    hw: dgx-a100-80g\n    nodes: 1\n"
+      "    scheme: {mesh: {dp: 2}, batch: {global: 8}}\n"
+      "    published: {iteration_s: 1}\n",
+      "autopar: error: suite/runs.yaml: runs[0] (r).model.dropout: expected a probability in [0, "
+      "1)");
+}
+
 TEST_F(ValidateErrors, DuplicateRunNames) {
   std::filesystem::create_directories(dir_ + "/suite");
   const std::string run = std::string(kRun) +

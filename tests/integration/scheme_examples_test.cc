@@ -15,7 +15,8 @@ namespace {
 // Transforms `model` under every example scheme and verifies each plan; returns how many.
 int lower_and_verify_examples(const std::string& model) {
   const std::filesystem::path dir = testing::source_path("configs/schemes");
-  const std::string work = testing::temp_dir("scheme_examples_" + model);
+  const std::string work =
+      testing::temp_dir("scheme_examples_" + std::filesystem::path(model).stem().string());
   int verified = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     const std::string plan = work + "/" + entry.path().stem().string();
@@ -35,6 +36,19 @@ int lower_and_verify_examples(const std::string& model) {
 
 TEST(SchemeExamples, LowerAndVerifyOnGptTiny) {
   EXPECT_EQ(lower_and_verify_examples("gpt-tiny"), 12);
+}
+
+// gpt-tiny with dropout 0.1 (after the embeddings, on the attention probabilities, on the
+// attention and MLP outputs): each device draws its shard's part of the single device's masks,
+// by the elements' places in the whole tensors, so every plan still verifies exactly — over
+// data and tensor parallelism, sequence shards, ring attention's chunk pairs, microbatches,
+// pipelines and the recomputed Dropouts of the recompute policies.
+TEST(SchemeExamples, LowerAndVerifyOnGptTinyWithDropout) {
+  const std::string model = testing::temp_dir("scheme_examples_dropout") + "/gpt-dropout.onnx";
+  auto z =
+      testing::run_autopar({"zoo", "gpt-tiny", "--dropout", "0.1", "--with-weights", "-o", model});
+  ASSERT_EQ(z.exit_code, 0) << z.err;
+  EXPECT_EQ(lower_and_verify_examples(model), 12);
 }
 
 // llama-tiny (RMSNorm, rotary embeddings, grouped-query attention, SwiGLU, untied head) under

@@ -2,6 +2,7 @@
 // suite of schemes covering every paradigm: step times within 5%, memory per pipeline rank
 // within 15% (the estimate takes each layer's own liveness and every gradient the backward
 // hands the update as alive at once; the plan walks each program's order).
+#include <algorithm>
 #include <cmath>
 
 #include <map>
@@ -27,9 +28,9 @@ HardwareProfile fixture_profile() {
   return *profile;
 }
 
-ModelAt zoo_at(const std::string& name) {
-  return [name](int64_t batch) -> StatusOr<Graph> {
-    ZooOptions options;
+ModelAt zoo_at(const std::string& name, ZooOptions base = {}) {
+  return [name, base](int64_t batch) -> StatusOr<Graph> {
+    ZooOptions options = base;
     options.with_weights = false;
     options.batch = batch;
     return build_zoo_model(name, options);
@@ -243,10 +244,10 @@ struct PlannedAndEstimated {
   std::vector<RoleMemory> memory;
   Estimate estimate;
 };
-PlannedAndEstimated plan_and_estimate(const std::string& text) {
+PlannedAndEstimated plan_and_estimate(const std::string& text, ZooOptions zoo = {}) {
   auto scheme = parse_scheme(text, "s");
   EXPECT_TRUE(scheme.is_ok()) << scheme.status().message();
-  const ModelAt model_at = zoo_at("gpt-tiny");
+  const ModelAt model_at = zoo_at("gpt-tiny", zoo);
   auto model = model_at(1);
   EXPECT_TRUE(model.is_ok());
   const HardwareProfile profile = fixture_profile();
@@ -311,6 +312,45 @@ TEST(Estimator, SequenceParallelismGathersAgainInTheBackward) {
       // On gpt-tiny the SPMD pass keeps one forward gather a backward reads: the logits' on the
       // last rank, gathered again there.
       EXPECT_EQ(gathers, role.stage == 0 ? 0 : 1) << "role " << role.id;
+    }
+  }
+}
+
+// With dropout a rank keeps each Dropout's mask, one byte per element of its shard, and the
+// estimate's stash is still the plan's, rank by rank (plan_and_estimate), with and without
+// dropout, under every recompute policy and under sequence parallelism (whose hidden dropouts
+// run on sequence shards). Under nonparametric the re-run of the residual stream's sums is
+// kept apart per layer: a rank keeps what its own layers' backwards re-run, not what the next
+// rank's would.
+TEST(Estimator, DropoutMasksAreStashedAsThePlanStashesThem) {
+  ZooOptions zoo;
+  zoo.dropout = 0.1;
+  for (const char* tensor : {"megatron", "megatron-sp"}) {
+    for (const char* recompute : {"none", "selective", "nonparametric", "full"}) {
+      SCOPED_TRACE(fmt::format("{} {}", tensor, recompute));
+      const std::string scheme = fmt::format(
+          "mesh: {{pp: 2, tp: 2}}\nbatch: {{global: 4, micro: 1}}\n"
+          "precision: bf16\ntensor: {}\nrecompute: {}\n",
+          tensor, recompute);
+      const PlannedAndEstimated with = plan_and_estimate(scheme, zoo);
+      const PlannedAndEstimated without = plan_and_estimate(scheme);
+      ASSERT_EQ(with.memory.size(), 2u);
+      ASSERT_EQ(without.memory.size(), 2u);
+      int masks = 0;
+      for (const Role& role : with.plan.roles) {
+        for (const Node& n : role.graph.nodes()) masks += n.op_type == "Dropout";
+      }
+      EXPECT_GT(masks, 0);
+      // Full recompute keeps only what a rank receives, and nonparametric re-runs the
+      // Dropouts (the same masks again); none and selective keep the masks.
+      const std::string policy = recompute;
+      for (size_t r = 0; r < 2; ++r) {
+        if (policy == "full") {
+          EXPECT_EQ(with.memory[r].stash_bytes, without.memory[r].stash_bytes) << "rank " << r;
+        } else if (policy != "nonparametric") {
+          EXPECT_GT(with.memory[r].stash_bytes, without.memory[r].stash_bytes) << "rank " << r;
+        }
+      }
     }
   }
 }
@@ -665,6 +705,107 @@ TEST(ClosedForm, MegatronLayerStashAtGpt3Scale) {
   const LayerCost::Partial& nonparametric = sel_costs.layers[1].nonparametric;
   EXPECT_LT(nonparametric.stash_bytes, 0.8 * sel.stash_bytes);
   EXPECT_GT(nonparametric.compute, sel.compute);
+}
+
+// Layer `layer`'s stash in the plan `model` lowers to under `scheme`: the bytes of its forward
+// values that a backward program of the first role reads (the recompute placed), less the
+// compute-dtype copies of parameters.
+double planned_layer_stash(const Graph& model, const Scheme& scheme, const LoweringOptions& options,
+                           int32_t layer) {
+  auto plan = lower(model, scheme, options);
+  EXPECT_TRUE(plan.is_ok()) << plan.status().message();
+  if (!plan.is_ok()) return 0;
+  const Role& role = plan->roles.at(0);
+  const Graph& g = role.graph;
+  std::vector<ProgramKind> kind_of(static_cast<size_t>(g.num_nodes()), ProgramKind::kUpdate);
+  for (const Program& p : role.programs) {
+    for (NodeId n = p.begin; n < p.end; ++n) kind_of[n] = p.kind;
+  }
+  double bytes = 0;
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    const Node& node = g.node(n);
+    if (kind_of[n] != ProgramKind::kForward || node.layer != layer) continue;
+    const bool parameter_cast = node.op_type == "Cast" &&
+                                g.value(node.inputs[0]).kind == ValueKind::kInput &&
+                                g.value(node.inputs[0]).producer == kNoId;
+    if (parameter_cast) continue;
+    for (ValueId out : node.outputs) {
+      if (out == kNoId) continue;
+      const std::vector<NodeId>& readers = g.value(out).consumers;
+      if (std::any_of(readers.begin(), readers.end(),
+                      [&](NodeId r) { return kind_of[r] == ProgramKind::kBackward; }))
+        bytes += static_cast<double>(g.value(out).num_bytes());
+    }
+  }
+  return bytes;
+}
+
+// The same layer with Megatron-LM's dropout (attention probabilities, attention and MLP
+// outputs): the stash is the paper's formulas themselves, within 2%, in the plan the lowering
+// builds (its Dropout masks one byte per element) and in the estimate alike:
+//   megatron, no recompute:       s·b·h·(10 + 24/t + 5·a·s/(h·t))
+//   megatron-sp, no recompute:    s·b·h·(34/t + 5·a·s/(h·t))
+//   megatron-sp, selective:       34·s·b·h/t
+// Sequence parallelism and selective recompute cut the stash by the paper's factors.
+TEST(ClosedForm, MegatronLayerStashWithDropoutIsThePapers) {
+  ZooOptions zoo;
+  zoo.with_weights = false;
+  zoo.batch = 1;
+  zoo.layers = 3;
+  zoo.hidden = 12288;
+  zoo.heads = 96;
+  zoo.seq = 2048;
+  zoo.vocab = 51200;
+  zoo.dropout = 0.1;
+  auto model = build_zoo_model("gpt", zoo);
+  ASSERT_TRUE(model.is_ok()) << model.status().message();
+  auto profile =
+      read_hardware_profile("dgx-a100-80g", std::string(AUTOPAR_SOURCE_DIR) + "/configs/hw");
+  ASSERT_TRUE(profile.is_ok());
+  LoweringOptions options = training_options(*model);
+  options.shapes_only = true;
+  const double s = 2048, b = 1, h = 12288, a = 96, t = 8;
+  auto kept = [](const LayerCost::Partial& p) {
+    return p.stash_bytes + p.stash_later_bytes - p.parameter_copy_bytes -
+           p.parameter_copy_later_bytes;
+  };
+  struct Case {
+    const char* tensor;
+    const char* recompute;
+    double paper;
+  };
+  const Case cases[] = {
+      {"megatron", "none", s * b * h * (10 + 24 / t + 5 * a * s / (h * t))},
+      {"megatron-sp", "none", s * b * h * (34 / t + 5 * a * s / (h * t))},
+      {"megatron-sp", "selective", 34 * s * b * h / t},
+  };
+  std::map<std::string, double> stashed;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(fmt::format("{} {}", c.tensor, c.recompute));
+    auto scheme = parse_scheme(fmt::format("mesh: {{tp: 8}}\nbatch: {{global: 1, micro: 1}}\n"
+                                           "tensor: {}\nrecompute: {}\nprecision: fp16\n",
+                                           c.tensor, c.recompute),
+                               "s");
+    ASSERT_TRUE(scheme.is_ok()) << scheme.status().message();
+    auto lowered = lower_to_spmd(*model, *scheme, options);
+    ASSERT_TRUE(lowered.is_ok()) << lowered.status().message();
+    const LayerCosts costs = layer_costs_of(*lowered, *model, *scheme, *profile);
+    const LayerCost& layer = costs.layers[1];
+    const double estimated = kept(*layer.partial(scheme->recompute));
+    EXPECT_NEAR(estimated / c.paper, 1.0, 0.02) << estimated << " vs " << c.paper;
+    stashed[fmt::format("{} {}", c.tensor, c.recompute)] = estimated;
+
+    // The plan: what layer 1's forward outputs its backward (or a later one) reads, once the
+    // lowering has placed the recompute, less the fp16 weight copies.
+    const double planned = planned_layer_stash(*model, *scheme, options, 1);
+    EXPECT_NEAR(planned / c.paper, 1.0, 0.02) << planned << " vs " << c.paper;
+  }
+  // Korthikanti et al.'s reductions: sequence parallelism divides the 10·s·b·h replicated
+  // part by t; selective recompute then drops the 5·a·s²·b/t of the attention core.
+  EXPECT_NEAR(stashed["megatron none"] - stashed["megatron-sp none"], s * b * h * (10 - 10 / t),
+              0.02 * s * b * h);
+  EXPECT_NEAR(stashed["megatron-sp none"] - stashed["megatron-sp selective"], 5 * a * s * s * b / t,
+              0.02 * s * b * h);
 }
 
 // State per device as each framework holds it (bytes per parameter P over d replicas, Adam,

@@ -6,6 +6,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "autopar/parallel/layout.h"
+#include "autopar/runtime/communicator.h"
+#include "autopar/runtime/executor.h"
+#include "autopar/runtime/plan_runner.h"
 #include "testing/run_node.h"
 
 namespace autopar {
@@ -512,6 +516,67 @@ TEST(RuntimeElementwise, DropoutTrainingDrawsASeededMask) {
   EXPECT_NE(train(8, 2)[1], first[1]);
   // Without the seed attribute the seed is 0, still deterministic.
   EXPECT_EQ(train(0, 1), train(0, 2));
+}
+
+// A plan's Dropout runs on a shard and draws what the whole tensor's Dropout draws for the same
+// elements: its `layout` attribute (and `zigzag_axis` for ring attention's chunk pairs) and the
+// device's place on the mesh give each element's place in the whole. The run's random stream
+// (a plan's step and microbatch) draws other masks, alike for shard and whole.
+TEST(RuntimeElementwise, DropoutShardsDrawTheWholeTensorsMask) {
+  const Tensor x = random_f32({4, 8, 6}, 3);
+  struct Case {
+    const char* first;  // the mesh's axes, 2 devices each
+    const char* second;
+    const char* layout;
+    const char* zigzag;
+  };
+  const Case cases[] = {{"dp", "tp", "[dp, tp, _]", ""},
+                        {"tp", "dp", "[_, _, tp]", ""},
+                        {"dp", "cp", "[dp, cp, _]", "cp"},
+                        {"cp", "tp", "[_, cp*tp, _]", ""}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.layout);
+    auto mesh = DeviceMesh::create({{c.first, 2}, {c.second, 2}});
+    ASSERT_TRUE(mesh.is_ok()) << mesh.status().message();
+    auto layout = Layout::parse(c.layout);
+    ASSERT_TRUE(layout.is_ok());
+    auto run = [&](const Tensor& input, runtime::Communicator* comm, uint64_t stream) {
+      NodeRun node("Dropout");
+      node.input(input)
+          .constant(f32({}, {0.3f}))
+          .constant(bool_scalar(true))
+          .attr("seed", int64_t{5})
+          .outputs(2);
+      if (comm) node.attr("layout", std::string(c.layout));
+      if (comm && *c.zigzag) node.attr("zigzag_axis", std::string(c.zigzag));
+      std::vector<std::pair<ValueId, std::shared_ptr<const Tensor>>> feeds;
+      auto g = node.build(&feeds);
+      EXPECT_TRUE(g.is_ok()) << g.status().message();
+      runtime::ExecutorOptions options;
+      options.communicator = comm;
+      auto executor = runtime::Executor::create(std::move(g).value(), options);
+      EXPECT_TRUE(executor.is_ok()) << executor.status().message();
+      auto outputs = executor->run(feeds, nullptr, stream);
+      EXPECT_TRUE(outputs.is_ok()) << outputs.status().message();
+      return std::vector<Tensor>{*outputs.value()[0], *outputs.value()[1]};
+    };
+    auto world = runtime::create_inproc_world(4, std::chrono::milliseconds(1000));
+    for (const uint64_t stream : {uint64_t{0}, uint64_t{3}}) {
+      const std::vector<Tensor> whole = run(x, nullptr, stream);
+      int64_t dropped = 0;
+      for (int64_t d = 0; d < 4; ++d) {
+        world[d]->set_mesh(*mesh);
+        const std::vector<int64_t> coords = mesh->coords(d);
+        const Tensor shard = runtime::shard_of(x, *layout, *mesh, coords, c.zigzag);
+        const std::vector<Tensor> part = run(shard, world[d].get(), stream);
+        EXPECT_EQ(part[0], runtime::shard_of(whole[0], *layout, *mesh, coords, c.zigzag)) << d;
+        EXPECT_EQ(part[1], runtime::shard_of(whole[1], *layout, *mesh, coords, c.zigzag)) << d;
+        for (uint8_t k : data<uint8_t>(part[1])) dropped += k == 0;
+      }
+      EXPECT_GT(dropped, 0);
+    }
+    EXPECT_NE(run(x, nullptr, 0)[1], run(x, nullptr, 3)[1]);
+  }
 }
 
 TEST(RuntimeElementwise, DropoutRejectsARatioOfOneAtRunTime) {

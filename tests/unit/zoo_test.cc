@@ -1,6 +1,7 @@
 // The model zoo: exact parameter counts, graph structure, layer ids, data and option errors.
 #include "autopar/zoo/zoo.h"
 
+#include <map>
 #include <set>
 
 #include <gtest/gtest.h>
@@ -274,6 +275,41 @@ TEST(Zoo, GptStructure) {
   EXPECT_EQ(mask.data->data<float>()[16], 0.0f);
 }
 
+// --dropout P: nn.Dropout as PyTorch exports it in training mode, Dropout(x, P, true) with its
+// mask, after the embeddings and, per layer, on the attention probabilities and the attention
+// and MLP outputs (before their residual sums); each node its own seed. No parameters change.
+TEST(Zoo, DropoutAsPyTorchExportsItInTraining) {
+  ZooOptions o;
+  o.dropout = 0.1;
+  for (std::string_view name : {"gpt-tiny", "bert-tiny"}) {
+    SCOPED_TRACE(name);
+    Graph g = build(name, o);
+    EXPECT_EQ(g.num_parameter_elements(), count(name));
+    EXPECT_EQ(g.num_nodes(), build(name).num_nodes() + 1 + 4 * 3);
+    std::set<int64_t> seeds;
+    std::map<std::string, int> before;  // what each Dropout reads
+    for (const Node& n : g.nodes()) {
+      if (n.op_type != "Dropout") continue;
+      seeds.insert(n.attr_int("seed", -1));
+      ASSERT_EQ(n.inputs.size(), 3u);
+      ASSERT_EQ(n.outputs.size(), 2u);
+      EXPECT_FLOAT_EQ(g.value(n.inputs[1]).data->float_at(0), 0.1f);
+      EXPECT_EQ(g.value(n.inputs[2]).dtype, DType::kBool);
+      EXPECT_EQ(g.value(n.inputs[2]).data->int_at(0), 1);
+      EXPECT_EQ(g.value(n.outputs[1]).dtype, DType::kBool);
+      const NodeId from = g.value(n.inputs[0]).producer;
+      ++before[from == kNoId ? "input" : g.node(from).op_type];
+    }
+    EXPECT_EQ(seeds.size(), 13u);
+    // The probabilities (Softmax), the projections' outputs (their bias Add), the embeddings.
+    EXPECT_EQ(before["Softmax"], 4);
+    EXPECT_EQ(before["Add"] + before["LayerNormalization"], 9);
+  }
+  // 0 is the model without dropout.
+  o.dropout = 0;
+  EXPECT_EQ(build("gpt-tiny", o).num_nodes(), build("gpt-tiny").num_nodes());
+}
+
 TEST(Zoo, BatchOptionKeepsConstantsBatchIndependent) {
   for (std::string_view name :
        {"gpt-tiny", "bert-tiny", "vit-tiny", "resnet-tiny", "mlp", "vit-b16"}) {
@@ -435,7 +471,18 @@ TEST(Zoo, OptionErrors) {
   EXPECT_EQ(build_error("llama-tiny", kv), "--kv-heads: 3 does not divide --heads 4");
   EXPECT_EQ(build_error("gpt-tiny", kv),
             "--kv-heads does not apply to the gpt family (it takes --layers, --hidden, --heads, "
-            "--seq, --vocab)");
+            "--seq, --vocab, --dropout)");
+  ZooOptions certain;
+  certain.dropout = 1.0;
+  EXPECT_EQ(build_error("gpt-tiny", certain), "--dropout: 1 is not a probability in [0, 1)");
+  ZooOptions negative;
+  negative.dropout = -0.1;
+  EXPECT_EQ(build_error("bert-tiny", negative), "--dropout: -0.1 is not a probability in [0, 1)");
+  ZooOptions dropout;
+  dropout.dropout = 0.1;
+  EXPECT_EQ(build_error("llama-tiny", dropout),
+            "--dropout does not apply to the llama family (it takes --layers, --hidden, --heads, "
+            "--kv-heads, --ffn, --seq, --vocab)");
   ZooOptions odd_head;
   odd_head.hidden = 60;
   odd_head.heads = 4;

@@ -18,6 +18,10 @@ namespace autopar {
 // Model metadata keys autopar writes so that its own models re-import exactly.
 inline constexpr std::string_view kMetadataConstants = "autopar.constants";  // JSON list
 inline constexpr std::string_view kMetadataNodes = "autopar.nodes";          // JSON object
+// String attributes autopar writes on standard ops that ONNX's schemas lack: a sharded Dropout's
+// place in the whole tensor (its input's layout, and the mesh axis of ring attention's chunk
+// pairs). The node metadata carries them ("attributes"), so the nodes pass ONNX's checker.
+inline constexpr std::string_view kShardPositionAttributes[] = {"layout", "zigzag_axis"};
 // A training step written by `train-graph`: JSON object; its "dims" (symbol → size) are the
 // sizes its gradients were built at, which the import binds by default and holds to.
 inline constexpr std::string_view kMetadataTraining = "autopar.training";
@@ -45,9 +49,9 @@ struct ImportOptions {
 
 // What the import saw besides the graph.
 struct ImportReport {
-  int folded_nodes = 0;          // nodes evaluated away by constant folding
-  std::string layer_source;      // "metadata", "names", "structure" or "" (none found)
-  int unknown_shape_values = 0;  // values left without a static shape (after unsupported ops)
+  int folded_nodes = 0;              // nodes evaluated away by constant folding
+  std::string layer_source;          // "metadata", "names", "structure" or "" (none found)
+  int unknown_shape_values = 0;      // values left without a static shape (after unsupported ops)
   int64_t converted_from_opset = 0;  // an opset 18..21 model read as 17 (0: not converted)
   int converted_nodes = 0;           // nodes whose form the conversion changed
   FusionReport fusion;               // written-out LayerNorms and GELUs fused

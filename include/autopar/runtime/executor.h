@@ -65,12 +65,14 @@ class Executor {
 
   // Runs the graph. Every graph input must be fed; initializers without data must be fed.
   // Returns the graph outputs in order. A feed whose dtype or shape differs from the
-  // graph's is an error naming it.
-  StatusOr<std::vector<TensorPtr>> run(const std::vector<Feed>& feeds,
-                                       RunStats* stats = nullptr) const;
+  // graph's is an error naming it. `random_stream` numbers the run's draws of random ops
+  // (KernelContext::random_stream).
+  StatusOr<std::vector<TensorPtr>> run(const std::vector<Feed>& feeds, RunStats* stats = nullptr,
+                                       uint64_t random_stream = 0) const;
   // The same with graph inputs given in order.
   StatusOr<std::vector<TensorPtr>> run_inputs(const std::vector<TensorPtr>& inputs,
-                                              RunStats* stats = nullptr) const;
+                                              RunStats* stats = nullptr,
+                                              uint64_t random_stream = 0) const;
 
   const Graph& graph() const { return *graph_; }
   int num_threads() const { return num_threads_; }

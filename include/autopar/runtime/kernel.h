@@ -37,6 +37,11 @@ class KernelContext {
   // own node (the executor fuses Conv with Relu, Clip, HardSigmoid, ...); null for none.
   const Activation* activation() const { return activation_; }
   void set_activation(const Activation* activation) { activation_ = activation; }
+  // Which draw of the random ops (Dropout) this run is: a plan's runner numbers its runs by
+  // step and microbatch, so each microbatch drops its own elements and a recomputation drops
+  // the same ones again. 0 for a graph run alone.
+  uint64_t random_stream() const { return random_stream_; }
+  void set_random_stream(uint64_t stream) { random_stream_ = stream; }
 
   size_t num_inputs() const { return inputs_.size(); }
   bool has_input(size_t i) const { return i < inputs_.size() && inputs_[i] != nullptr; }
@@ -81,6 +86,7 @@ class KernelContext {
   int num_threads_;
   Communicator* communicator_ = nullptr;
   const Activation* activation_ = nullptr;
+  uint64_t random_stream_ = 0;
 };
 
 // Runs one node. Shapes are static and already checked by the op's shape rule, so a kernel

@@ -25,6 +25,10 @@ struct ZooOptions {
   std::optional<int64_t> patch;    // vit patch side
   std::optional<int64_t> classes;  // classifier outputs (mlp, vit, resnet, bert)
   std::optional<int64_t> inputs;   // mlp input features
+  // gpt, bert: training-mode Dropout with this probability after the embeddings, on the
+  // attention probabilities, and on the attention and MLP outputs (Megatron-LM's and Hugging
+  // Face's places); unset or 0: none.
+  std::optional<double> dropout;
   // Parameters carry seeded random data unless false; unset: data only for models with at
   // most kZooMaxParamsWithWeights parameters.
   std::optional<bool> with_weights;

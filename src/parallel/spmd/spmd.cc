@@ -258,6 +258,25 @@ StatusOr<ValueId> Spmd::local_as(ValueId v, const Layout& want, const Node& cons
   return x.value();
 }
 
+// A Dropout draws its mask by the element's place in the whole tensor; a shard's node says
+// which part it holds (its input's layout; the paired axis under ring attention), so that every
+// device drops what the single-device graph drops.
+void Spmd::mark_shard_positions(ValueId out, const Layout& layout) {
+  Graph& dst = result_.graph;
+  bool split = false;
+  std::string zigzag;
+  for (int64_t d = 0; d < layout.rank(); ++d) {
+    for (const std::string& axis : layout.dim_axes(d)) {
+      split = true;
+      if (mesh_.is_paired(find_axis(axis))) zigzag = axis;
+    }
+  }
+  if (!split) return;
+  Node& shard = dst.mutable_node(dst.value(out).producer);
+  shard.attrs["layout"] = layout.to_string();
+  if (!zigzag.empty()) shard.attrs["zigzag_axis"] = zigzag;
+}
+
 Status Spmd::emit(const Node& node, const OpStrategy& strategy, const RowWindow* window,
                   const StrategySet* set, bool ring) {
   std::vector<ValueId> inputs;
@@ -281,6 +300,8 @@ Status Spmd::emit(const Node& node, const OpStrategy& strategy, const RowWindow*
                  {.space = set ? &set->space : nullptr, .shapes_only = in_.shapes_only});
   }
   if (!outs.is_ok()) return outs.status();
+  if (node.op_type == "Dropout" && node.domain.empty() && !outs.value().empty())
+    mark_shard_positions(outs.value()[0], strategy.inputs.at(0));
   for (size_t i = 0; i < node.outputs.size(); ++i) {
     if (node.outputs[i] == kNoId) continue;
     local_[node.outputs[i]] = outs.value()[i];

@@ -129,6 +129,9 @@ class Spmd {
   // `set` is the node's strategy set, when looked up.
   Status emit(const Node& node, const OpStrategy& strategy, const RowWindow* window,
               const StrategySet* set = nullptr, bool ring = false);
+  // Writes on the producer of `out` (a Dropout's shard) which part of the whole its input
+  // `layout` holds.
+  void mark_shard_positions(ValueId out, const Layout& layout);
   // The graph's inputs, in the layouts the policy gives them.
   Status place_inputs();
   // New state values in their storage layouts, and the loss or outputs replicated.

@@ -1523,6 +1523,13 @@ Status Lowerer::lower_node(NodeId id) {
     }
     if (!(ratio > 0 && ratio < 1))
       return error("node '{}' (Dropout): ratio {} is not in [0, 1)", node.name, ratio);
+    // The device kernel draws by the shard's own element index: a plan's shard, which draws by
+    // its elements' places in the whole tensor on the CPU, would drop other elements.
+    if (!node.attr_string("layout", "").empty())
+      return error(
+          "node '{}' (Dropout): a shard of a split tensor (layout {}) draws by its place in the "
+          "whole tensor, which the CUDA backend does not do; run it on the CPU",
+          node.name, node.attr_string("layout", ""));
     Launch l;
     l.kind = Kind::kDropout;
     l.dropout.count = count(x);

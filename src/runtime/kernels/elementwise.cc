@@ -10,6 +10,9 @@
 #include <unsupported/Eigen/SpecialFunctions>
 
 #include "activation.h"
+#include "autopar/parallel/layout.h"
+#include "autopar/runtime/communicator.h"
+#include "autopar/runtime/plan_runner.h"
 #include "for_lanes.h"
 #include "kernel_util.h"
 
@@ -718,10 +721,79 @@ double uniform_at(uint64_t seed, uint64_t index) {
   return static_cast<double>(z >> 11) * 0x1.0p-53;
 }
 
+// The key of one run's draws: the node's seed, and from the second run of a plan on, the
+// run's stream (step and microbatch) mixed in.
+uint64_t draw_key(uint64_t seed, uint64_t stream) {
+  if (stream == 0) return seed;
+  uint64_t z = stream * 0xd1b54a32d192ed03ull;
+  z ^= z >> 29;
+  return seed ^ (z * 0x9e3779b97f4a7c15ull);
+}
+
+// Where each element of a shard lies in the whole tensor: per dim, the whole tensor's index of
+// each local position, and the whole tensor's row-major strides. A Dropout of a plan carries
+// its input's layout (the `layout` attribute the SPMD lowering writes, `zigzag_axis` for ring
+// attention's chunk pairs), so that every device draws for an element what the single-device
+// graph draws for it; a node without one is whole.
+struct GlobalPositions {
+  std::vector<std::vector<int64_t>> index;  // per dim: whole-tensor index of each position
+  std::vector<int64_t> strides;             // the whole tensor's
+};
+
+StatusOr<GlobalPositions> global_positions(const KernelContext& ctx,
+                                           const std::vector<int64_t>& dims) {
+  const Node& n = ctx.node();
+  GlobalPositions out;
+  out.index.resize(dims.size());
+  std::vector<int64_t> whole = dims;
+  const std::string text = n.attr_string("layout", "");
+  Layout layout = Layout::replicated(static_cast<int64_t>(dims.size()));
+  const Communicator* comm = ctx.communicator();
+  if (!text.empty()) {
+    auto parsed = Layout::parse(text);
+    if (!parsed.is_ok()) return ctx.fail("layout: {}", parsed.status().message());
+    layout = std::move(parsed).value();
+    if (layout.rank() != static_cast<int64_t>(dims.size()))
+      return ctx.fail("layout {} does not have the input's {} dims", text, dims.size());
+    if (!comm) return ctx.fail("layout {} needs the device's place on a mesh", text);
+  }
+  const std::string zigzag = n.attr_string("zigzag_axis", "");
+  for (size_t d = 0; d < dims.size(); ++d) {
+    const std::vector<std::string> axes = layout.dim_axes(static_cast<int64_t>(d));
+    Tensor positions = Tensor(DType::kInt64, {dims[d]});
+    if (axes.empty()) {
+      for (int64_t i = 0; i < dims[d]; ++i) positions.set_from_int(i, i);
+    } else {
+      const DeviceMesh& mesh = comm->mesh();
+      int64_t parts = 1;
+      for (const std::string& axis : axes) {
+        const int64_t a = mesh.axis_index(axis);
+        if (a < 0) return ctx.fail("mesh {} has no axis '{}'", mesh.to_string(), axis);
+        parts *= mesh.axes()[a].size;
+      }
+      whole[d] = dims[d] * parts;
+      Tensor iota(DType::kInt64, {whole[d]});
+      for (int64_t i = 0; i < whole[d]; ++i) iota.set_from_int(i, i);
+      const bool paired = std::find(axes.begin(), axes.end(), zigzag) != axes.end();
+      positions = shard_of(iota, Layout::split(1, 0, axes), mesh, mesh.coords(comm->rank()),
+                           paired ? std::string_view(zigzag) : std::string_view());
+      if (positions.num_elements() != dims[d])
+        return ctx.fail("layout {}: dim {} holds {} of {}, the input has {}", text, d,
+                        positions.num_elements(), whole[d], dims[d]);
+    }
+    out.index[d].resize(dims[d]);
+    for (int64_t i = 0; i < dims[d]; ++i) out.index[d][i] = positions.int_at(i);
+  }
+  out.strides.assign(dims.size(), 1);
+  for (size_t d = dims.size(); d-- > 1;) out.strides[d - 1] = out.strides[d] * whole[d];
+  return out;
+}
+
 // Before opset 12 Dropout is a copy (the ratio attribute only matters to training
 // runtimes); from 12 it drops elements with probability `ratio` when training_mode is true
 // and scales the kept ones by 1 / (1 - ratio). The mask is bool from opset 10 and the
-// data's type before.
+// data's type before. Element e of the whole tensor is kept when uniform_at(key, e) >= ratio:
+// the same mask for any thread count and on any device that holds e.
 Status dropout_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   Tensor& y = ctx.allocate_output(0);
@@ -742,20 +814,45 @@ Status dropout_kernel(KernelContext& ctx) {
     return Status::ok();
   }
   if (!(ratio > 0 && ratio < 1)) return ctx.fail("ratio {} is not in [0, 1)", ratio);
-  const uint64_t seed = static_cast<uint64_t>(ctx.node().attr_int("seed", 0));
+  const uint64_t key =
+      draw_key(static_cast<uint64_t>(ctx.node().attr_int("seed", 0)), ctx.random_stream());
+  ASSIGN_OR_RETURN(GlobalPositions where, global_positions(ctx, x.dims()));
+  const int64_t rank = x.rank();
+  const int64_t columns = rank == 0 ? 1 : x.dims().back();
+  const int64_t rows = columns == 0 ? 0 : x.num_elements() / columns;
+  // Per dim, each position's contribution to the whole tensor's flat index.
+  std::vector<std::vector<int64_t>> offset(rank);
+  for (int64_t d = 0; d < rank; ++d) {
+    offset[d].resize(where.index[d].size());
+    for (size_t i = 0; i < offset[d].size(); ++i)
+      offset[d][i] = where.index[d][i] * where.strides[d];
+  }
   return dispatch_float(ctx, x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T scale = static_cast<T>(1.0 / (1.0 - ratio));
     const T* in = data_of<T>(x);
     T* out = mutable_data_of<T>(y);
     uint8_t* kept = mask ? mutable_data_of<uint8_t>(*mask) : nullptr;
-    parallel_for(x.num_elements(), grain_for(8), [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        const bool keep = uniform_at(seed, static_cast<uint64_t>(i)) >= ratio;
-        out[i] = keep ? in[i] * scale : T(0);
-        if (kept) kept[i] = keep ? 1 : 0;
-      }
-    });
+    parallel_for(rows, grain_for(8 * std::max<int64_t>(columns, 1)),
+                 [&](int64_t begin, int64_t end) {
+                   for (int64_t r = begin; r < end; ++r) {
+                     // The whole tensor's flat index of the row's first element.
+                     int64_t base = 0;
+                     int64_t rest = r;
+                     for (int64_t d = rank - 2; d >= 0; --d) {
+                       const int64_t extent = x.dims()[d];
+                       base += offset[d][rest % extent];
+                       rest /= extent;
+                     }
+                     for (int64_t j = 0; j < columns; ++j) {
+                       const int64_t i = r * columns + j;
+                       const int64_t e = base + (rank == 0 ? 0 : offset[rank - 1][j]);
+                       const bool keep = uniform_at(key, static_cast<uint64_t>(e)) >= ratio;
+                       out[i] = keep ? in[i] * scale : T(0);
+                       if (kept) kept[i] = keep ? 1 : 0;
+                     }
+                   }
+                 });
     return Status::ok();
   });
 }
