@@ -98,6 +98,10 @@ class LayerCostBuilder {
         g_(lowered.spmd.graph),
         mesh_(scheme.mesh),
         profile_(profile),
+        // The lowering cached for the scheme's structure may be another memory policy's: the
+        // re-gather is decided here as lower() decides it.
+        regather_(lowered.policy.spmd.tp_activations == SpmdPolicy::TpActivations::kReduceScatter &&
+                  regathers_sequence_shards(memory_policy_of(scheme, &profile))),
         num_layers_(std::max(lowered.layers, 1)),
         nodes_(lowered.spmd.graph.num_nodes()),
         specs_(lowered.spmd.state),
@@ -166,6 +170,7 @@ class LayerCostBuilder {
   const Graph& g_;
   const DeviceMesh& mesh_;
   const HardwareProfile& profile_;
+  const bool regather_;
   const int32_t num_layers_;
   const int32_t nodes_;
   const std::vector<StateSpec>& specs_;
@@ -444,12 +449,10 @@ void LayerCostBuilder::recompute() {
     (is_comm(g_.node(n)) ? c.full_comm : c.full_compute) += seconds;
     if (is_parameter_cast(g_.node(n))) c.full_parameter_cast_compute += seconds;
   }
-  const bool regather =
-      lowered_.policy.spmd.tp_activations == SpmdPolicy::TpActivations::kReduceScatter;
   for (const Recompute policy :
        {Recompute::kNone, Recompute::kSelective, Recompute::kNonParametric}) {
     const std::vector<bool> rerun = partially_recomputed(
-        policy, regather, g_, [&](ValueId x) { return state_of(x) != nullptr; });
+        policy, regather_, g_, [&](ValueId x) { return state_of(x) != nullptr; });
     auto partial = [&](int32_t layer) -> LayerCost::Partial& {
       LayerCost& c = costs_.layers[layer];
       return policy == Recompute::kNone        ? c.none
@@ -703,7 +706,11 @@ StatusOr<std::shared_ptr<const Estimator::Model>> Estimator::model(int64_t batch
 
 StatusOr<const LayerCosts*> Estimator::layer_costs(const Scheme& scheme) {
   using Result = StatusOr<std::shared_ptr<const LayerCosts>>;
-  const std::string key = spmd_structure_key(scheme) + "|" + scheme.mesh.to_string();
+  // A scheme whose memory policy keeps sequence parallelism's gathered inputs stashes and
+  // re-runs other values than one that gathers again.
+  const bool regather = regathers_sequence_shards(memory_policy_of(scheme, &profile()));
+  const std::string key = spmd_structure_key(scheme) + "|" + scheme.mesh.to_string() +
+                          (regather ? "" : "|keeps gathered");
   Result result = once(mutex_, cache_, key, [&]() -> Result {
     ASSIGN_OR_RETURN(std::shared_ptr<const Structure> structure_of, structure(scheme));
     const Model* s = structure_of->model.get();
@@ -811,7 +818,7 @@ std::vector<StageCost> stage_costs(const LayerCosts& costs, const Scheme& scheme
   std::vector<StageCost> stage(stages);
   const bool full = scheme.recompute == Recompute::kFull;
   // A framework holding half-precision weights casts them once per step, after the update.
-  const MemoryPolicy policy = scheme.memory_policy.value_or(profile.memory_policy);
+  const MemoryPolicy policy = memory_policy_of(scheme, &profile);
   const bool held = costs.training && holds_weight_copies(policy);
   const bool fused_accumulation = costs.training && accumulates_in_gemm(policy);
   // The runtime's cost per program run, and whether collectives overlap compute at all.
@@ -983,7 +990,7 @@ void add_memory(Estimate& e, const LayerCosts& costs, const Scheme& scheme,
   const int64_t v = scheme.schedule == PipelineSchedule::kInterleaved ? scheme.chunks : 1;
   const int64_t m = scheme.microbatches();
   const double reserve = profile.device.reserved_bytes;
-  const MemoryPolicy policy = scheme.memory_policy.value_or(profile.memory_policy);
+  const MemoryPolicy policy = memory_policy_of(scheme, &profile);
   for (int64_t r = 0; r < p; ++r) {
     RoleMemory memory = rank[r].memory;
     if (costs.training) {

@@ -1,6 +1,7 @@
 // A plan's nodes as the kernels a framework's GPU stack runs them (the profile's `kernels:
-// {fusions: [op_kernels]}`): the nodes that carry out one source op in one direction, within a
-// program, make one kernel.
+// {fusions: [op_kernels, ...]}`): the nodes that carry out one source op in one direction, within
+// a program, make one kernel, and so do those of the source ops a fused kernel of the stack
+// (bias_gelu, bias_dropout_add, scale_mask_softmax) runs together.
 #include <algorithm>
 #include <map>
 #include <set>
@@ -19,11 +20,99 @@ bool arithmetic(const std::optional<OpClass>& c) {
   return c == OpClass::kGemm || c == OpClass::kConv || c == OpClass::kAttention;
 }
 
+// The source ops that a framework's fused kernels run together (Megatron-LM's bias_gelu,
+// bias_dropout_add, scale_mask_softmax), found on the forward nodes of a plan: each source op
+// maps to the first source op of its fused kernel, the others to themselves. The backward of the
+// ops then runs as one kernel too, as the fused functions' own backward does.
+class SourceFusions {
+ public:
+  SourceFusions(const Graph& g, const std::set<Fusion>& fusions) : g_(g) {
+    for (NodeId n = 0; n < g.num_nodes(); ++n) {
+      const Node& node = g.node(n);
+      if (node.phase != Phase::kForward || node.source < 0) continue;
+      if (fusions.count(Fusion::kBiasGelu) && node.op_type == "Gelu") {
+        const NodeId bias = producer(node.input(0));
+        if (is_bias_add(bias)) join(bias, n);
+      }
+      if (fusions.count(Fusion::kBiasDropoutAdd) && is_op(n, "Add") && !is_bias_add(n)) {
+        for (ValueId in : node.inputs) {
+          NodeId p = producer(in);
+          const NodeId dropout = is_op(p, "Dropout") ? p : kNoId;
+          if (dropout != kNoId) p = producer(g.node(dropout).input(0));
+          if (!is_bias_add(p)) continue;
+          join(p, n);
+          if (dropout != kNoId) join(p, dropout);
+          break;
+        }
+      }
+      if (fusions.count(Fusion::kScaleMaskSoftmax) && is_op(n, "Softmax")) {
+        NodeId p = producer(node.input(0));
+        if (is_op(p, "Add") || is_op(p, "Where")) {
+          join(p, n);
+          p = producer(g.node(p).input(is_op(p, "Where") ? 1 : 0));
+        }
+        if (is_scaling(p)) join(p, n);
+      }
+    }
+  }
+
+  // The source op whose kernel source op `source` runs in.
+  int32_t kernel_of(int32_t source) const {
+    auto it = parent_.find(source);
+    while (it != parent_.end() && it->second != source) {
+      source = it->second;
+      it = parent_.find(source);
+    }
+    return source;
+  }
+
+ private:
+  // The node computing v, looking through precision casts.
+  NodeId producer(ValueId v) const {
+    while (v != kNoId) {
+      const NodeId p = g_.value(v).producer;
+      if (p == kNoId || !is_op(p, "Cast")) return p;
+      v = g_.node(p).input(0);
+    }
+    return kNoId;
+  }
+  bool is_op(NodeId n, std::string_view op) const {
+    return n != kNoId && g_.node(n).op_type == op && g_.node(n).source >= 0 &&
+           g_.node(n).phase == Phase::kForward;
+  }
+  // An Add of a vector along the last dim of the other operand: a projection's bias.
+  bool is_bias_add(NodeId n) const {
+    if (!is_op(n, "Add") || g_.node(n).inputs.size() != 2) return false;
+    const std::vector<int64_t>& out = g_.value(g_.node(n).outputs[0]).shape.dims;
+    for (ValueId in : g_.node(n).inputs) {
+      const std::vector<int64_t>& dims = g_.value(in).shape.dims;
+      if (dims.size() == 1 && !out.empty() && out.size() > 1 && dims[0] == out.back()) return true;
+    }
+    return false;
+  }
+  // A product or quotient by a scalar (the scores' 1/sqrt(d)).
+  bool is_scaling(NodeId n) const {
+    if (!is_op(n, "Div") && !is_op(n, "Mul")) return false;
+    const ValueId by = g_.node(n).input(1);
+    return by != kNoId && g_.value(by).shape.num_elements() == 1;
+  }
+  void join(NodeId a, NodeId b) {
+    const int32_t x = kernel_of(g_.node(a).source), y = kernel_of(g_.node(b).source);
+    if (x == y) return;
+    parent_[std::max(x, y)] = std::min(x, y);
+    parent_.try_emplace(std::min(x, y), std::min(x, y));
+  }
+
+  const Graph& g_;
+  std::map<int32_t, int32_t> parent_;  // union-find over source ops
+};
+
 class KernelGrouping {
  public:
   KernelGrouping(const HardwareProfile& profile, const Graph& g,
-                 const std::vector<NodeId>& cut_before)
+                 const std::vector<NodeId>& cut_before, const std::set<Fusion>& fusions)
       : profile_(profile), g_(g), group_(static_cast<size_t>(g.num_nodes()), -1) {
+    const SourceFusions fused(g, fusions);
     std::vector<NodeId> cuts = cut_before;
     std::sort(cuts.begin(), cuts.end());
     // A node's kernel: its source op, its direction and its program.
@@ -52,8 +141,8 @@ class KernelGrouping {
         continue;
       }
       const bool backward = node.phase == Phase::kBackward;
-      auto [it, added] =
-          ids.try_emplace({node.source, backward, program}, static_cast<int32_t>(members_.size()));
+      auto [it, added] = ids.try_emplace({fused.kernel_of(node.source), backward, program},
+                                         static_cast<int32_t>(members_.size()));
       if (added) {
         members_.emplace_back();
         synced_.push_back(false);
@@ -165,7 +254,7 @@ std::vector<double> framework_kernel_seconds(const HardwareProfile& profile, con
                                              const std::vector<NodeId>& cut_before,
                                              const std::set<Fusion>& fusions) {
   if (!fusions.count(Fusion::kOpKernels)) return {};
-  return KernelGrouping(profile, g, cut_before).seconds();
+  return KernelGrouping(profile, g, cut_before, fusions).seconds();
 }
 
 }  // namespace autopar

@@ -322,8 +322,8 @@ StatusOr<HardwareProfile> parse_hardware_profile(std::string_view yaml, std::str
       for (const YAML::Node& fusion : fusions) {
         const auto named = fusion.IsScalar() ? fusion_named(fusion.Scalar()) : std::nullopt;
         if (!named) {
-          return r.fail("kernels.fusions", "'{}' is not one of op_kernels",
-                        fusion.IsScalar() ? fusion.Scalar() : std::string("?"));
+          return r.fail("kernels.fusions", "'{}' is not one of {}",
+                        fusion.IsScalar() ? fusion.Scalar() : std::string("?"), fusion_names());
         }
         p.fusions.insert(*named);
       }

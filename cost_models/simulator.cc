@@ -140,7 +140,7 @@ StatusOr<Simulation> simulate(const Plan& plan, const HardwareProfile& profile,
                               bool record_events) {
   StreamModel streams = stream_model(profile);
   // A training step as its framework runs it (an inference plan has no loss).
-  const MemoryPolicy policy = plan.scheme.memory_policy.value_or(profile.memory_policy);
+  const MemoryPolicy policy = memory_policy_of(plan.scheme, &profile);
   const bool training = !plan.loss.empty();
   streams.weights_cast_once = training && holds_weight_copies(policy);
   streams.accumulates_in_gemm = training && accumulates_in_gemm(policy);

@@ -238,6 +238,8 @@ StatusOr<SpmdLowering> lower_to_spmd(const Graph& model, const Scheme& scheme,
   }
   // The attention kernel the scheme names, or else the hardware's software stack runs.
   policy.fuse_attention = runs_flash_attention(scheme, options.profile.get());
+  policy.regather = policy.spmd.tp_activations == SpmdPolicy::TpActivations::kReduceScatter &&
+                    regathers_sequence_shards(memory_policy_of(scheme, options.profile.get()));
 
   auto prepare = [&]() -> StatusOr<PreparedGraph> {
     return prepare_graph(model, policy, options, layers, microbatches);

@@ -100,9 +100,8 @@ RoleBuilder::RoleBuilder(const SpmdResult& spmd, const std::vector<int32_t>& sou
                               static_cast<int32_t>(policy.stages * policy.chunks - 1))),
       in_update_(policy.stages, std::vector<bool>(spmd.graph.num_nodes(), false)) {
   for (const StateSpec& s : spmd.state) state_by_input_[s.name] = &s;
-  partial_ = partially_recomputed(
-      policy.recompute, policy.spmd.tp_activations == SpmdPolicy::TpActivations::kReduceScatter, g_,
-      [&](ValueId v) { return state_input(v) != nullptr; });
+  partial_ = partially_recomputed(policy.recompute, policy.regather, g_,
+                                  [&](ValueId v) { return state_input(v) != nullptr; });
   if (training_) place_updates();
   find_cuts();
 }

@@ -287,32 +287,47 @@ TEST(Estimator, APipelineStashesWhatThePlanStashes) {
 
 // Under sequence parallelism the backward gathers again what a forward gather over tp made and
 // it reads (Megatron-LM re-gathers the norms' sequence shards for the projections' weight
-// gradients), whatever the recompute, and the estimate's stash is the plan's, rank by rank.
+// gradients), whatever the recompute; PyTorch's DTensor (memory_policy fsdp) keeps the gathered
+// values instead. The estimate's stash is the plan's, rank by rank, either way.
 TEST(Estimator, SequenceParallelismGathersAgainInTheBackward) {
-  for (const char* recompute : {"none", "selective"}) {
-    SCOPED_TRACE(recompute);
-    const PlannedAndEstimated p = plan_and_estimate(
-        fmt::format("mesh: {{pp: 2, tp: 2}}\nbatch: {{global: 4, micro: 1}}\nprecision: bf16\n"
-                    "tensor: megatron-sp\nrecompute: {}\n",
-                    recompute));
-    ASSERT_EQ(p.plan.roles.size(), 2u);
-    for (const Role& role : p.plan.roles) {
-      // Gathers in a backward program of what a forward program kept.
-      int gathers = 0;
-      const Graph& g = role.graph;
-      for (const Program& program : role.programs) {
-        if (program.kind != ProgramKind::kBackward) continue;
-        for (NodeId n = program.begin; n < program.end; ++n) {
-          const Node& node = g.node(n);
-          if (node.op_type != "AllGather") continue;
-          const NodeId from = g.value(node.inputs[0]).producer;
-          gathers += from != kNoId && g.node(from).phase == Phase::kForward;
+  std::map<std::string, std::vector<double>> stash;  // per memory policy and recompute
+  for (const char* policy : {"autopar", "fsdp"}) {
+    for (const char* recompute : {"none", "selective"}) {
+      SCOPED_TRACE(fmt::format("{} {}", policy, recompute));
+      const PlannedAndEstimated p = plan_and_estimate(
+          fmt::format("mesh: {{pp: 2, tp: 2}}\nbatch: {{global: 4, micro: 1}}\nprecision: bf16\n"
+                      "tensor: megatron-sp\nrecompute: {}\nmemory_policy: {}\n",
+                      recompute, policy));
+      for (const RoleMemory& m : p.memory)
+        stash[fmt::format("{} {}", policy, recompute)].push_back(m.stash_bytes);
+      const bool regathers = std::string(policy) == "autopar";
+      ASSERT_EQ(p.plan.roles.size(), 2u);
+      for (const Role& role : p.plan.roles) {
+        // Gathers in a backward program of what a forward program kept.
+        int gathers = 0;
+        const Graph& g = role.graph;
+        for (const Program& program : role.programs) {
+          if (program.kind != ProgramKind::kBackward) continue;
+          for (NodeId n = program.begin; n < program.end; ++n) {
+            const Node& node = g.node(n);
+            if (node.op_type != "AllGather") continue;
+            const NodeId from = g.value(node.inputs[0]).producer;
+            gathers += from != kNoId && g.node(from).phase == Phase::kForward;
+          }
         }
+        // On gpt-tiny the SPMD pass keeps one forward gather a backward reads: the logits' on the
+        // last rank, gathered again there under Megatron-LM's policy; PyTorch's DTensor (fsdp)
+        // keeps the gathered logits instead.
+        EXPECT_EQ(gathers, role.stage == 0 || !regathers ? 0 : 1) << "role " << role.id;
       }
-      // On gpt-tiny the SPMD pass keeps one forward gather a backward reads: the logits' on the
-      // last rank, gathered again there.
-      EXPECT_EQ(gathers, role.stage == 0 ? 0 : 1) << "role " << role.id;
     }
+  }
+  // Keeping the gathered logits (b·s·vocab bf16 elements, tp 2 gathering the other half) costs
+  // the last rank memory; the first rank has no gather a backward reads.
+  for (const char* recompute : {"none", "selective"}) {
+    const std::string r = recompute;
+    EXPECT_EQ(stash["fsdp " + r][0], stash["autopar " + r][0]) << r;
+    EXPECT_GT(stash["fsdp " + r][1], stash["autopar " + r][1]) << r;
   }
 }
 

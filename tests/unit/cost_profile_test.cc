@@ -118,8 +118,9 @@ TEST(HardwareProfile, ErrorsNameTheField) {
             "p.yaml: memory_policy: 'nemo' is not one of autopar, megatron, deepspeed, fsdp");
   EXPECT_EQ(with("name: fixture", "name: fixture\nkernels: {attention: xformers}"),
             "p.yaml: kernels.attention: 'xformers' is not one of unfused, flash");
-  EXPECT_EQ(with("name: fixture", "name: fixture\nkernels: {fusions: [bias_gelu]}"),
-            "p.yaml: kernels.fusions: 'bias_gelu' is not one of op_kernels");
+  EXPECT_EQ(with("name: fixture", "name: fixture\nkernels: {fusions: [bias_relu]}"),
+            "p.yaml: kernels.fusions: 'bias_relu' is not one of op_kernels, bias_gelu, "
+            "bias_dropout_add, scale_mask_softmax");
   EXPECT_EQ(with("name: fixture", "name: fixture\nkernels: {fusions: op_kernels}"),
             "p.yaml: kernels.fusions: expected a list, e.g. [op_kernels]");
   EXPECT_EQ(with("name: fixture", "name: fixture\nkernels: {fuse: [op_kernels]}"),
@@ -364,6 +365,68 @@ TEST(Compute, OpKernelsRunEachSourceOpAsOneKernelPerDirection) {
   const std::vector<double> cut = fused_node_seconds(p, g, {2});
   EXPECT_EQ(cut[2], -1.0);
   EXPECT_NEAR(cut[0] + cut[1], kernel({0, 1}, OpClass::kNorm, 2.0 * e + 4.0 * e), 1e-15);
+}
+
+// Megatron-LM's fused kernels (bias_gelu, bias_dropout_add, scale_mask_softmax) each run their
+// source ops as one kernel per direction: what crosses the kernel's boundary read or written
+// once, one launch. Without them each op is a kernel of its own (op_kernels alone prices these
+// one-node kernels node by node).
+TEST(Compute, MegatronsFusedKernelsRunTheirOpsAsOne) {
+  GraphBuilder b("fusions");
+  b.mutable_graph().opsets[std::string(kTrainingDomain)] = 1;
+  const int64_t e = 8 * 128 * 64, s = 8 * 4 * 128 * 128;
+  const ValueId x = b.input("x", DType::kFloat16, {8, 128, 64});
+  const ValueId bias = b.input("bias", DType::kFloat16, {64});
+  const ValueId residual = b.input("residual", DType::kFloat16, {8, 128, 64});
+  const ValueId scores = b.input("scores", DType::kFloat16, {8, 4, 128, 128});
+  const ValueId mask = b.input("mask", DType::kFloat16, {128, 128});
+  const ValueId sum = b.op1("Add", {x, bias});                          // 0
+  const ValueId gelu = b.op("Gelu", {sum}, {}, 1, kTrainingDomain)[0];  // 1
+  const ValueId projected = b.op1("Add", {gelu, bias});                 // 2
+  const ValueId ratio = b.constant_scalar("ratio", 0.1f);
+  Tensor on(DType::kBool, {});
+  on.set_from_int(0, 1);
+  const ValueId training = b.constant("training", on);
+  const std::vector<ValueId> dropped = b.op("Dropout", {projected, ratio, training}, {}, 2);  // 3
+  b.output(b.op1("Add", {dropped[0], residual}), "y");                                        // 4
+  b.output(dropped[1], "kept");  // the backward reads it
+  const ValueId scaled = b.op1("Div", {scores, b.input("root", DType::kFloat16, {})});
+  const ValueId masked = b.op1("Add", {scaled, mask});                 // 6
+  b.output(b.op1("Softmax", {masked}, {{"axis", int64_t{-1}}}), "p");  // 7
+  Graph g = b.finish();
+  ASSERT_EQ(g.num_nodes(), 8);
+  for (NodeId n = 0; n < g.num_nodes(); ++n) g.mutable_node(n).source = n;
+  HardwareProfile p = fixture();
+  p.fusions = {Fusion::kOpKernels};
+  EXPECT_EQ(fused_node_seconds(p, g), std::vector<double>(8, -1.0));
+  p.fusions = {Fusion::kOpKernels, Fusion::kBiasGelu, Fusion::kBiasDropoutAdd,
+               Fusion::kScaleMaskSoftmax};
+  const std::vector<double> t = fused_node_seconds(p, g);
+  ASSERT_EQ(t.size(), 8u);
+  auto kernel = [&](std::initializer_list<NodeId> nodes, OpClass op_class, double bytes) {
+    double flops = 0;
+    for (NodeId n : nodes) flops += node_flops(g, g.node(n));
+    const double memory = bytes / (2e12 * p.device.efficiency.at(op_class).at(bytes));
+    return std::max(flops / 20e12, memory) + 5e-6;
+  };
+  // bias + GELU: x and the bias in, the GELU's output out (the sum never leaves the kernel).
+  EXPECT_NEAR(t[0] + t[1], kernel({0, 1}, OpClass::kElementwise, 2.0 * e + 2 * 64 + 2.0 * e),
+              1e-15);
+  EXPECT_EQ(t[0], t[1]);
+  // bias + dropout + residual add: the GELU's output, the bias, the ratio, the mode and the
+  // residual in; the mask and the sum out.
+  EXPECT_NEAR(t[2] + t[3] + t[4],
+              kernel({2, 3, 4}, OpClass::kElementwise,
+                     2.0 * e + 2 * 64 + 4 + 1 + 2.0 * e + 1.0 * e + 2.0 * e),
+              1e-15);
+  // scale + mask + softmax: the scores, the scale and the mask in, the probabilities out.
+  EXPECT_NEAR(t[5] + t[6] + t[7],
+              kernel({5, 6, 7}, OpClass::kNorm, 2.0 * s + 2 + 2.0 * 128 * 128 + 2.0 * s), 1e-15);
+  // Each alone: bias + GELU only.
+  p.fusions = {Fusion::kOpKernels, Fusion::kBiasGelu};
+  const std::vector<double> gelu_only = fused_node_seconds(p, g);
+  EXPECT_NE(gelu_only[0], -1.0);
+  for (NodeId n = 2; n < 8; ++n) EXPECT_EQ(gelu_only[n], -1.0) << n;
 }
 
 // A GEMM's or a convolution's op kernel keeps its arithmetic nodes priced alone and makes its

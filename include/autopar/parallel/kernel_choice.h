@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <set>
+#include <string>
 #include <string_view>
 
 namespace autopar {
@@ -25,10 +26,23 @@ enum class Fusion : uint8_t {
   // operands read and its results written once; GEMM and convolution gradients read their
   // operands in the layout they are in (no transposes of their own).
   kOpKernels,
+  // The fused kernels of Megatron-LM (its --bias-gelu-fusion, --bias-dropout-fusion and
+  // --masked-softmax-fusion, on by default), each one kernel forward and one backward over the
+  // ops' kernels of op_kernels:
+  // bias_gelu: a bias Add and the GELU reading it;
+  kBiasGelu,
+  // bias_dropout_add: a bias Add, the Dropout of its sum (where there is one) and the residual
+  // Add of that;
+  kBiasDropoutAdd,
+  // scale_mask_softmax: the attention scores' scaling, their mask (an Add or a Where) and the
+  // Softmax.
+  kScaleMaskSoftmax,
 };
 const char* fusion_name(Fusion fusion);
-// The fusion of a name (op_kernels); nullopt for any other.
+// The fusion of a name (op_kernels, bias_gelu, ...); nullopt for any other.
 std::optional<Fusion> fusion_named(std::string_view name);
+// Every fusion's name, comma-separated, for messages.
+std::string fusion_names();
 
 struct HardwareProfile;
 struct Scheme;

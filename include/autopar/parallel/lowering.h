@@ -92,6 +92,10 @@ struct LoweringPolicy {
   // FlashAttention runs it (what context parallelism splits): runs_flash_attention, set by
   // lower() once every paradigm is configured.
   bool fuse_attention = false;
+  // Under sequence parallelism, the backward gathers the sequence shards a forward gather over
+  // tp made again (regathers_sequence_shards of the plan's memory policy), rather than keep the
+  // gathered values: set by lower() with the memory policy.
+  bool regather = false;
 };
 
 // A paradigm: one file in src/parallel/paradigms/, one entry in paradigms().

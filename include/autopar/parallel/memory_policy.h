@@ -26,5 +26,16 @@ bool holds_weight_copies(MemoryPolicy policy);
 // --gradient-accumulation-fusion, on by default: the GEMM's beta = 1 on main_grad), so the
 // gradient's cast to fp32, its scaling and its addition into the accumulator cost nothing.
 bool accumulates_in_gemm(MemoryPolicy policy);
+// Whether the backward of a sequence-parallel projection gathers its input's sequence shards
+// again rather than keep the gathered input from the forward: Megatron-LM does (its
+// LinearWithGradAccumulationAndAsyncCommunication saves the shard and all-gathers it for the
+// weight gradient), and so do DeepSpeed's Megatron-based runs and autopar's runtime; PyTorch's
+// DTensor sequence parallelism (torchtitan, FSDP runs) saves the gathered input for autograd.
+bool regathers_sequence_shards(MemoryPolicy policy);
+
+struct Scheme;
+struct HardwareProfile;
+// The scheme's memory policy, else the profile's, else autopar's.
+MemoryPolicy memory_policy_of(const Scheme& scheme, const HardwareProfile* profile);
 
 }  // namespace autopar

@@ -12,7 +12,10 @@ namespace {
 const std::initializer_list<std::pair<const char*, AttentionKernel>> kAttentionKernels = {
     {"unfused", AttentionKernel::kUnfused}, {"flash", AttentionKernel::kFlash}};
 const std::initializer_list<std::pair<const char*, Fusion>> kFusions = {
-    {"op_kernels", Fusion::kOpKernels}};
+    {"op_kernels", Fusion::kOpKernels},
+    {"bias_gelu", Fusion::kBiasGelu},
+    {"bias_dropout_add", Fusion::kBiasDropoutAdd},
+    {"scale_mask_softmax", Fusion::kScaleMaskSoftmax}};
 
 }  // namespace
 
@@ -27,6 +30,15 @@ std::optional<AttentionKernel> attention_kernel_named(std::string_view name) {
 const char* fusion_name(Fusion fusion) { return name_of(fusion, kFusions); }
 
 std::optional<Fusion> fusion_named(std::string_view name) { return value_named(name, kFusions); }
+
+std::string fusion_names() {
+  std::string names;
+  for (const auto& [name, fusion] : kFusions) {
+    if (!names.empty()) names += ", ";
+    names += name;
+  }
+  return names;
+}
 
 const std::set<Fusion>& fusions_of(const Scheme& scheme, const HardwareProfile& profile) {
   return scheme.fusions ? *scheme.fusions : profile.fusions;

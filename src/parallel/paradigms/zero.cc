@@ -1,6 +1,7 @@
 // ZeRO: optimizer state (stage 1), accumulated gradients (2) and parameters (3) held as dp
 // shards. The update runs on each replica's shard; the new parameters are all-gathered into
 // their storage layout (stages 1, 2) or stay shards that every use gathers (3).
+#include "autopar/cost/hardware_profile.h"
 #include "paradigms.h"
 
 namespace autopar {
@@ -25,6 +26,12 @@ bool holds_weight_copies(MemoryPolicy policy) {
 }
 
 bool accumulates_in_gemm(MemoryPolicy policy) { return policy == MemoryPolicy::kMegatron; }
+
+bool regathers_sequence_shards(MemoryPolicy policy) { return policy != MemoryPolicy::kFsdp; }
+
+MemoryPolicy memory_policy_of(const Scheme& scheme, const HardwareProfile* profile) {
+  return scheme.memory_policy.value_or(profile ? profile->memory_policy : MemoryPolicy::kAutopar);
+}
 
 }  // namespace autopar
 
