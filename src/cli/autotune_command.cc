@@ -341,15 +341,18 @@ Status run_autotune(const AutotuneFlags& f) {
       result.candidates_evaluated, result.feasible, result.search_time_s);
   std::optional<Exported> exported;
   if (target) {
-    bool fused_attention = false;
+    bool fused_attention = false, vocab_parallel_loss = false;
     for (const Role& role : built.plan.roles) {
-      for (const Node& n : role.graph.nodes())
+      for (const Node& n : role.graph.nodes()) {
         fused_attention =
             fused_attention || n.op_type == "Attention" || n.op_type == "RingAttention";
+        vocab_parallel_loss = vocab_parallel_loss ||
+                              (n.op_type == "AllReduce" && n.attr_string("op", "sum") == "max");
+      }
     }
     ExportSource source{
-        f.model,         &built.model,   t.options.optimizer, t.profile.devices_per_node,
-        t.profile.nodes, fused_attention};
+        f.model,         &built.model,    t.options.optimizer, t.profile.devices_per_node,
+        t.profile.nodes, fused_attention, vocab_parallel_loss};
     ASSIGN_OR_RETURN(exported, export_scheme(*target, best.scheme, source));
     const std::string file = exported->file == "deepspeed.json" ? exported->text
                              : exported->file == "megatron.sh" ? "#!/bin/sh\n" + exported->printed()

@@ -346,8 +346,8 @@ std::string torchtitan(const Scheme& s, const TransformerShape& m, const ExportS
   if (s.zero >= 2)
     line("fsdp_reshard_after_forward", toml_string(s.zero == 3 ? "always" : "never"));
   line("tensor_parallel_degree", fmt::format("{}", s.tp()));
-  // The plan computes the loss on whole rows; torchtitan would on vocabulary shards over tp.
-  if (s.tp() > 1) line("disable_loss_parallel", "true");
+  // Loss parallelism (the loss on vocabulary shards over tp) as the plan runs it.
+  if (s.tp() > 1) line("disable_loss_parallel", src.vocab_parallel_loss ? "false" : "true");
   line("context_parallel_degree", fmt::format("{}", s.cp()));
   if (s.cp() > 1) {
     // Rank r holds chunks r and 2cp-1-r ("headtail"); the K/V blocks pass round the ring.

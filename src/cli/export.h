@@ -57,6 +57,9 @@ struct ExportSource {
   // Whether the plan runs attention as one fused kernel (its graphs hold Attention ops: the
   // scheme or the profile chose FlashAttention and the model's attention has its form).
   bool fused_attention = false;
+  // Whether the plan runs the cross-entropy on vocabulary shards over tp (its graphs all-reduce
+  // each row's maximum: vocab_parallel_cross_entropy, torchtitan's loss parallelism).
+  bool vocab_parallel_loss = false;
 };
 
 // A launch configuration: the file's name and text (a shell command, JSON or TOML) and what

@@ -285,6 +285,17 @@ TEST(Export, TorchtitanJobConfigsAreTorchtitans) {
   EXPECT_EQ(keys.at("parallelism.data_parallel_shard_degree"), "4");
   EXPECT_EQ(keys.at("parallelism.tensor_parallel_degree"), "2");
   EXPECT_EQ(keys.at("parallelism.disable_loss_parallel"), "true");
+  // A plan that runs the loss on vocabulary shards (llama3's head splits the vocabulary over
+  // tp) keeps torchtitan's loss parallelism.
+  ExportSource vocab_parallel{"llama3-8b", &llama, OptimizerSpec{}, 8, 8};
+  vocab_parallel.vocab_parallel_loss = true;
+  auto parallel_loss = export_scheme(ExportTarget::kTorchtitan,
+                                     scheme("mesh: {pp: 2, dp: 4, tp: 2}\nbatch: {global: 64, "
+                                            "micro: 2}\ntensor: megatron-sp\nzero: 3\n"
+                                            "precision: bf16\n"),
+                                     vocab_parallel);
+  ASSERT_TRUE(parallel_loss.is_ok()) << parallel_loss.status().message();
+  EXPECT_EQ(torchtitan_keys(parallel_loss->text).at("parallelism.disable_loss_parallel"), "false");
   EXPECT_EQ(keys.at("parallelism.pipeline_parallel_schedule"), "\"Interleaved1F1B\"");
   EXPECT_EQ(keys.at("parallelism.pipeline_parallel_microbatch_size"), "2");
   // 32 layers over 4 virtual stages of 8, none for the embedding and the output.

@@ -56,7 +56,9 @@ TEST(LongContext, SearchPicksContextParallelismWhereNothingElseFits) {
   ASSERT_EQ(simulated.exit_code, 0) << simulated.err;
   const double step = nlohmann::json::parse(simulated.out)["step_time_s"].get<double>();
   EXPECT_NEAR(json["best"]["estimated_step_time_s"].get<double>() / step, 1.0, 0.05);
-  EXPECT_LT(json["best"]["step_time_s"].get<double>(), without_cp / 2) << without_cp;
+  // Faster than the best plan without it (15.2 s against 19.4 s; both run the loss on the
+  // vocabulary shards over tp, which spares the plan without cp gathering 128K × 128,256 scores).
+  EXPECT_LT(json["best"]["step_time_s"].get<double>(), 0.85 * without_cp) << without_cp;
 }
 
 }  // namespace

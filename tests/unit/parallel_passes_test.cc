@@ -244,6 +244,96 @@ TEST(MaxPoolGradient, SplitsOverTheBatchUnderDataParallelism) {
   EXPECT_EQ(grads, 1);
 }
 
+// Under tensor parallelism the head's logits come out split over tp on the vocabulary (the
+// tied embedding is split by rows), and where that pays (here 16,384 words a position; the
+// SPMD pass weighs three all-reduces of a row against gathering the scores) the loss runs on
+// those shards as Megatron-LM's vocab_parallel_cross_entropy does: each row's max all-reduced
+// (max), its sum of exponentials and its label's score all-reduced (sum), for the loss and for
+// the softmax its gradient takes, whose one-hot labels compare each device's own class ids.
+// No device gathers the logits, and the plan computes what one device computes.
+TEST(VerifyPlan, CrossEntropyRunsOnTheVocabularyShards) {
+  const Scheme scheme = scheme_of("mesh: {dp: 2, tp: 2}\nbatch: {global: 8, micro: 2}\n");
+  ZooOptions zoo;
+  zoo.batch = scheme.dp() * scheme.micro_batch;
+  zoo.vocab = 16384;
+  zoo.with_weights = true;
+  auto model = build_zoo_model("gpt-tiny", zoo);
+  ASSERT_TRUE(model.is_ok()) << model.status().message();
+  LoweringOptions options;
+  options.optimizer.kind = OptimizerKind::kSgd;
+  auto plan = lower(*model, scheme, options);
+  ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+  const Graph& g = plan->roles.at(0).graph;
+  const std::vector<int64_t> row = {32, 1};  // 2 sequences of 16 a device
+  int max_reductions = 0, row_sums = 0;
+  for (const Node& node : g.nodes()) {
+    if (node.op_type == "AllReduce" && node.attr_string("op", "") == "max") {
+      ++max_reductions;
+      EXPECT_EQ(g.value(node.outputs[0]).shape.dims, row);
+    }
+    if (node.op_type == "AllReduce" && g.value(node.outputs[0]).shape.dims == row) ++row_sums;
+    // A device holds 8192 of a position's 16,384 scores, in the loss and in its gradient
+    // (softmax minus the one-hot labels, on the device's classes).
+    if (node.op_type == "AllGather" && node.phase == Phase::kForward)
+      EXPECT_NE(g.value(node.outputs[0]).shape.dims.back(), 16384) << node.name;
+    if (node.name.rfind("grad/loss/SoftmaxCrossEntropyLoss/", 0) == 0 &&
+        (node.op_type == "Sub" || node.op_type == "Mul" || node.op_type == "Equal"))
+      EXPECT_EQ(g.value(node.outputs[0]).shape.dims, (std::vector<int64_t>{32, 8192})) << node.name;
+  }
+  // Loss: max, sum, label score; its gradient's softmax: max, sum.
+  EXPECT_EQ(max_reductions, 2);
+  EXPECT_EQ(row_sums, 5);
+  auto feeds = synthetic_plan_feeds(*model, *plan, options, 1, 5);
+  ASSERT_TRUE(feeds.is_ok()) << feeds.status().message();
+  auto compared = verify_plan(*model, *plan, options, *feeds);
+  ASSERT_TRUE(compared.is_ok()) << compared.status().message();
+  EXPECT_EQ(compared->differences.size(), 53u);
+  EXPECT_TRUE(compared->within(1e-4))
+      << compared->differences.front().name << " " << compared->worst();
+}
+
+// A tied embedding's two gradient contributions in different layouts (the embedding's whole
+// table, the head's vocabulary shards from the loss on the shards) each accumulate over the
+// microbatches in their own layout on the rank that computes them, and meet once per step in the
+// layout the parameter is read in; no microbatch reshards a [vocabulary, hidden] gradient. The
+// plan still computes what one device computes.
+TEST(VerifyPlan, TiedGradientsAccumulateInTheirOwnLayouts) {
+  const Scheme scheme = scheme_of("mesh: {pp: 2, tp: 2}\nbatch: {global: 4, micro: 2}\n");
+  ZooOptions zoo;
+  zoo.batch = scheme.micro_batch;
+  zoo.vocab = 16384;
+  zoo.seq = 32;
+  zoo.with_weights = true;
+  auto model = build_zoo_model("gpt-tiny", zoo);
+  ASSERT_TRUE(model.is_ok()) << model.status().message();
+  LoweringOptions options;
+  options.optimizer.kind = OptimizerKind::kSgd;
+  auto plan = lower(*model, scheme, options);
+  ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+  std::map<std::string, std::string> accumulators;  // part -> layout
+  for (const StateSpec& s : plan->state) {
+    if (s.gradient_of == "wte.weight") accumulators[s.gradient_part] = s.layout.to_string();
+  }
+  EXPECT_EQ(accumulators,
+            (std::map<std::string, std::string>{{"rank0.1", "[_, _]"}, {"rank1.0", "[tp, _]"}}));
+  for (const Role& role : plan->roles) {
+    for (const Node& node : role.graph.nodes()) {
+      // (The exchange sends one rank's accumulator to the other once per step.)
+      if (node.domain != kAutoparDomain || node.phase != Phase::kBackward || node.outputs.empty() ||
+          node.op_type == "Recv")
+        continue;
+      EXPECT_NE(role.graph.value(node.outputs[0]).shape.dims, (std::vector<int64_t>{16384, 64}))
+          << node.name;
+    }
+  }
+  auto feeds = synthetic_plan_feeds(*model, *plan, options, 1, 7);
+  ASSERT_TRUE(feeds.is_ok()) << feeds.status().message();
+  auto compared = verify_plan(*model, *plan, options, *feeds);
+  ASSERT_TRUE(compared.is_ok()) << compared.status().message();
+  EXPECT_TRUE(compared->within(1e-4))
+      << compared->differences.front().name << " " << compared->worst();
+}
+
 TEST(VerifyPlan, ComparesRunningStatistics) {
   const Scheme scheme = scheme_of("mesh: {dp: 2}\nbatch: {global: 8, micro: 2}\n");
   ZooOptions zoo;

@@ -206,7 +206,9 @@ TEST(MixedPrecision, GradientsAreReducedWhereTheyWouldBeInFp32) {
 // gpt-tiny's attention projection is split into three (so heads shard): their input
 // gradients are partial sums that meet in one Sum and are all-reduced once after it, not once
 // each. 4 layers: 8 forward, 8 backward. (A norm's gradient is one fused node over whole rows,
-// so no norm's backward runs on hidden shards and all-reduces its means.)
+// so no norm's backward runs on hidden shards and all-reduces its means.) gpt-tiny's 256-word
+// vocabulary is gathered for the loss: three all-reduces of a row each would cost more
+// (VerifyPlan.CrossEntropyRunsOnTheVocabularyShards has a vocabulary where they do not).
 TEST(TensorParallel, SplitProjectionsReduceTheirInputGradientOnce) {
   using Counts = std::map<std::string, int>;
   const std::string megatron = "mesh: {tp: 2}\nbatch: {global: 8}\ntensor: megatron\n";

@@ -27,10 +27,10 @@ StatusOr<bool> Spmd::lower_tied_gradient_sum(NodeId id) {
         node.inputs.size() >= 2 && maps_.parameter_of.count(node.outputs[0])))
     return false;
   std::set<int32_t> layers, ranks;
-  bool same_layout = true;
+  bool placed = true, same_layout = true;
   for (ValueId in : node.inputs) {
     if (in == kNoId || !layout_[in] || src_.value(in).producer == kNoId) {
-      same_layout = false;
+      placed = false;
       break;
     }
     const NodeId producer = src_.value(in).producer;
@@ -39,9 +39,12 @@ StatusOr<bool> Spmd::lower_tied_gradient_sum(NodeId id) {
     if (!policy_.stage_of.empty()) ranks.insert(policy_.stage_of[producer]);
     same_layout = same_layout && *layout_[in] == *layout_[node.inputs[0]];
   }
-  if (same_layout && layers.size() > 1) {
+  // Contributions on several ranks accumulate per rank; so do contributions in different
+  // layouts (a tied head's vocabulary-split gradient and the embedding's whole one), which
+  // then meet once per step rather than be resharded every microbatch.
+  if (placed && layers.size() > 1) {
     result_.gradients_per_rank.insert(src_.value(maps_.parameter_of.at(node.outputs[0])).name);
-    if (ranks.size() > 1) {
+    if (ranks.size() > 1 || !same_layout) {
       RETURN_IF_ERROR(accumulate_per_stage(id));
       return true;
     }
@@ -214,6 +217,8 @@ Status Spmd::lower_node(NodeId id) {
       !sets_.empty() && sets_[id] ? std::move(sets_[id]) : own_set(id, node, axes);
   const std::vector<OpStrategy>& bases = own->strategies;
   if (context_attention(node)) return lower_context_attention(id, *own, axes);
+  ASSIGN_OR_RETURN(const bool vocab_parallel, lower_vocab_parallel(id, *own));
+  if (vocab_parallel) return Status::ok();
   // The layer's plan, where the inputs came as it planned: its strategy is taken without
   // pricing the others (unless a window over sp, which the plan does not weigh, may win).
   if (!planned_.empty() && planned_[id] && planned_[id]->own >= 0 &&

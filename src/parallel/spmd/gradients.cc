@@ -3,6 +3,7 @@
 #include <set>
 
 #include "autopar/autodiff/emitter.h"
+#include "autopar/parallel/primitives.h"
 #include "spmd_pass.h"
 
 namespace autopar::spmd_detail {
@@ -41,18 +42,48 @@ Status Spmd::accumulate_per_stage(NodeId id) {
   const ValueId p = maps_.parameter_of.at(g);
   for (size_t i = 0; i < sum.inputs.size(); ++i) {
     const ValueId c = sum.inputs[i];
-    RETURN_IF_ERROR(
-        accumulate(p, c, fmt::format("rank{}.{}", policy_.stage_of[src_.value(c).producer], i)));
+    const NodeId producer = src_.value(c).producer;
+    // Named by the rank that accumulates it, or by its layer where no stages are known.
+    const std::string part =
+        policy_.stage_of.empty()
+            ? fmt::format(
+                  "layer{}.{}",
+                  policy_.layer_of.empty() ? src_.node(producer).layer : policy_.layer_of[producer],
+                  i)
+            : fmt::format("rank{}.{}", policy_.stage_of[producer], i);
+    RETURN_IF_ERROR(accumulate(p, c, part));
   }
   Graph& dst = result_.graph;
-  Emitter e(dst, fmt::format("grad_acc/{}", src_.value(p).name), Phase::kOptimizer, -1);
-  ValueId total = local_[sum.inputs[0]];
-  for (size_t i = 1; i < sum.inputs.size(); ++i)
-    total = e.op("Add", {total, local_[sum.inputs[i]]});
-  RETURN_IF_ERROR(e.status());
+  // The accumulators meet, once per step, in the layout the parameter's consumers read it in
+  // (the update's, short of ZeRO's shards), else in the most split of theirs.
+  size_t most = 0;
+  for (size_t i = 1; i < sum.inputs.size(); ++i) {
+    if (layout_[sum.inputs[i]]->split_degree(mesh_) >
+        layout_[sum.inputs[most]]->split_degree(mesh_))
+      most = i;
+  }
+  const auto read = compute_layout_.find(p);
+  const Layout target = read != compute_layout_.end() ? without_partial_sums(read->second)
+                                                      : *layout_[sum.inputs[most]];
+  ValueId total = kNoId;
+  for (size_t i = 0; i < sum.inputs.size(); ++i) {
+    const ValueId c = sum.inputs[i];
+    ValueId x = local_[c];
+    if (*layout_[c] != target) {
+      ASSIGN_OR_RETURN(x, augment_reshard(dst, x, *layout_[c], target, src_.value(c).shape.dims,
+                                          mesh_, Phase::kOptimizer, -1));
+    }
+    if (total == kNoId) {
+      total = x;
+      continue;
+    }
+    Emitter e(dst, fmt::format("grad_acc/{}", src_.value(p).name), Phase::kOptimizer, -1);
+    total = e.op("Add", {total, x});
+    RETURN_IF_ERROR(e.status());
+  }
   result_.origin.resize(dst.num_nodes(), id);
   local_[g] = total;
-  layout_[g] = layout_[sum.inputs[0]];
+  layout_[g] = target;
   accumulated_.insert(g);
   return Status::ok();
 }

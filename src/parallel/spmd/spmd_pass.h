@@ -1,7 +1,8 @@
 // The SPMD pass, by responsibility: the lowering itself and the values it holds (spmd.cc),
 // what a strategy costs (pricing.cc), the strategy each node takes (choice.cc), tensor auto's
 // plan of a layer (layer_plan.cc), gradient accumulation and ZeRO's shards (gradients.cc);
-// op families' partitioning knowledge sits in handlers (convolution_handler.cc).
+// op families' partitioning knowledge sits in handlers (convolution_handler.cc,
+// attention_handler.cc, cross_entropy_handler.cc).
 #pragma once
 
 #include <cstdint>
@@ -165,6 +166,11 @@ class Spmd {
   }
   Status lower_context_attention(NodeId id, const StrategySet& own,
                                  const std::vector<std::string>& axes);
+  // Vocabulary-parallel cross-entropy (cross_entropy_handler.cc), as Megatron-LM runs it: a
+  // SoftmaxCrossEntropyLoss, or the Softmax of its scores its gradient takes, whose class dim
+  // arrives split over tp runs on the class shards (the rows' max, their sum of exponentials and
+  // the label's score all-reduced over tp) rather than gather the logits. Whether it did.
+  StatusOr<bool> lower_vocab_parallel(NodeId id, const StrategySet& own);
   // A strategy that splits over the context axis what it must not: a Gather's table rows
   // (masked by contiguous ranges, where a ring's chunk pairs are not).
   bool context_forbids(const Node& node, const OpStrategy& s, const IterationSpace* space) const;
