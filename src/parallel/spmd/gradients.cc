@@ -54,17 +54,25 @@ Status Spmd::accumulate_per_stage(NodeId id) {
     RETURN_IF_ERROR(accumulate(p, c, part));
   }
   Graph& dst = result_.graph;
-  // The accumulators meet, once per step, in the layout the parameter's consumers read it in
-  // (the update's, short of ZeRO's shards), else in the most split of theirs.
+  // The accumulators meet, once per step, in their layout where they share one; else in the
+  // layout the parameter's consumers read it in (on ZeRO 2's and 3's dp shards, as accumulators
+  // are held there), or failing that in the most split of theirs.
+  bool same = true;
   size_t most = 0;
   for (size_t i = 1; i < sum.inputs.size(); ++i) {
+    same = same && *layout_[sum.inputs[i]] == *layout_[sum.inputs[0]];
     if (layout_[sum.inputs[i]]->split_degree(mesh_) >
         layout_[sum.inputs[most]]->split_degree(mesh_))
       most = i;
   }
+  Layout target = *layout_[sum.inputs[most]];
   const auto read = compute_layout_.find(p);
-  const Layout target = read != compute_layout_.end() ? without_partial_sums(read->second)
-                                                      : *layout_[sum.inputs[most]];
+  if (!same && read != compute_layout_.end()) {
+    const std::vector<int64_t>& dims = src_.value(g).shape.dims;
+    target = without_partial_sums(read->second);
+    if (policy_.zero >= 2 && has_axis("dp") && zero_dim(dims, target) >= 0)
+      target = with_zero(dims, target);
+  }
   ValueId total = kNoId;
   for (size_t i = 0; i < sum.inputs.size(); ++i) {
     const ValueId c = sum.inputs[i];
