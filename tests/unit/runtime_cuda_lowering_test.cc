@@ -281,6 +281,34 @@ TEST(CudaLowering, PlanProgramsLowerWithCommunicationStubbed) {
   }
 }
 
+// A plan's Dropout on a shard draws by its elements' places in the whole tensor (its `layout`
+// attribute); the CUDA kernel draws by the shard's own index, so the lowering refuses it in one
+// line naming the node. A whole Dropout (one device's training step) lowers.
+TEST(CudaLowering, AShardedDropoutOfAPlanIsRefused) {
+  ZooOptions zoo;
+  zoo.batch = 4;
+  zoo.dropout = 0.1;
+  auto model = build_zoo_model("gpt-tiny", zoo);
+  ASSERT_TRUE(model.is_ok());
+  auto training = build_training_graph(*model, {default_loss(*model), ""}, OptimizerSpec{});
+  ASSERT_TRUE(training.is_ok()) << training.status().message();
+  EXPECT_NE(lowered(training->graph), nullptr);
+  auto scheme = parse_scheme("mesh: {dp: 2}\nbatch: {global: 4, micro: 2}\n", "scheme");
+  ASSERT_TRUE(scheme.is_ok());
+  auto plan = lower(*model, *scheme, LoweringOptions{});
+  ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+  auto pg = extract_program(plan->roles.at(0).graph, plan->roles.at(0).programs.at(0));
+  ASSERT_TRUE(pg.is_ok());
+  CudaOptions options;
+  options.stub_communication = true;
+  auto l = lower_for_cuda(pg->graph, options);
+  ASSERT_FALSE(l.is_ok());
+  EXPECT_EQ(l.status().message(),
+            "node 'drop/Dropout' (Dropout): a shard of a split tensor (layout [dp, _, _]) draws "
+            "by its place in the whole tensor, which the CUDA backend does not do; run it on the "
+            "CPU");
+}
+
 // The CPU kernels the CUDA backend does not run, exactly: none (Shape, Size and Range are
 // evaluated on the host, which knows every shape and their constant inputs).
 TEST(CudaLowering, TheCpuOpsWithoutACudaKernelAreKnown) {
