@@ -62,10 +62,15 @@ class RoleBuilder {
 
   StatusOr<Role> build_role(int64_t r) const;
   Status build_program(Rank& rank, int32_t prog) const;
-  // The forward nodes of the program's chunk that its backward nodes `nodes` re-run, copied
-  // into the rank's graph: their outputs by the values they stand for.
-  StatusOr<std::map<ValueId, ValueId>> recompute(Rank& rank, const Program& program,
-                                                 const std::vector<NodeId>& nodes) const;
+  // The forward nodes of the program's chunk that its backward nodes `nodes` re-run.
+  std::vector<bool> recompute(const Rank& rank, const Program& program,
+                              const std::vector<NodeId>& nodes) const;
+  // Copies into the rank's graph the re-run nodes (`copy`) that backward node `n` reads, and
+  // those they read, that are not copied yet: each re-run just before the first backward node
+  // that needs it, so a layer's recomputed values live through that layer's backward only.
+  // `recomputed` takes their outputs by the values they stand for.
+  Status recompute_for(Rank& rank, NodeId n, const std::vector<bool>& copy,
+                       std::map<ValueId, ValueId>& recomputed) const;
   StatusOr<ValueId> get(Rank& rank, ValueId x) const;
   // A node's inputs in the rank's graph: recomputed copies first, then the values themselves.
   StatusOr<std::vector<ValueId>> inputs_of(Rank& rank, const Node& node,
@@ -261,9 +266,8 @@ void RoleBuilder::emit_sends(Rank& rank, ValueId out, int32_t program) const {
   }
 }
 
-StatusOr<std::map<ValueId, ValueId>> RoleBuilder::recompute(
-    Rank& rank, const Program& program, const std::vector<NodeId>& nodes) const {
-  std::map<ValueId, ValueId> recomputed;
+std::vector<bool> RoleBuilder::recompute(const Rank& rank, const Program& program,
+                                         const std::vector<NodeId>& nodes) const {
   const int32_t vs = static_cast<int32_t>(program.chunk * p_ + rank.r);
   auto forward_here = [&](ValueId x) {
     const NodeId pr = g_.value(x).producer;
@@ -275,7 +279,7 @@ StatusOr<std::map<ValueId, ValueId>> RoleBuilder::recompute(
       if (in != kNoId) roots.push_back(in);
     }
   }
-  const std::vector<bool> copy = recompute_closure(g_, std::move(roots), [&](ValueId x) {
+  return recompute_closure(g_, std::move(roots), [&](ValueId x) {
     if (!forward_here(x) || !recomputable(g_.value(x).producer)) return false;
     // A value received from another rank is kept (it cannot be received twice).
     const auto [first, end] = cuts_of_.equal_range(x);
@@ -284,10 +288,34 @@ StatusOr<std::map<ValueId, ValueId>> RoleBuilder::recompute(
     }
     return true;
   });
+}
+
+Status RoleBuilder::recompute_for(Rank& rank, NodeId n, const std::vector<bool>& copy,
+                                  std::map<ValueId, ValueId>& recomputed) const {
+  auto needed = [&](ValueId in) {
+    if (in == kNoId) return kNoId;
+    const NodeId p = g_.value(in).producer;
+    return p != kNoId && copy[p] && !recomputed.count(in) ? p : kNoId;
+  };
+  // Depth first over what the node reads, each copy after the copies it reads.
+  std::vector<std::pair<NodeId, bool>> stack;
+  for (ValueId in : g_.node(n).inputs) {
+    if (const NodeId p = needed(in); p != kNoId) stack.emplace_back(p, false);
+  }
   Graph& rg = rank.role.graph;
-  for (NodeId f = 0; f < g_.num_nodes(); ++f) {
-    if (!copy[f]) continue;
+  while (!stack.empty()) {
+    const auto [f, ready] = stack.back();
+    stack.pop_back();
     const Node& node = g_.node(f);
+    const ValueId first_output = node.outputs.empty() ? kNoId : node.outputs[0];
+    if (first_output != kNoId && recomputed.count(first_output)) continue;
+    if (!ready) {
+      stack.emplace_back(f, true);
+      for (ValueId in : node.inputs) {
+        if (const NodeId p = needed(in); p != kNoId) stack.emplace_back(p, false);
+      }
+      continue;
+    }
     ASSIGN_OR_RETURN(std::vector<ValueId> ins, inputs_of(rank, node, recomputed));
     ASSIGN_OR_RETURN(std::vector<ValueId> outs, duplicate(rg, g_, node, ins, "/recompute"));
     for (size_t i = 0; i < outs.size(); ++i) {
@@ -295,7 +323,7 @@ StatusOr<std::map<ValueId, ValueId>> RoleBuilder::recompute(
     }
     rg.mutable_node(rg.num_nodes() - 1).phase = Phase::kBackward;
   }
-  return recomputed;
+  return Status::ok();
 }
 
 Status RoleBuilder::build_program(Rank& rank, int32_t prog) const {
@@ -338,11 +366,11 @@ Status RoleBuilder::build_program(Rank& rank, int32_t prog) const {
     rank.vmap[c.value] = id;
   }
   std::map<ValueId, ValueId> recomputed;
-  if (program.kind == ProgramKind::kBackward) {
-    ASSIGN_OR_RETURN(recomputed, recompute(rank, program, nodes));
-  }
+  std::vector<bool> copy;
+  if (program.kind == ProgramKind::kBackward) copy = recompute(rank, program, nodes);
   for (NodeId n : nodes) {
     const Node& node = g_.node(n);
+    if (!copy.empty()) RETURN_IF_ERROR(recompute_for(rank, n, copy, recomputed));
     ASSIGN_OR_RETURN(std::vector<ValueId> ins, inputs_of(rank, node, recomputed));
     ASSIGN_OR_RETURN(std::vector<ValueId> outs, duplicate(rg, g_, node, ins, ""));
     for (size_t i = 0; i < outs.size(); ++i) {

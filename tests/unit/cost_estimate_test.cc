@@ -370,6 +370,43 @@ TEST(Estimator, DropoutMasksAreStashedAsThePlanStashesThem) {
   }
 }
 
+// Recomputed values live through their own layer's backward only: the backward program re-runs
+// each forward node just before the first backward node that reads it, so under selective
+// recompute a rank holds one layer's attention core at a time, not every layer's. On gpt-tiny
+// at 128 positions (the scores dominate) the backward program's own peak exceeds the one
+// without recompute (which reads its softmax outputs from the stash) by one layer's softmax
+// output (re-running every core first held 448,768 bytes more), while the stash saves four.
+TEST(Placement, RecomputedValuesLiveThroughTheirLayersBackwardOnly) {
+  ZooOptions zoo;
+  zoo.seq = 128;
+  struct Measured {
+    double stash = 0, backward_peak = 0;
+  };
+  auto measure = [&](const char* recompute) {
+    const PlannedAndEstimated p = plan_and_estimate(
+        fmt::format("mesh: {{dp: 1}}\nbatch: {{global: 1, micro: 1}}\nrecompute: {}\n", recompute),
+        zoo);
+    const Role& role = p.plan.roles.at(0);
+    const Graph& g = role.graph;
+    std::vector<int32_t> program_at(static_cast<size_t>(g.num_nodes()), -1);
+    int32_t backward = -1;
+    for (size_t k = 0; k < role.programs.size(); ++k) {
+      for (NodeId n = role.programs[k].begin; n < role.programs[k].end; ++n)
+        program_at[n] = static_cast<int32_t>(k);
+      if (role.programs[k].kind == ProgramKind::kBackward) backward = static_cast<int32_t>(k);
+    }
+    const std::vector<double> peaks = group_peak_bytes(
+        g, program_at, static_cast<int32_t>(role.programs.size()),
+        [&](ValueId v) { return g.is_output(v); }, [](ValueId) { return false; });
+    return Measured{p.memory.at(0).stash_bytes, peaks.at(backward)};
+  };
+  const Measured none = measure("none"), selective = measure("selective");
+  const double softmax = 4.0 * 128 * 128 * 4;  // heads × positions² fp32, one layer
+  EXPECT_GE(none.stash - selective.stash, 4 * softmax);
+  EXPECT_LE(selective.backward_peak - none.backward_peak, softmax)
+      << selective.backward_peak << " vs " << none.backward_peak;
+}
+
 // ZeRO-3 gathers each weight for the forward; a framework (Megatron-FSDP, DeepSpeed, PyTorch
 // FSDP) frees the whole weight after the layer and gathers it again for the backward, so what
 // it keeps per microbatch is the activations alone, as under ZeRO-1 where the weight copies are
