@@ -100,8 +100,7 @@ class LayerCostBuilder {
         profile_(profile),
         // The lowering cached for the scheme's structure may be another memory policy's: the
         // re-gather is decided here as lower() decides it.
-        regather_(lowered.policy.spmd.tp_activations == SpmdPolicy::TpActivations::kReduceScatter &&
-                  regathers_sequence_shards(memory_policy_of(scheme, &profile))),
+        regather_(backward_regathers(lowered.policy.spmd, scheme, &profile)),
         num_layers_(std::max(lowered.layers, 1)),
         nodes_(lowered.spmd.graph.num_nodes()),
         specs_(lowered.spmd.state),

@@ -9,16 +9,6 @@
 #include "autopar/support/files.h"
 
 namespace autopar {
-namespace {
-
-bool is_shard_position_attribute(std::string_view name) {
-  for (std::string_view a : kShardPositionAttributes) {
-    if (a == name) return true;
-  }
-  return false;
-}
-
-}  // namespace
 
 namespace {
 

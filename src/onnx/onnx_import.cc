@@ -321,10 +321,7 @@ Status apply_node_metadata(Graph& graph, const nlohmann::json& nodes, std::strin
       if (!attributes->is_object())
         return error("{}: metadata for node '{}': attributes is not an object", source, name);
       for (const auto& [key, value] : attributes->items()) {
-        const bool known =
-            std::find(std::begin(kShardPositionAttributes), std::end(kShardPositionAttributes),
-                      key) != std::end(kShardPositionAttributes);
-        if (!known || !value.is_string())
+        if (!is_shard_position_attribute(key) || !value.is_string())
           return error("{}: metadata for node '{}': attribute '{}' is not one autopar writes",
                        source, name, key);
         node.attrs[key] = value.get<std::string>();

@@ -238,8 +238,7 @@ StatusOr<SpmdLowering> lower_to_spmd(const Graph& model, const Scheme& scheme,
   }
   // The attention kernel the scheme names, or else the hardware's software stack runs.
   policy.fuse_attention = runs_flash_attention(scheme, options.profile.get());
-  policy.regather = policy.spmd.tp_activations == SpmdPolicy::TpActivations::kReduceScatter &&
-                    regathers_sequence_shards(memory_policy_of(scheme, options.profile.get()));
+  policy.regather = backward_regathers(policy.spmd, scheme, options.profile.get());
 
   auto prepare = [&]() -> StatusOr<PreparedGraph> {
     return prepare_graph(model, policy, options, layers, microbatches);
@@ -339,6 +338,12 @@ StatusOr<Plan> lower(const Graph& model, const Scheme& scheme, const LoweringOpt
     plan.device_role.push_back(pp_axis < 0 ? 0 : static_cast<int32_t>(mesh.coords(d)[pp_axis]));
   }
   return plan;
+}
+
+bool backward_regathers(const SpmdPolicy& spmd, const Scheme& scheme,
+                        const HardwareProfile* profile) {
+  return spmd.tp_activations == SpmdPolicy::TpActivations::kReduceScatter &&
+         regathers_sequence_shards(memory_policy_of(scheme, profile));
 }
 
 StatusOr<Plan> lower_reference(const Graph& model, const Scheme& scheme,

@@ -541,6 +541,27 @@ TEST(Estimator, OverCapacityIsInfeasibleWithTheReason) {
   EXPECT_NE(e->reason.find("pipeline rank 0 needs"), std::string::npos) << e->reason;
 }
 
+// A shape-only GPT with GPT-3 175B's hidden size and heads (h 12288, a 96, s 2048), three
+// layers so that layer 1 stands alone, micro-batch 1.
+StatusOr<Graph> gpt3_width_model(double dropout = 0) {
+  ZooOptions zoo;
+  zoo.with_weights = false;
+  zoo.batch = 1;
+  zoo.layers = 3;
+  zoo.hidden = 12288;
+  zoo.heads = 96;
+  zoo.seq = 2048;
+  zoo.vocab = 51200;
+  if (dropout > 0) zoo.dropout = dropout;
+  return build_zoo_model("gpt", zoo);
+}
+
+// What a layer keeps for its backward beyond the compute-dtype copies of its weights.
+double activations_kept(const LayerCost::Partial& p) {
+  return p.stash_bytes + p.stash_later_bytes - p.parameter_copy_bytes -
+         p.parameter_copy_later_bytes;
+}
+
 // A transformer layer's activations against the closed form of Korthikanti et al. (2022),
 // 34·s·b·h + 5·a·s²·b bytes with 16-bit activations and no recomputation. The zoo's GPT
 // differs in two ways, each a term below:
@@ -681,15 +702,7 @@ TEST(ClosedForm, WeightCopiesAreKnownApart) {
 //     read by its product with V and its own gradient: 2·a·s²·b/t.
 // On GPT-3 175B's hidden size and heads (h 12288, a 96, s 2048, b 1, t 8) under fp16.
 TEST(ClosedForm, MegatronLayerStashAtGpt3Scale) {
-  ZooOptions zoo;
-  zoo.with_weights = false;
-  zoo.batch = 1;
-  zoo.layers = 3;
-  zoo.hidden = 12288;
-  zoo.heads = 96;
-  zoo.seq = 2048;
-  zoo.vocab = 51200;
-  auto model = build_zoo_model("gpt", zoo);
+  auto model = gpt3_width_model();
   ASSERT_TRUE(model.is_ok()) << model.status().message();
   auto scheme = parse_scheme(
       "mesh: {tp: 8}\nbatch: {global: 1, micro: 1}\ntensor: megatron\nprecision: fp16\n", "s");
@@ -705,19 +718,13 @@ TEST(ClosedForm, MegatronLayerStashAtGpt3Scale) {
   const double s = 2048, b = 1, h = 12288, a = 96, t = 8;
   const double expected = 8 * s * b * h + 24 * s * b * h / t + 2 * a * s * s * b / t;
   const LayerCost& layer = costs.layers[1];
-  const double activations = layer.none.stash_bytes + layer.none.stash_later_bytes -
-                             layer.none.parameter_copy_bytes -
-                             layer.none.parameter_copy_later_bytes;
+  const double activations = activations_kept(layer.none);
   EXPECT_NEAR(activations / expected, 1.0, 0.02) << activations << " vs " << expected;
   // The paper's formula exceeds this by the dropout terms alone.
   const double paper = s * b * h * (10 + 24 / t + 5 * a * s / (h * t));
   EXPECT_NEAR(paper - expected, 2 * s * b * h + 3 * a * s * s * b / t, 1.0);
 
   // Nothing is re-run without recompute here.
-  auto kept = [](const LayerCost::Partial& p) {
-    return p.stash_bytes + p.stash_later_bytes - p.parameter_copy_bytes -
-           p.parameter_copy_later_bytes;
-  };
   EXPECT_EQ(layer.none.comm, 0.0);
   EXPECT_EQ(layer.none.compute, 0.0);
 
@@ -738,7 +745,8 @@ TEST(ClosedForm, MegatronLayerStashAtGpt3Scale) {
   const LayerCosts sp_costs = sp_costs_of("none");
   const LayerCost::Partial& sp = sp_costs.layers[1].none;
   const double sp_expected = 8 * s * b * h / t + 24 * s * b * h / t + 2 * a * s * s * b / t;
-  EXPECT_NEAR(kept(sp) / sp_expected, 1.0, 0.02) << kept(sp) << " vs " << sp_expected;
+  EXPECT_NEAR(activations_kept(sp) / sp_expected, 1.0, 0.02)
+      << activations_kept(sp) << " vs " << sp_expected;
   EXPECT_GT(sp.comm, 0.0);     // the two gathers again
   EXPECT_EQ(sp.compute, 0.0);  // and nothing else
 
@@ -748,7 +756,8 @@ TEST(ClosedForm, MegatronLayerStashAtGpt3Scale) {
   const LayerCosts sel_costs = sp_costs_of("selective");
   const LayerCost::Partial& sel = sel_costs.layers[1].selective;
   const double sel_expected = 32 * s * b * h / t;
-  EXPECT_NEAR(kept(sel) / sel_expected, 1.0, 0.02) << kept(sel) << " vs " << sel_expected;
+  EXPECT_NEAR(activations_kept(sel) / sel_expected, 1.0, 0.02)
+      << activations_kept(sel) << " vs " << sel_expected;
   EXPECT_EQ(sel.comm, sp.comm);
   EXPECT_LT(sel.compute, 0.25 * sel_costs.layers[1].forward_compute);
   EXPECT_GT(sel.compute, 0.0);
@@ -800,16 +809,7 @@ double planned_layer_stash(const Graph& model, const Scheme& scheme, const Lower
 //   megatron-sp, selective:       34·s·b·h/t
 // Sequence parallelism and selective recompute cut the stash by the paper's factors.
 TEST(ClosedForm, MegatronLayerStashWithDropoutIsThePapers) {
-  ZooOptions zoo;
-  zoo.with_weights = false;
-  zoo.batch = 1;
-  zoo.layers = 3;
-  zoo.hidden = 12288;
-  zoo.heads = 96;
-  zoo.seq = 2048;
-  zoo.vocab = 51200;
-  zoo.dropout = 0.1;
-  auto model = build_zoo_model("gpt", zoo);
+  auto model = gpt3_width_model(0.1);
   ASSERT_TRUE(model.is_ok()) << model.status().message();
   auto profile =
       read_hardware_profile("dgx-a100-80g", std::string(AUTOPAR_SOURCE_DIR) + "/configs/hw");
@@ -817,10 +817,6 @@ TEST(ClosedForm, MegatronLayerStashWithDropoutIsThePapers) {
   LoweringOptions options = training_options(*model);
   options.shapes_only = true;
   const double s = 2048, b = 1, h = 12288, a = 96, t = 8;
-  auto kept = [](const LayerCost::Partial& p) {
-    return p.stash_bytes + p.stash_later_bytes - p.parameter_copy_bytes -
-           p.parameter_copy_later_bytes;
-  };
   struct Case {
     const char* tensor;
     const char* recompute;
@@ -843,7 +839,7 @@ TEST(ClosedForm, MegatronLayerStashWithDropoutIsThePapers) {
     ASSERT_TRUE(lowered.is_ok()) << lowered.status().message();
     const LayerCosts costs = layer_costs_of(*lowered, *model, *scheme, *profile);
     const LayerCost& layer = costs.layers[1];
-    const double estimated = kept(*layer.partial(scheme->recompute));
+    const double estimated = activations_kept(*layer.partial(scheme->recompute));
     EXPECT_NEAR(estimated / c.paper, 1.0, 0.02) << estimated << " vs " << c.paper;
     stashed[fmt::format("{} {}", c.tensor, c.recompute)] = estimated;
 

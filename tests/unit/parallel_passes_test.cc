@@ -244,6 +244,34 @@ TEST(MaxPoolGradient, SplitsOverTheBatchUnderDataParallelism) {
   EXPECT_EQ(grads, 1);
 }
 
+// gpt-tiny with weights and a vocabulary of 16,384 words, where the loss pays to run on the
+// vocabulary's shards.
+Graph large_vocabulary_gpt_tiny(int64_t batch, int64_t seq) {
+  ZooOptions zoo;
+  zoo.batch = batch;
+  zoo.vocab = 16384;
+  zoo.seq = seq;
+  zoo.with_weights = true;
+  auto model = build_zoo_model("gpt-tiny", zoo);
+  EXPECT_TRUE(model.is_ok()) << model.status().message();
+  return model.is_ok() ? *model : Graph{};
+}
+
+// One step of `plan` against one device on feeds seeded `seed`, to rounding; the tensors
+// compared.
+size_t expect_verifies(const Graph& model, const Plan& plan, const LoweringOptions& options,
+                       uint64_t seed) {
+  auto feeds = synthetic_plan_feeds(model, plan, options, 1, seed);
+  EXPECT_TRUE(feeds.is_ok()) << feeds.status().message();
+  if (!feeds.is_ok()) return 0;
+  auto compared = verify_plan(model, plan, options, *feeds);
+  EXPECT_TRUE(compared.is_ok()) << compared.status().message();
+  if (!compared.is_ok()) return 0;
+  EXPECT_TRUE(compared->within(1e-4))
+      << compared->differences.front().name << " " << compared->worst();
+  return compared->differences.size();
+}
+
 // Under tensor parallelism the head's logits come out split over tp on the vocabulary (the
 // tied embedding is split by rows), and where that pays (here 16,384 words a position; the
 // SPMD pass weighs three all-reduces of a row against gathering the scores) the loss runs on
@@ -253,15 +281,10 @@ TEST(MaxPoolGradient, SplitsOverTheBatchUnderDataParallelism) {
 // No device gathers the logits, and the plan computes what one device computes.
 TEST(VerifyPlan, CrossEntropyRunsOnTheVocabularyShards) {
   const Scheme scheme = scheme_of("mesh: {dp: 2, tp: 2}\nbatch: {global: 8, micro: 2}\n");
-  ZooOptions zoo;
-  zoo.batch = scheme.dp() * scheme.micro_batch;
-  zoo.vocab = 16384;
-  zoo.with_weights = true;
-  auto model = build_zoo_model("gpt-tiny", zoo);
-  ASSERT_TRUE(model.is_ok()) << model.status().message();
+  const Graph model = large_vocabulary_gpt_tiny(scheme.dp() * scheme.micro_batch, 16);
   LoweringOptions options;
   options.optimizer.kind = OptimizerKind::kSgd;
-  auto plan = lower(*model, scheme, options);
+  auto plan = lower(model, scheme, options);
   ASSERT_TRUE(plan.is_ok()) << plan.status().message();
   const Graph& g = plan->roles.at(0).graph;
   const std::vector<int64_t> row = {32, 1};  // 2 sequences of 16 a device
@@ -274,22 +297,18 @@ TEST(VerifyPlan, CrossEntropyRunsOnTheVocabularyShards) {
     if (node.op_type == "AllReduce" && g.value(node.outputs[0]).shape.dims == row) ++row_sums;
     // A device holds 8192 of a position's 16,384 scores, in the loss and in its gradient
     // (softmax minus the one-hot labels, on the device's classes).
-    if (node.op_type == "AllGather" && node.phase == Phase::kForward)
+    if (node.op_type == "AllGather" && node.phase == Phase::kForward) {
       EXPECT_NE(g.value(node.outputs[0]).shape.dims.back(), 16384) << node.name;
+    }
     if (node.name.rfind("grad/loss/SoftmaxCrossEntropyLoss/", 0) == 0 &&
-        (node.op_type == "Sub" || node.op_type == "Mul" || node.op_type == "Equal"))
+        (node.op_type == "Sub" || node.op_type == "Mul" || node.op_type == "Equal")) {
       EXPECT_EQ(g.value(node.outputs[0]).shape.dims, (std::vector<int64_t>{32, 8192})) << node.name;
+    }
   }
   // Loss: max, sum, label score; its gradient's softmax: max, sum.
   EXPECT_EQ(max_reductions, 2);
   EXPECT_EQ(row_sums, 5);
-  auto feeds = synthetic_plan_feeds(*model, *plan, options, 1, 5);
-  ASSERT_TRUE(feeds.is_ok()) << feeds.status().message();
-  auto compared = verify_plan(*model, *plan, options, *feeds);
-  ASSERT_TRUE(compared.is_ok()) << compared.status().message();
-  EXPECT_EQ(compared->differences.size(), 53u);
-  EXPECT_TRUE(compared->within(1e-4))
-      << compared->differences.front().name << " " << compared->worst();
+  EXPECT_EQ(expect_verifies(model, *plan, options, 5), 53u);
 }
 
 // A tied embedding's two gradient contributions in different layouts (the embedding's whole
@@ -299,16 +318,10 @@ TEST(VerifyPlan, CrossEntropyRunsOnTheVocabularyShards) {
 // plan still computes what one device computes.
 TEST(VerifyPlan, TiedGradientsAccumulateInTheirOwnLayouts) {
   const Scheme scheme = scheme_of("mesh: {pp: 2, tp: 2}\nbatch: {global: 4, micro: 2}\n");
-  ZooOptions zoo;
-  zoo.batch = scheme.micro_batch;
-  zoo.vocab = 16384;
-  zoo.seq = 32;
-  zoo.with_weights = true;
-  auto model = build_zoo_model("gpt-tiny", zoo);
-  ASSERT_TRUE(model.is_ok()) << model.status().message();
+  const Graph model = large_vocabulary_gpt_tiny(scheme.micro_batch, 32);
   LoweringOptions options;
   options.optimizer.kind = OptimizerKind::kSgd;
-  auto plan = lower(*model, scheme, options);
+  auto plan = lower(model, scheme, options);
   ASSERT_TRUE(plan.is_ok()) << plan.status().message();
   std::map<std::string, std::string> accumulators;  // part -> layout
   for (const StateSpec& s : plan->state) {
@@ -326,12 +339,7 @@ TEST(VerifyPlan, TiedGradientsAccumulateInTheirOwnLayouts) {
           << node.name;
     }
   }
-  auto feeds = synthetic_plan_feeds(*model, *plan, options, 1, 7);
-  ASSERT_TRUE(feeds.is_ok()) << feeds.status().message();
-  auto compared = verify_plan(*model, *plan, options, *feeds);
-  ASSERT_TRUE(compared.is_ok()) << compared.status().message();
-  EXPECT_TRUE(compared->within(1e-4))
-      << compared->differences.front().name << " " << compared->worst();
+  EXPECT_EQ(expect_verifies(model, *plan, options, 7), 53u);
 }
 
 TEST(VerifyPlan, ComparesRunningStatistics) {

@@ -22,6 +22,12 @@ inline constexpr std::string_view kMetadataNodes = "autopar.nodes";          // 
 // place in the whole tensor (its input's layout, and the mesh axis of ring attention's chunk
 // pairs). The node metadata carries them ("attributes"), so the nodes pass ONNX's checker.
 inline constexpr std::string_view kShardPositionAttributes[] = {"layout", "zigzag_axis"};
+inline bool is_shard_position_attribute(std::string_view name) {
+  for (std::string_view a : kShardPositionAttributes) {
+    if (a == name) return true;
+  }
+  return false;
+}
 // A training step written by `train-graph`: JSON object; its "dims" (symbol → size) are the
 // sizes its gradients were built at, which the import binds by default and holds to.
 inline constexpr std::string_view kMetadataTraining = "autopar.training";

@@ -178,6 +178,12 @@ void tag_source_ops(Graph& g, const std::vector<NodeId>& forward_of);
 // batch and spatial dims, with the same outputs (values keep their names).
 StatusOr<Graph> batch_norm_statistics_as_reductions(const Graph& training);
 
+// Whether a plan's backward gathers sequence parallelism's shards again (LoweringPolicy::
+// regather): its forward reduce-scatters onto them (tensor: megatron-sp) and its memory policy
+// regathers (regathers_sequence_shards). lower() and the estimate both decide it here.
+bool backward_regathers(const SpmdPolicy& spmd, const Scheme& scheme,
+                        const HardwareProfile* profile);
+
 // The forward nodes a partial recompute re-runs in the backward instead of keeping their
 // outputs, per node of `g`:
 // - selective (Megatron-LM's `--recompute-granularity selective`, Korthikanti et al. 2022): the
