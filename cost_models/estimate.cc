@@ -101,6 +101,7 @@ class LayerCostBuilder {
         // The lowering cached for the scheme's structure may be another memory policy's: the
         // re-gather is decided here as lower() decides it.
         regather_(backward_regathers(lowered.policy.spmd, scheme, &profile)),
+        recast_loss_(runs_fused_cross_entropy(scheme, &profile)),
         num_layers_(std::max(lowered.layers, 1)),
         nodes_(lowered.spmd.graph.num_nodes()),
         specs_(lowered.spmd.state),
@@ -169,7 +170,7 @@ class LayerCostBuilder {
   const Graph& g_;
   const DeviceMesh& mesh_;
   const HardwareProfile& profile_;
-  const bool regather_;
+  const bool regather_, recast_loss_;
   const int32_t num_layers_;
   const int32_t nodes_;
   const std::vector<StateSpec>& specs_;
@@ -437,29 +438,28 @@ void LayerCostBuilder::values() {
 }
 
 void LayerCostBuilder::recompute() {
-  // Recompute: the forward nodes the backward's reads reach back through, the whole way
-  // (full) or up to the outputs of the nodes a partial recompute keeps.
-  const std::vector<bool> recompute_full = recompute_closure(
-      g_, work_, [&](ValueId v) { return g_.node(g_.value(v).producer).phase == Phase::kForward; });
-  for (NodeId n = 0; n < nodes_; ++n) {
-    if (!recompute_full[n]) continue;
-    LayerCost& c = costs_.layers[layer_[n]];
-    const double seconds = node_seconds(n);
-    (is_comm(g_.node(n)) ? c.full_comm : c.full_compute) += seconds;
-    if (is_parameter_cast(g_.node(n))) c.full_parameter_cast_compute += seconds;
-  }
+  // Recompute: the forward nodes the backward's reads reach back through, up to the outputs
+  // of the nodes the policy keeps.
   for (const Recompute policy :
-       {Recompute::kNone, Recompute::kSelective, Recompute::kNonParametric}) {
+       {Recompute::kNone, Recompute::kSelective, Recompute::kNonParametric, Recompute::kFull}) {
     const std::vector<bool> rerun = partially_recomputed(
-        policy, regather_, g_, [&](ValueId x) { return state_of(x) != nullptr; });
+        policy, regather_, recast_loss_, g_, [&](ValueId x) { return state_of(x) != nullptr; });
     auto partial = [&](int32_t layer) -> LayerCost::Partial& {
-      LayerCost& c = costs_.layers[layer];
-      return policy == Recompute::kNone        ? c.none
-             : policy == Recompute::kSelective ? c.selective
-                                               : c.nonparametric;
+      return costs_.layers[layer].partial(policy);
     };
+    // Under full recompute a layer's whole forward re-runs, what its backward reads or not
+    // (build_roles does).
+    std::vector<ValueId> roots = work_;
+    if (policy == Recompute::kFull) {
+      for (NodeId n = 0; n < nodes_; ++n) {
+        if (!rerun[n] || g_.node(n).layer < 0) continue;
+        for (ValueId out : g_.node(n).outputs) {
+          if (out != kNoId) roots.push_back(out);
+        }
+      }
+    }
     std::vector<bool> kept(g_.num_values(), false);
-    const std::vector<bool> recomputed = recompute_closure(g_, work_, [&](ValueId v) {
+    const std::vector<bool> recomputed = recompute_closure(g_, roots, [&](ValueId v) {
       const NodeId p = g_.value(v).producer;
       if (g_.node(p).phase != Phase::kForward) return false;
       if (rerun[p]) return true;
@@ -815,7 +815,6 @@ std::vector<StageCost> stage_costs(const LayerCosts& costs, const Scheme& scheme
     return pipeline_message_seconds(profile, scheme.mesh, bytes, from, to);
   };
   std::vector<StageCost> stage(stages);
-  const bool full = scheme.recompute == Recompute::kFull;
   // A framework holding half-precision weights casts them once per step, after the update.
   const MemoryPolicy policy = memory_policy_of(scheme, &profile);
   const bool held = costs.training && holds_weight_copies(policy);
@@ -841,27 +840,20 @@ std::vector<StageCost> stage_costs(const LayerCosts& costs, const Scheme& scheme
       st.backward_peak = std::max(st.backward_peak, c.backward_peak_bytes);
       st.backward_out += c.backward_out_bytes;
       st.update += c.update_compute + c.update_comm + casts;
-      if (const LayerCost::Partial* partial = c.partial(scheme.recompute)) {
-        st.stash += partial->stash_bytes + (l < last ? partial->stash_later_bytes : 0.0);
-        st.parameter_copies +=
-            partial->parameter_copy_bytes + (l < last ? partial->parameter_copy_later_bytes : 0.0);
-      }
+      const LayerCost::Partial& partial = c.partial(scheme.recompute);
+      st.stash += partial.stash_bytes + (l < last ? partial.stash_later_bytes : 0.0);
+      st.parameter_copies +=
+          partial.parameter_copy_bytes + (l < last ? partial.parameter_copy_later_bytes : 0.0);
     }
     // The backward walks the layers in reverse; reductions queue on the communication
     // stream behind each other and in front of the blocking collectives.
     for (int32_t l = last; l >= first; --l) {
       const LayerCost& c = costs.layers[l];
-      const LayerCost::Partial* partial = c.partial(scheme.recompute);
-      const double recast = !held     ? 0.0
-                            : full    ? c.full_parameter_cast_compute
-                            : partial ? partial->parameter_cast_compute
-                                      : 0.0;
+      const LayerCost::Partial& partial = c.partial(scheme.recompute);
+      const double recast = held ? partial.parameter_cast_compute : 0.0;
       const double accumulation = fused_accumulation ? c.gemm_accumulation_compute : 0.0;
-      const double compute = c.backward_compute - recast - accumulation +
-                             (full      ? c.full_compute
-                              : partial ? partial->compute
-                                        : 0.0);
-      const double blocking = c.backward_comm + (full ? c.full_comm : partial->comm);
+      const double compute = c.backward_compute - recast - accumulation + partial.compute;
+      const double blocking = c.backward_comm + partial.comm;
       st.backward_compute += compute;
       t += compute;
       if (blocking > 0) t = comm_free = std::max(t, comm_free) + blocking;

@@ -107,6 +107,37 @@ class SourceFusions {
   std::map<int32_t, int32_t> parent_;  // union-find over source ops
 };
 
+// The value a node reduces across rows, or kNoId: a reduction over an axis ahead of one it
+// keeps (a BatchNorm's statistics over N, H and W per channel, a scale's or bias's gradient
+// summed over the batch and the sequence). Unlike a row's reduction (a LayerNorm's or a
+// softmax's over the last dims, one block's work), its result is known only once every block
+// has read its part of the input.
+ValueId cross_row_input(const Graph& g, const Node& n) {
+  if (!n.domain.empty() || n.inputs.empty() || n.input(0) == kNoId) return kNoId;
+  const ValueId x = n.input(0);
+  if (n.op_type == "BatchNormalization") return n.attr_int("training_mode", 0) != 0 ? x : kNoId;
+  if (!n.op_type.starts_with("Reduce")) return kNoId;
+  std::vector<int64_t> axes = n.attr_ints("axes");
+  if (axes.empty() && n.inputs.size() > 1 && n.input(1) != kNoId && g.value(n.input(1)).data)
+    axes = g.value(n.input(1)).data->to_int64_vector();
+  const int64_t rank = g.value(x).shape.rank();
+  if (axes.empty()) return kNoId;  // everything: a full reduction, no rows kept
+  std::vector<bool> reduced(static_cast<size_t>(rank), false);
+  for (int64_t a : axes) {
+    if (a < 0) a += rank;
+    if (a >= 0 && a < rank) reduced[a] = true;
+  }
+  bool before = false;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (reduced[d]) {
+      before = true;
+    } else if (before && g.value(x).shape.dims[d] > 1) {
+      return x;
+    }
+  }
+  return kNoId;
+}
+
 class KernelGrouping {
  public:
   KernelGrouping(const HardwareProfile& profile, const Graph& g,
@@ -161,7 +192,7 @@ class KernelGrouping {
   std::vector<double> seconds() const {
     std::vector<double> seconds(static_cast<size_t>(g_.num_nodes()), -1.0);
     for (const std::vector<NodeId>& nodes : members_) {
-      if (nodes.size() < 2) continue;
+      if (nodes.size() < 2 && !two_passes(nodes)) continue;
       const bool gemm = std::any_of(nodes.begin(), nodes.end(), [&](NodeId n) {
         return arithmetic(op_class_of(g_, g_.node(n)));
       });
@@ -202,11 +233,38 @@ class KernelGrouping {
     return static_cast<double>(g_.value(v).num_bytes());
   }
 
+  // Whether the nodes reduce across rows and write a value as large as what they reduce (a
+  // BatchNorm's output, the input gradient beside a LayerNorm scale's): the elementwise part
+  // needs the reduction's result, which exists only after a whole pass over the input.
+  bool two_passes(const std::vector<NodeId>& nodes) const {
+    int64_t reduced = -1;
+    for (NodeId n : nodes) {
+      const ValueId x = cross_row_input(g_, g_.node(n));
+      if (x != kNoId) reduced = std::max(reduced, g_.value(x).shape.num_elements());
+    }
+    if (reduced < 0) return false;
+    const int32_t group = group_[nodes.front()];
+    for (NodeId n : nodes) {
+      for (ValueId out : g_.node(n).outputs) {
+        if (out == kNoId || g_.value(out).shape.num_elements() < reduced) continue;
+        const Value& value = g_.value(out);
+        if (g_.is_output(out) || std::any_of(value.consumers.begin(), value.consumers.end(),
+                                             [&](NodeId r) { return !member(r, group); }))
+          return true;
+      }
+    }
+    return false;
+  }
+
   // One kernel for the nodes: what crosses its boundary read or written once, its arithmetic
-  // at the peak of fp32 (the type such kernels compute in), one launch. An op that waits on a
-  // collective of its own partial results (a synchronised BatchNorm's statistics) runs as two
-  // kernels, as SyncBatchNorm does: a reduction pass over its inputs, the collective, and the
-  // elementwise pass reading them again.
+  // at the peak of fp32 (the type such kernels compute in), one launch. An op that reduces
+  // across rows and writes a full-size result runs as two passes over its inputs, as cuDNN's
+  // and ATen's BatchNorm and LayerNorm-backward kernels do (statistics, then the normalised
+  // output or the input gradient): the second pass reads them from memory again unless they
+  // fit in the L2 cache (device.l2_bytes). An op that waits on a collective of its own partial
+  // results (a synchronised BatchNorm's statistics) always runs as two kernels, as
+  // SyncBatchNorm does: a reduction pass over its inputs, the collective, and the elementwise
+  // pass reading them again.
   double kernel_seconds(const std::vector<NodeId>& nodes, bool synced) const {
     const int32_t group = group_[nodes.front()];
     std::set<ValueId> read;
@@ -232,13 +290,14 @@ class KernelGrouping {
       }
     }
     bytes += reads;
+    const bool again = synced || (reads > profile_.device.l2_bytes && two_passes(nodes));
     NodeWork work;
     work.op_class = reduces ? OpClass::kNorm : OpClass::kElementwise;
     work.flops = flops;
-    work.bytes = bytes + (synced ? reads : 0.0);
+    work.bytes = bytes + (again ? reads : 0.0);
     work.peak = profile_.device.peak(peak_key(DType::kFloat32));
     const NodeCost cost = work.cost(profile_.device);
-    return cost.seconds + (synced ? profile_.device.launch_overhead_s : 0.0);
+    return cost.seconds + (again ? profile_.device.launch_overhead_s : 0.0);
   }
 
   const HardwareProfile& profile_;

@@ -194,7 +194,8 @@ Status parse_device(const Reader& r, const YAML::Node& device, HardwareProfile& 
        {std::pair{"program_overhead_s", &p.device.program_overhead_s},
         std::pair{"fused_op_element_s", &p.device.fused_op_element_s},
         std::pair{"optimizer_element_s", &p.device.optimizer_element_s},
-        std::pair{"collective_overhead_s", &p.device.collective_overhead_s}}) {
+        std::pair{"collective_overhead_s", &p.device.collective_overhead_s},
+        std::pair{"l2_bytes", &p.device.l2_bytes}}) {
     RETURN_IF_ERROR(r.optional_positive(device[key], fmt::format("device.{}", key), *value));
   }
   if (const YAML::Node unaligned = device["gemm_unaligned_efficiency"]) {

@@ -42,11 +42,9 @@ void keep_best(std::vector<Candidate>& list, size_t keep) {
 
 // Seconds of one layer's forward and backward for one microbatch under `recompute`.
 double layer_seconds(const LayerCost& c, Recompute recompute) {
-  double t = c.forward_compute + c.forward_comm + c.backward_compute + c.backward_comm;
-  if (recompute == Recompute::kFull) t += c.full_compute + c.full_comm;
-  if (const LayerCost::Partial* partial = c.partial(recompute))
-    t += partial->compute + partial->comm;
-  return t;
+  const LayerCost::Partial& partial = c.partial(recompute);
+  return c.forward_compute + c.forward_comm + c.backward_compute + c.backward_comm +
+         partial.compute + partial.comm;
 }
 
 // `layers` layers cut into `stages` ranges of equal length (`stages` divides `layers`).
@@ -130,7 +128,6 @@ std::vector<std::pair<int32_t, int32_t>> partition_stages(const LayerCosts& cost
       state += c.parameter_bytes + c.gradient_bytes + c.optimizer_bytes;
     if (state > limits->capacity * static_cast<double>(stages)) return {};
   }
-  const bool full = recompute == Recompute::kFull;
   constexpr double kInf = 1e300;
   // best[i]: the slowest of k stages over the first i layers (before: of k - 1); cuts[i]: what
   // their cuts cost together (the tie-break); from[k][i]: where the last of them starts.
@@ -152,8 +149,8 @@ std::vector<std::pair<int32_t, int32_t>> partition_stages(const LayerCosts& cost
       for (int64_t j = i - 1; j >= k - 1; --j) {
         const LayerCost& c = costs.layers[j];
         state += c.parameter_bytes + c.gradient_bytes + c.optimizer_bytes;
-        if (!full) stash += c.partial(recompute)->stash_bytes;
-        if (!full && j < i - 1) later += c.partial(recompute)->stash_later_bytes;
+        stash += c.partial(recompute).stash_bytes;
+        if (j < i - 1) later += c.partial(recompute).stash_later_bytes;
         out += c.backward_out_bytes;
         forward_peak = std::max(forward_peak, c.forward_peak_bytes);
         backward_peak = std::max(backward_peak, c.backward_peak_bytes);

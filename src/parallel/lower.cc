@@ -239,6 +239,7 @@ StatusOr<SpmdLowering> lower_to_spmd(const Graph& model, const Scheme& scheme,
   // The attention kernel the scheme names, or else the hardware's software stack runs.
   policy.fuse_attention = runs_flash_attention(scheme, options.profile.get());
   policy.regather = backward_regathers(policy.spmd, scheme, options.profile.get());
+  policy.recast_loss = runs_fused_cross_entropy(scheme, options.profile.get());
 
   auto prepare = [&]() -> StatusOr<PreparedGraph> {
     return prepare_graph(model, policy, options, layers, microbatches);

@@ -62,15 +62,22 @@ class RoleBuilder {
 
   StatusOr<Role> build_role(int64_t r) const;
   Status build_program(Rank& rank, int32_t prog) const;
-  // The forward nodes of the program's chunk that its backward nodes `nodes` re-run.
+  // The forward nodes of the program's chunk that its backward nodes `nodes` re-run: what they
+  // read, and under full recompute every re-runnable node of their layers (Megatron-LM's and
+  // PyTorch's checkpointing re-run a layer's whole forward, whether its backward reads a value
+  // or not).
   std::vector<bool> recompute(const Rank& rank, const Program& program,
                               const std::vector<NodeId>& nodes) const;
   // Copies into the rank's graph the re-run nodes (`copy`) that backward node `n` reads, and
   // those they read, that are not copied yet: each re-run just before the first backward node
-  // that needs it, so a layer's recomputed values live through that layer's backward only.
-  // `recomputed` takes their outputs by the values they stand for.
+  // that needs it (under full recompute, with the rest of its layer), so a layer's recomputed
+  // values live through that layer's backward only. `recomputed` takes their outputs by the
+  // values they stand for; `layers` the layers re-run whole so far.
   Status recompute_for(Rank& rank, NodeId n, const std::vector<bool>& copy,
-                       std::map<ValueId, ValueId>& recomputed) const;
+                       std::map<ValueId, ValueId>& recomputed, std::set<int32_t>& layers) const;
+  // Copies re-run nodes `roots` and the re-run nodes they read, each after those it reads.
+  Status copy_recomputed(Rank& rank, std::vector<NodeId> roots, const std::vector<bool>& copy,
+                         std::map<ValueId, ValueId>& recomputed) const;
   StatusOr<ValueId> get(Rank& rank, ValueId x) const;
   // A node's inputs in the rank's graph: recomputed copies first, then the values themselves.
   StatusOr<std::vector<ValueId>> inputs_of(Rank& rank, const Node& node,
@@ -85,7 +92,7 @@ class RoleBuilder {
   const int32_t num_programs_;
   std::vector<int32_t> vstage_;  // forward and backward nodes: their virtual stage
   std::map<std::string, const StateSpec*> state_by_input_;
-  // Per node: what a policy short of full re-runs (partially_recomputed).
+  // Per node: what the recompute policy re-runs (partially_recomputed).
   std::vector<bool> partial_;
   std::vector<std::vector<bool>> in_update_;  // [rank][node]
   std::vector<Cut> cuts_;
@@ -105,7 +112,7 @@ RoleBuilder::RoleBuilder(const SpmdResult& spmd, const std::vector<int32_t>& sou
                               static_cast<int32_t>(policy.stages * policy.chunks - 1))),
       in_update_(policy.stages, std::vector<bool>(spmd.graph.num_nodes(), false)) {
   for (const StateSpec& s : spmd.state) state_by_input_[s.name] = &s;
-  partial_ = partially_recomputed(policy.recompute, policy.regather, g_,
+  partial_ = partially_recomputed(policy.recompute, policy.regather, policy.recast_loss, g_,
                                   [&](ValueId v) { return state_input(v) != nullptr; });
   if (training_) place_updates();
   find_cuts();
@@ -216,9 +223,7 @@ void RoleBuilder::find_cuts() {
   }
 }
 
-bool RoleBuilder::recomputable(NodeId f) const {
-  return policy_.recompute == Recompute::kFull || partial_[f];
-}
+bool RoleBuilder::recomputable(NodeId f) const { return partial_[f]; }
 
 StatusOr<ValueId> RoleBuilder::get(Rank& rank, ValueId x) const {
   auto it = rank.vmap.find(x);
@@ -279,6 +284,16 @@ std::vector<bool> RoleBuilder::recompute(const Rank& rank, const Program& progra
       if (in != kNoId) roots.push_back(in);
     }
   }
+  if (policy_.recompute == Recompute::kFull) {
+    for (NodeId f = 0; f < g_.num_nodes(); ++f) {
+      if (!recomputable(f) || g_.node(f).layer < 0 || kind_of(f) != ProgramKind::kForward ||
+          vstage_[f] != vs)
+        continue;
+      for (ValueId out : g_.node(f).outputs) {
+        if (out != kNoId) roots.push_back(out);
+      }
+    }
+  }
   return recompute_closure(g_, std::move(roots), [&](ValueId x) {
     if (!forward_here(x) || !recomputable(g_.value(x).producer)) return false;
     // A value received from another rank is kept (it cannot be received twice).
@@ -291,17 +306,35 @@ std::vector<bool> RoleBuilder::recompute(const Rank& rank, const Program& progra
 }
 
 Status RoleBuilder::recompute_for(Rank& rank, NodeId n, const std::vector<bool>& copy,
-                                  std::map<ValueId, ValueId>& recomputed) const {
+                                  std::map<ValueId, ValueId>& recomputed,
+                                  std::set<int32_t>& layers) const {
+  const int32_t layer = g_.node(n).layer;
+  if (policy_.recompute == Recompute::kFull && layer >= 0 && layers.insert(layer).second) {
+    std::vector<NodeId> whole;
+    for (NodeId f = g_.num_nodes(); f-- > 0;) {  // the last first: copied in order
+      if (copy[f] && g_.node(f).layer == layer) whole.push_back(f);
+    }
+    RETURN_IF_ERROR(copy_recomputed(rank, whole, copy, recomputed));
+  }
+  std::vector<NodeId> read;
+  for (ValueId in : g_.node(n).inputs) {
+    const NodeId p = in == kNoId ? kNoId : g_.value(in).producer;
+    if (p != kNoId && copy[p] && !recomputed.count(in)) read.push_back(p);
+  }
+  return copy_recomputed(rank, read, copy, recomputed);
+}
+
+Status RoleBuilder::copy_recomputed(Rank& rank, std::vector<NodeId> roots,
+                                    const std::vector<bool>& copy,
+                                    std::map<ValueId, ValueId>& recomputed) const {
   auto needed = [&](ValueId in) {
     if (in == kNoId) return kNoId;
     const NodeId p = g_.value(in).producer;
     return p != kNoId && copy[p] && !recomputed.count(in) ? p : kNoId;
   };
-  // Depth first over what the node reads, each copy after the copies it reads.
+  // Depth first over what the roots read, each copy after the copies it reads.
   std::vector<std::pair<NodeId, bool>> stack;
-  for (ValueId in : g_.node(n).inputs) {
-    if (const NodeId p = needed(in); p != kNoId) stack.emplace_back(p, false);
-  }
+  for (NodeId root : roots) stack.emplace_back(root, false);
   Graph& rg = rank.role.graph;
   while (!stack.empty()) {
     const auto [f, ready] = stack.back();
@@ -366,11 +399,12 @@ Status RoleBuilder::build_program(Rank& rank, int32_t prog) const {
     rank.vmap[c.value] = id;
   }
   std::map<ValueId, ValueId> recomputed;
+  std::set<int32_t> layers_rerun;
   std::vector<bool> copy;
   if (program.kind == ProgramKind::kBackward) copy = recompute(rank, program, nodes);
   for (NodeId n : nodes) {
     const Node& node = g_.node(n);
-    if (!copy.empty()) RETURN_IF_ERROR(recompute_for(rank, n, copy, recomputed));
+    if (!copy.empty()) RETURN_IF_ERROR(recompute_for(rank, n, copy, recomputed, layers_rerun));
     ASSIGN_OR_RETURN(std::vector<ValueId> ins, inputs_of(rank, node, recomputed));
     ASSIGN_OR_RETURN(std::vector<ValueId> outs, duplicate(rg, g_, node, ins, ""));
     for (size_t i = 0; i < outs.size(); ++i) {
@@ -481,15 +515,57 @@ std::vector<bool> attention_cores(const Graph& g) {
   return core;
 }
 
+// Marks the forward Casts that widen a cross-entropy loss's input, and the views between them
+// and the loss.
+void mark_loss_widening(const Graph& g, std::vector<bool>& re) {
+  for (NodeId id = 0; id < g.num_nodes(); ++id) {
+    const Node& loss = g.node(id);
+    if (loss.phase != Phase::kForward || !loss.domain.empty() ||
+        loss.op_type != "SoftmaxCrossEntropyLoss" || loss.input(0) == kNoId)
+      continue;
+    std::vector<NodeId> chain;
+    NodeId p = g.value(loss.input(0)).producer;
+    while (p != kNoId && is_view(g, g.node(p)) && g.node(p).input(0) != kNoId) {
+      chain.push_back(p);
+      p = g.value(g.node(p).input(0)).producer;
+    }
+    if (p == kNoId || g.node(p).op_type != "Cast" || !g.node(p).domain.empty() ||
+        g.node(p).input(0) == kNoId)
+      continue;
+    const DType from = g.value(g.node(p).input(0)).dtype;
+    const DType to = g.value(g.node(p).outputs[0]).dtype;
+    if (!is_floating(from) || dtype_size(to) <= dtype_size(from)) continue;
+    re[p] = true;
+    for (NodeId v : chain) re[v] = true;
+  }
+}
+
+// Whether a forward node's output is read by the forward of another layer, or of the nodes
+// outside the layers: a layer's output (the residual stream), which the next one reads.
+bool read_by_another_layer(const Graph& g, const Node& node) {
+  for (ValueId out : node.outputs) {
+    if (out == kNoId) continue;
+    for (NodeId r : g.value(out).consumers) {
+      const Node& reader = g.node(r);
+      if (reader.phase == Phase::kForward && reader.layer != node.layer) return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
-std::vector<bool> partially_recomputed(Recompute policy, bool regather, const Graph& g,
+std::vector<bool> partially_recomputed(Recompute policy, bool regather, bool recast_loss,
+                                       const Graph& g,
                                        const std::function<bool(ValueId)>& is_state) {
   std::vector<bool> re(static_cast<size_t>(g.num_nodes()), false);
   if (policy == Recompute::kSelective) re = attention_cores(g);
+  if (recast_loss) mark_loss_widening(g, re);
   for (NodeId id = 0; id < g.num_nodes(); ++id) {
     const Node& node = g.node(id);
     if (node.phase != Phase::kForward) continue;
+    if (policy == Recompute::kFull && node.layer >= 0 && !read_by_another_layer(g, node))
+      re[id] = true;
     if (policy == Recompute::kNonParametric && !kept_by_nonparametric(g, node, is_state))
       re[id] = true;
     if (regather && policy != Recompute::kFull && is_comm(node) && node.op_type == "AllGather") {

@@ -169,9 +169,10 @@ TEST_F(PlanErrors, AttentionKernel) {
   expect_transform_error(
       "gpt-tiny", "kernels: {attention: fast}\n",
       "autopar: error: s.yaml: kernels.attention: 'fast' is not one of unfused, flash");
-  expect_transform_error("gpt-tiny", "kernels: {fusions: [bias_relu]}\n",
-                         "autopar: error: s.yaml: kernels.fusions: 'bias_relu' is not one of "
-                         "op_kernels, bias_gelu, bias_dropout_add, scale_mask_softmax");
+  expect_transform_error(
+      "gpt-tiny", "kernels: {fusions: [bias_relu]}\n",
+      "autopar: error: s.yaml: kernels.fusions: 'bias_relu' is not one of "
+      "op_kernels, bias_gelu, bias_dropout_add, scale_mask_softmax, cross_entropy");
   expect_transform_error(
       "gpt-tiny", "kernels: {fusions: op_kernels}\n",
       "autopar: error: s.yaml: kernels.fusions: expected a list, e.g. [op_kernels] ([] for none)");

@@ -120,7 +120,7 @@ TEST(HardwareProfile, ErrorsNameTheField) {
             "p.yaml: kernels.attention: 'xformers' is not one of unfused, flash");
   EXPECT_EQ(with("name: fixture", "name: fixture\nkernels: {fusions: [bias_relu]}"),
             "p.yaml: kernels.fusions: 'bias_relu' is not one of op_kernels, bias_gelu, "
-            "bias_dropout_add, scale_mask_softmax");
+            "bias_dropout_add, scale_mask_softmax, cross_entropy");
   EXPECT_EQ(with("name: fixture", "name: fixture\nkernels: {fusions: op_kernels}"),
             "p.yaml: kernels.fusions: expected a list, e.g. [op_kernels]");
   EXPECT_EQ(with("name: fixture", "name: fixture\nkernels: {fuse: [op_kernels]}"),
@@ -365,6 +365,54 @@ TEST(Compute, OpKernelsRunEachSourceOpAsOneKernelPerDirection) {
   const std::vector<double> cut = fused_node_seconds(p, g, {2});
   EXPECT_EQ(cut[2], -1.0);
   EXPECT_NEAR(cut[0] + cut[1], kernel({0, 1}, OpClass::kNorm, 2.0 * e + 4.0 * e), 1e-15);
+}
+
+// An op kernel that reduces across rows (over an axis ahead of one it keeps, as a BatchNorm's
+// statistics do) and writes a full-size result needs the reduction before its elementwise part:
+// two passes over its inputs, the second from memory where they exceed the L2 cache
+// (device.l2_bytes), from the cache where they fit. A reduction alone (a bias gradient), or one
+// along the rows (a LayerNorm's, a softmax's), is one pass.
+TEST(Compute, ACrossRowReductionReadsItsInputsTwiceBeyondTheCache) {
+  GraphBuilder b("reductions");
+  const int64_t e = 64 * 32 * 16 * 16;
+  const ValueId x = b.input("x", DType::kFloat16, {64, 32, 16, 16});
+  // Op 1, a BatchNorm's centring: statistics over N, H, W per channel, then the full-size output.
+  const ValueId wide = b.op1("Cast", {x}, {{"to", int64_t{1}}});  // 0
+  const ValueId mean =                                             // 1
+      b.op1("ReduceMean", {wide}, {{"axes", std::vector<int64_t>{0, 2, 3}}});
+  const ValueId centred = b.op1("Sub", {wide, mean});                       // 2
+  b.output(b.op1("Cast", {centred}, {{"to", int64_t{10}}}), "centred");     // 3
+  // Op 2, a bias gradient: the reduction alone.
+  b.output(b.op1("ReduceSum", {x, b.constant_ints("axes", {0, 2, 3})}), "bias_grad");  // 4
+  // Op 3, a row's centring: the reduction over the last dim, one block's work per row.
+  const ValueId row = b.op1("ReduceMean", {x}, {{"axes", std::vector<int64_t>{3}}});  // 5
+  b.output(b.op1("Sub", {x, row}), "row_centred");                                   // 6
+  Graph g = b.finish();
+  ASSERT_EQ(g.num_nodes(), 7);
+  const std::vector<int32_t> sources = {1, 1, 1, 1, 2, 3, 3};
+  for (NodeId n = 0; n < g.num_nodes(); ++n) g.mutable_node(n).source = sources[n];
+  HardwareProfile p = fixture();
+  p.fusions.insert(Fusion::kOpKernels);
+  auto kernel = [&](std::initializer_list<NodeId> nodes, double bytes) {
+    double flops = 0;
+    for (NodeId n : nodes) flops += node_flops(g, g.node(n));
+    const double memory = bytes / (2e12 * p.device.efficiency.at(OpClass::kNorm).at(bytes));
+    return std::max(flops / 20e12, memory) + 5e-6;
+  };
+  const double in = 2.0 * e;  // x in fp16, read narrow through the op's own cast
+  for (const double l2 : {0.0, 4.0 * in}) {
+    SCOPED_TRACE(l2);
+    p.device.l2_bytes = l2;
+    const std::vector<double> s = fused_node_seconds(p, g);
+    ASSERT_EQ(s.size(), 7u);
+    // Op 1 writes its fp16 output; it reads x a second time, with a launch of its own, unless
+    // x fits in the cache.
+    const double centring = l2 < in ? kernel({0, 1, 2, 3}, 2 * in + 2.0 * e) + 5e-6
+                                    : kernel({0, 1, 2, 3}, in + 2.0 * e);
+    EXPECT_NEAR(s[0] + s[1] + s[2] + s[3], centring, 1e-15);
+    EXPECT_EQ(s[4], -1.0);  // a kernel of one node that writes nothing full-size: priced alone
+    EXPECT_NEAR(s[5] + s[6], kernel({5, 6}, in + 2.0 * e), 1e-15);
+  }
 }
 
 // Megatron-LM's fused kernels (bias_gelu, bias_dropout_add, scale_mask_softmax) each run their

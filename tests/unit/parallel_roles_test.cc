@@ -157,11 +157,13 @@ TEST(BuildRoles, FullRecomputeReRunsTheForwardInTheBackward) {
   auto without = build_roles(plain->spmd, plain->source_stage, plain->policy, true);
   auto with = build_roles(full->spmd, full->source_stage, full->policy, true);
   ASSERT_TRUE(without.is_ok() && with.is_ok());
-  // Rank 0's backward reads its MatMul's output (Relu's gradient does) and the input x: it
-  // re-runs the MatMul. Rank 1's reads its Relu's input and output and the loss's difference:
-  // it re-runs all three, from the activation it received (which it keeps, never re-runs).
-  const std::vector<std::set<std::string>> expected = {
-      {"MatMul/recompute"}, {"MatMul_1/recompute", "Relu_1/recompute", "loss/Sub/recompute"}};
+  // Each layer keeps its output, which the next layer (or the loss) reads, and re-runs the
+  // rest. Rank 0's backward reads its MatMul's output (Relu's gradient does) and the input x:
+  // it re-runs the MatMul. Rank 1's reads its Relu's input and output and the loss's
+  // difference: it re-runs the MatMul from the activation it received, and keeps the Relu's
+  // output and the loss's difference (the loss is outside the layers).
+  const std::vector<std::set<std::string>> expected = {{"MatMul/recompute"},
+                                                       {"MatMul_1/recompute"}};
   for (size_t r = 0; r < 2; ++r) {
     std::set<std::string> copies;
     for (const Node& n : (*with)[r].graph.nodes()) {
@@ -186,7 +188,8 @@ TEST(Placement, SelectiveRecomputeReRunsTheAttentionCore) {
   ASSERT_TRUE(model.is_ok());
   const Graph& g = *model;
   auto parameter = [&](ValueId v) { return g.value(v).kind == ValueKind::kParameter; };
-  const std::vector<bool> core = partially_recomputed(Recompute::kSelective, false, g, parameter);
+  const std::vector<bool> core =
+      partially_recomputed(Recompute::kSelective, false, false, g, parameter);
   std::map<std::string, int> ops;
   for (NodeId n = 0; n < g.num_nodes(); ++n) {
     if (core[n]) ++ops[g.node(n).op_type];
@@ -198,15 +201,76 @@ TEST(Placement, SelectiveRecomputeReRunsTheAttentionCore) {
       {"MatMul", 2 * layers}, {"Div", layers}, {"Add", layers}, {"Softmax", layers}};
   EXPECT_EQ(ops, expected);
   const std::vector<bool> nonparametric =
-      partially_recomputed(Recompute::kNonParametric, false, g, parameter);
+      partially_recomputed(Recompute::kNonParametric, false, false, g, parameter);
   int more = 0;
   for (NodeId n = 0; n < g.num_nodes(); ++n) {
     if (core[n]) EXPECT_TRUE(nonparametric[n]) << g.node(n).name;
     more += nonparametric[n] && !core[n];
   }
   EXPECT_GT(more, 4 * layers);
-  EXPECT_EQ(partially_recomputed(Recompute::kNone, false, g, parameter),
+  EXPECT_EQ(partially_recomputed(Recompute::kNone, false, false, g, parameter),
             std::vector<bool>(g.num_nodes(), false));
+}
+
+// Full recompute (Megatron-LM's, one layer per checkpoint) re-runs every forward node of a
+// layer but the residual sum that ends it, which the next layer (or the final norm) reads;
+// the embeddings, the final norm, the head and the loss are never re-run.
+TEST(Placement, FullRecomputeKeepsEachLayersOutput) {
+  ZooOptions zoo;
+  zoo.batch = 2;
+  auto model = build_zoo_model("gpt-tiny", zoo);
+  ASSERT_TRUE(model.is_ok());
+  const Graph& g = *model;
+  auto parameter = [&](ValueId v) { return g.value(v).kind == ValueKind::kParameter; };
+  const std::vector<bool> full = partially_recomputed(Recompute::kFull, false, false, g, parameter);
+  std::vector<std::string> kept;
+  int rerun = 0, in_layers = 0;
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    const Node& node = g.node(n);
+    if (node.layer < 0) {
+      EXPECT_FALSE(full[n]) << node.name;
+      continue;
+    }
+    ++in_layers;
+    rerun += full[n];
+    if (!full[n]) kept.push_back(node.name);
+  }
+  EXPECT_EQ(kept, (std::vector<std::string>{"h.0/Add_1", "h.1/Add_1", "h.2/Add_1", "h.3/Add_1"}));
+  EXPECT_EQ(rerun, in_layers - 4);
+}
+
+// A fused cross-entropy kernel reads the logits in the compute type: under bf16 the backward
+// widens them again (the Cast re-run, and the view between it and the loss) and no fp32 copy
+// of the logits is kept from the forward.
+TEST(BuildRoles, AFusedCrossEntropyKeepsTheHalfPrecisionLogits) {
+  ZooOptions zoo;
+  zoo.batch = 2;
+  auto model = build_zoo_model("gpt-tiny", zoo);
+  ASSERT_TRUE(model.is_ok());
+  LoweringOptions options;
+  options.loss.kind = LossKind::kCrossEntropy;
+  for (const bool fused : {false, true}) {
+    SCOPED_TRACE(fused ? "fused" : "unfused");
+    const std::string fusions = fused ? "[op_kernels, cross_entropy]" : "[op_kernels]";
+    auto plan =
+        lower(*model, scheme_of("precision: bf16\nkernels: {fusions: " + fusions + "}\n"), options);
+    ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+    const Graph& rg = plan->roles.at(0).graph;
+    std::set<std::string> copies;
+    bool wide_logits_stashed = false;
+    for (const Node& n : rg.nodes()) {
+      if (n.name.find("/recompute") != std::string::npos) copies.insert(n.op_type);
+      if (n.phase != Phase::kForward) continue;
+      for (ValueId out : n.outputs) {
+        const Value& v = rg.value(out);
+        if (v.dtype != DType::kFloat32 || v.shape.num_elements() != 2 * 16 * 256) continue;
+        for (NodeId r : v.consumers) wide_logits_stashed |= rg.node(r).phase == Phase::kBackward;
+      }
+    }
+    EXPECT_EQ(wide_logits_stashed, !fused);
+    const std::set<std::string> widened = {"Cast", "Reshape"};
+    EXPECT_EQ(copies, fused ? widened : std::set<std::string>());
+  }
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autopar/cost/hardware_profile.h"
@@ -33,20 +34,18 @@ struct LayerCost {
   double forward_compute = 0, forward_comm = 0;
   double backward_compute = 0, backward_comm = 0, gradient_comm = 0;
   double update_compute = 0, update_comm = 0;
-  // Forward work the backward re-runs under recompute full (compute, comm).
-  double full_compute = 0, full_comm = 0;
-  // The part of forward_compute and full_compute that casts parameters to the compute dtype: a
-  // framework holding half-precision weights casts them once per step.
-  double parameter_cast_compute = 0, full_parameter_cast_compute = 0;
+  // The part of forward_compute that casts parameters to the compute dtype: a framework
+  // holding half-precision weights casts them once per step.
+  double parameter_cast_compute = 0;
   // The part of backward_compute that accumulates weight gradients behind their GEMMs
   // (gemm_accumulation): a GEMM accumulating into the fp32 main gradient does it itself.
   double gemm_accumulation_compute = 0;
 
   double parameter_bytes = 0, gradient_bytes = 0, optimizer_bytes = 0;
   double parameter_elements = 0;  // the parameters' elements this device holds (its shards)
-  // What the backward re-runs and keeps under a policy short of full (partially_recomputed:
-  // none re-runs only sequence parallelism's gathers, selective and nonparametric more; full
-  // keeps what a rank receives): the forward work re-run (compute, the part of it casting
+  // What the backward re-runs and keeps under each recompute policy (partially_recomputed:
+  // none re-runs only sequence parallelism's gathers, selective and nonparametric more, full
+  // all but the layer's output): the forward work re-run (compute, the part of it casting
   // parameters, and collectives), and the forward values the layer keeps for one microbatch
   // (outputs of kept ops): those its own backward reads and those only a later layer's backward
   // reads (the residual stream), with the parameters cast to the compute dtype among each (a
@@ -56,20 +55,22 @@ struct LayerCost {
     double stash_bytes = 0, stash_later_bytes = 0;
     double parameter_copy_bytes = 0, parameter_copy_later_bytes = 0;
   };
-  Partial none, selective, nonparametric;
-  // The policy's, or null (full).
-  const Partial* partial(Recompute recompute) const {
+  Partial none, selective, nonparametric, full;
+  const Partial& partial(Recompute recompute) const {
     switch (recompute) {
-      case Recompute::kNone:
-        return &none;
       case Recompute::kSelective:
-        return &selective;
+        return selective;
       case Recompute::kNonParametric:
-        return &nonparametric;
+        return nonparametric;
       case Recompute::kFull:
+        return full;
+      case Recompute::kNone:
         break;
     }
-    return nullptr;
+    return none;
+  }
+  Partial& partial(Recompute recompute) {
+    return const_cast<Partial&>(std::as_const(*this).partial(recompute));
   }
   double forward_peak_bytes = 0;   // the layer's own forward values alive at once
   double backward_peak_bytes = 0;  // the same in its backward

@@ -89,6 +89,9 @@ struct DeviceSpec {
   bool tf32_matmul = false;
   bool tf32_conv = false;
   double reserved_bytes = 0;  // held by the runtime and framework, not available to a plan
+  // The last-level cache: a kernel's second pass over inputs that fit in it reads them from
+  // the cache; over larger ones it streams them from memory again. Optional, 0 by default.
+  double l2_bytes = 0;
   std::map<OpClass, EfficiencyCurve> efficiency;
   // FlashAttention's own rates, forward and backward, as fractions of the peak at a kernel's
   // FLOPs: the fused Attention op and its gradient (and a ring attention's steps) tile the scores

@@ -37,6 +37,10 @@ enum class Fusion : uint8_t {
   // scale_mask_softmax: the attention scores' scaling, their mask (an Add or a Where) and the
   // Softmax.
   kScaleMaskSoftmax,
+  // cross_entropy: the loss as one kernel that reads the logits in the compute type and widens
+  // them inside (flash-attn's xentropy, llm-foundry's `loss_fn: fused_crossentropy`), so the
+  // backward widens the half-precision logits again rather than keep an fp32 copy.
+  kCrossEntropy,
 };
 const char* fusion_name(Fusion fusion);
 // The fusion of a name (op_kernels, bias_gelu, ...); nullopt for any other.
@@ -52,5 +56,8 @@ const std::set<Fusion>& fusions_of(const Scheme& scheme, const HardwareProfile& 
 // Whether a plan of `scheme` runs attention fused: under context parallelism always, otherwise
 // as the scheme names it, or the profile (unfused without one).
 bool runs_flash_attention(const Scheme& scheme, const HardwareProfile* profile);
+// Whether a plan of `scheme` runs the loss as a fused cross-entropy kernel (Fusion::kCrossEntropy
+// among the scheme's fusions, or else the profile's).
+bool runs_fused_cross_entropy(const Scheme& scheme, const HardwareProfile* profile);
 
 }  // namespace autopar

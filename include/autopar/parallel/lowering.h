@@ -96,6 +96,10 @@ struct LoweringPolicy {
   // tp made again (regathers_sequence_shards of the plan's memory policy), rather than keep the
   // gathered values: set by lower() with the memory policy.
   bool regather = false;
+  // The backward widens the loss's half-precision input again (a fused cross-entropy kernel
+  // reads it so) rather than keep the forward's fp32 copy: runs_fused_cross_entropy, set by
+  // lower().
+  bool recast_loss = false;
 };
 
 // A paradigm: one file in src/parallel/paradigms/, one entry in paradigms().
@@ -184,20 +188,29 @@ StatusOr<Graph> batch_norm_statistics_as_reductions(const Graph& training);
 bool backward_regathers(const SpmdPolicy& spmd, const Scheme& scheme,
                         const HardwareProfile* profile);
 
-// The forward nodes a partial recompute re-runs in the backward instead of keeping their
+// The forward nodes a recompute policy re-runs in the backward instead of keeping their
 // outputs, per node of `g`:
+// - full (Megatron-LM's `--recompute-granularity full --recompute-method uniform
+//   --recompute-num-layers 1`, PyTorch's per-layer activation checkpointing): every node of a
+//   layer but those whose output a later layer reads (its output, the next layer's input),
+//   which are kept; the nodes outside the layers (embeddings, the output head, the loss) are
+//   not re-run;
 // - selective (Megatron-LM's `--recompute-granularity selective`, Korthikanti et al. 2022): the
 //   attention core, the nodes on the way from a product of two activations (the scores Q·Kᵀ)
 //   to the product that consumes them (with V), both included: scale, mask, softmax, dropout
 //   and the casts between them;
 // - nonparametric: every node but projections (a MatMul with a state operand, gathered or
 //   not), Gemm, convolutions, norms and collectives.
-// None for the other policies (full re-runs every forward node the backward reaches back to).
+// None for none.
 // With `regather` (sequence parallelism, tensor: megatron-sp), every policy also re-runs the
 // forward's all-gathers over tp: the backward gathers a norm's sequence shards again for the
 // projection's weight gradient, as Megatron-LM's sequence parallelism does, so the shards are
-// kept rather than the gathered activations. `is_state(v)` says whether value v is held state.
-std::vector<bool> partially_recomputed(Recompute policy, bool regather, const Graph& g,
+// kept rather than the gathered activations. With `recast_loss` (a fused cross-entropy
+// kernel), every policy also re-runs the widening Cast of the loss's input (and the views
+// between them), so the half-precision logits are kept. `is_state(v)` says whether value v is
+// held state.
+std::vector<bool> partially_recomputed(Recompute policy, bool regather, bool recast_loss,
+                                       const Graph& g,
                                        const std::function<bool(ValueId)>& is_state);
 
 // Where an SPMD graph's nodes run and what the backward recomputes, defined once: the

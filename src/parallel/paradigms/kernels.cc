@@ -15,7 +15,8 @@ const std::initializer_list<std::pair<const char*, Fusion>> kFusions = {
     {"op_kernels", Fusion::kOpKernels},
     {"bias_gelu", Fusion::kBiasGelu},
     {"bias_dropout_add", Fusion::kBiasDropoutAdd},
-    {"scale_mask_softmax", Fusion::kScaleMaskSoftmax}};
+    {"scale_mask_softmax", Fusion::kScaleMaskSoftmax},
+    {"cross_entropy", Fusion::kCrossEntropy}};
 
 }  // namespace
 
@@ -48,6 +49,13 @@ bool runs_flash_attention(const Scheme& scheme, const HardwareProfile* profile) 
   if (scheme.cp() > 1) return true;
   const AttentionKernel stack = profile ? profile->attention : AttentionKernel::kUnfused;
   return scheme.attention.value_or(stack) == AttentionKernel::kFlash;
+}
+
+bool runs_fused_cross_entropy(const Scheme& scheme, const HardwareProfile* profile) {
+  const std::set<Fusion>* fusions = scheme.fusions ? &*scheme.fusions
+                                    : profile      ? &profile->fusions
+                                                   : nullptr;
+  return fusions && fusions->count(Fusion::kCrossEntropy) > 0;
 }
 
 }  // namespace autopar
