@@ -21,7 +21,9 @@
 #include "autopar/cost/simulator.h"
 #include "autopar/ir/builder.h"
 #include "autopar/ops/op_def.h"
+#include "autopar/parallel/kernel_choice.h"
 #include "autopar/parallel/lowering.h"
+#include "autopar/parallel/memory_policy.h"
 #include "autopar/runtime/communicator.h"
 #include "autopar/runtime/cuda_executor.h"
 #include "autopar/runtime/executor.h"
@@ -1415,7 +1417,16 @@ std::string profile_yaml(const HardwareProfile& p, const std::string& header) {
     return fmt::format("[{}]", fmt::join(parts, ", "));
   };
   std::string y = header;
-  y += fmt::format("name: {}\ndevice:\n  name: {}\n  peak_flops: {{", p.name, p.device.name);
+  y += fmt::format("name: {}\n", p.name);
+  if (p.memory_policy != MemoryPolicy::kAutopar)
+    y += fmt::format("memory_policy: {}\n", memory_policy_name(p.memory_policy));
+  if (p.attention != AttentionKernel::kUnfused || !p.fusions.empty()) {
+    std::vector<std::string> fusions;
+    for (Fusion f : p.fusions) fusions.emplace_back(fusion_name(f));
+    y += fmt::format("kernels: {{attention: {}, fusions: [{}]}}\n",
+                     attention_kernel_name(p.attention), fmt::join(fusions, ", "));
+  }
+  y += fmt::format("device:\n  name: {}\n  peak_flops: {{", p.device.name);
   bool first = true;
   for (const auto& [dtype, flops] : p.device.peak_flops) {
     y += fmt::format("{}{}: {:.6g}", first ? "" : ", ", dtype, flops);
@@ -1428,6 +1439,9 @@ std::string profile_yaml(const HardwareProfile& p, const std::string& header) {
   if (p.device.program_overhead_s > 0)
     y += fmt::format("  program_overhead_s: {:.6g}\n", p.device.program_overhead_s);
   if (!p.device.overlap_communication) y += "  overlap_communication: false\n";
+  if (p.device.tf32_matmul) y += "  tf32_matmul: true\n";
+  if (p.device.tf32_conv) y += "  tf32_conv: true\n";
+  if (p.device.l2_bytes > 0) y += fmt::format("  l2_bytes: {:.0f}\n", p.device.l2_bytes);
   if (p.device.free_views) y += "  free_views: true\n";
   if (p.device.fused_op_element_s > 0)
     y += fmt::format("  fused_op_element_s: {:.6g}\n", p.device.fused_op_element_s);

@@ -213,7 +213,7 @@ void LayerCostBuilder::index_state() {
 void LayerCostBuilder::place_nodes() {
   // The layer of every node: the forward and backward take their source node's (as
   // build_roles places them); state goes with its first non-update reader, an update with the
-  // state and gradients it reads.
+  // state it writes.
   layer_ = place_by_origin(lowered_.spmd, lowered_.source_layer, num_layers_ - 1);
   state_layer_.assign(static_cast<size_t>(num_specs_), kUnplaced);
   for (NodeId n = 0; n < nodes_; ++n) {
@@ -224,32 +224,26 @@ void LayerCostBuilder::place_nodes() {
       state_layer_[spec_of_[in]] = std::min(state_layer_[spec_of_[in]], layer_[n]);
     }
   }
-  // State only updates read (optimizer slots, a shared step count) does not place an update;
-  // it goes with the first update that reads it.
-  const std::vector<int32_t> anchored = state_layer_;
-  for (NodeId n = 0; n < nodes_; ++n) {
-    const Node& node = g_.node(n);
-    if (node.phase != Phase::kOptimizer) continue;
-    int32_t l = INT_MAX;
-    for (ValueId in : node.inputs) {
-      if (in == kNoId) continue;
-      if (state_of(in)) {
-        l = std::min(l, anchored[spec_of_[in]]);
-      } else if (g_.value(in).producer != kNoId) {
-        l = std::min(l, layer_[g_.value(in).producer]);
-      }
-    }
-    layer_[n] = l;  // INT_MAX: shared by every layer's update (a step count, bias corrections)
+  // An update runs where build_roles runs it (updates_by_place), counted on the first of those
+  // layers: with the state it writes; state only updates read (optimizer slots, a shared step
+  // count) goes with the first update that reads it.
+  std::vector<NodeId> writer(static_cast<size_t>(num_specs_), kNoId);
+  for (ValueId v = 0; v < g_.num_values(); ++v) {
+    const NodeId p = g_.value(v).producer;
+    if (written_[v] >= 0 && p != kNoId && g_.node(p).phase == Phase::kOptimizer)
+      writer[written_[v]] = p;
   }
-  for (NodeId n = nodes_ - 1; n >= 0; --n) {
-    const Node& node = g_.node(n);
-    if (node.phase != Phase::kOptimizer || layer_[n] != INT_MAX) continue;
-    int32_t l = INT_MAX;
-    for (ValueId out : node.outputs) {
-      if (out == kNoId) continue;
-      for (NodeId r : g_.value(out).consumers) l = std::min(l, layer_[r]);
+  const std::vector<std::vector<bool>> runs = updates_by_place(
+      g_, layer_, num_layers_, [&](NodeId n) { return g_.node(n).phase == Phase::kOptimizer; },
+      [&](ValueId v) { return spec_of_[v] >= 0 ? writer[spec_of_[v]] : kNoId; });
+  for (NodeId n = 0; n < nodes_; ++n) {
+    if (g_.node(n).phase != Phase::kOptimizer) continue;
+    layer_[n] = 0;
+    for (int32_t l = 0; l < num_layers_; ++l) {
+      if (!runs[l][n]) continue;
+      layer_[n] = l;
+      break;
     }
-    layer_[n] = l == INT_MAX ? 0 : l;
   }
   for (NodeId n = 0; n < nodes_; ++n) {
     const Node& node = g_.node(n);

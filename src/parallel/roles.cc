@@ -139,45 +139,20 @@ const StateSpec* RoleBuilder::state_input(ValueId id) const {
 }
 
 void RoleBuilder::place_updates() {
-  for (int64_t r = 0; r < p_; ++r) {
-    std::set<std::string> held;
-    for (NodeId n = 0; n < g_.num_nodes(); ++n) {
-      if (kind_of(n) == ProgramKind::kUpdate || rank_of(vstage_[n]) != r) continue;
-      for (ValueId in : g_.node(n).inputs) {
-        if (in != kNoId && state_input(in)) held.insert(g_.value(in).name);
-      }
-    }
-    bool grown = true;
-    while (grown) {
-      grown = false;
-      std::vector<NodeId> work;
-      for (const std::string& name : held) {
-        const StateSpec* s = state_by_input_.at(name);
-        if (s->output.empty()) continue;
-        auto out = g_.find_value(s->output);
-        if (!out) continue;
-        const NodeId producer = g_.value(*out).producer;
-        if (producer != kNoId && kind_of(producer) == ProgramKind::kUpdate &&
-            !in_update_[r][producer]) {
-          work.push_back(producer);
-        }
-      }
-      while (!work.empty()) {
-        const NodeId n = work.back();
-        work.pop_back();
-        if (in_update_[r][n]) continue;
-        in_update_[r][n] = true;
-        grown = true;
-        for (ValueId in : g_.node(n).inputs) {
-          if (in == kNoId) continue;
-          if (const StateSpec* s = state_input(in)) held.insert(s->name);
-          const NodeId producer = g_.value(in).producer;
-          if (producer != kNoId && kind_of(producer) == ProgramKind::kUpdate)
-            work.push_back(producer);
-        }
-      }
-    }
+  std::vector<int32_t> rank(static_cast<size_t>(g_.num_nodes()), -1);
+  for (NodeId n = 0; n < g_.num_nodes(); ++n) {
+    if (kind_of(n) != ProgramKind::kUpdate) rank[n] = static_cast<int32_t>(rank_of(vstage_[n]));
   }
+  in_update_ = updates_by_place(
+      g_, rank, static_cast<int32_t>(p_),
+      [&](NodeId n) { return kind_of(n) == ProgramKind::kUpdate; },
+      [&](ValueId v) {
+        const StateSpec* s = state_input(v);
+        if (!s || s->output.empty()) return kNoId;
+        auto out = g_.find_value(s->output);
+        const NodeId producer = out ? g_.value(*out).producer : kNoId;
+        return producer != kNoId && kind_of(producer) == ProgramKind::kUpdate ? producer : kNoId;
+      });
 }
 
 std::vector<std::pair<int64_t, int32_t>> RoleBuilder::runs_on(NodeId n) const {
@@ -591,6 +566,41 @@ std::vector<int32_t> place_by_origin(const SpmdResult& spmd,
     place[n] = std::clamp(s, 0, last);
   }
   return place;
+}
+
+std::vector<std::vector<bool>> updates_by_place(const Graph& g, const std::vector<int32_t>& place,
+                                                int32_t places,
+                                                const std::function<bool(NodeId)>& is_update,
+                                                const std::function<NodeId(ValueId)>& writer_of) {
+  std::vector<std::vector<bool>> runs(static_cast<size_t>(places),
+                                      std::vector<bool>(static_cast<size_t>(g.num_nodes()), false));
+  for (int32_t r = 0; r < places; ++r) {
+    std::vector<bool>& here = runs[r];
+    std::vector<NodeId> work;
+    auto hold = [&](ValueId v) {
+      if (const NodeId writer = writer_of(v); writer != kNoId && !here[writer])
+        work.push_back(writer);
+    };
+    for (NodeId n = 0; n < g.num_nodes(); ++n) {
+      if (is_update(n) || place[n] != r) continue;
+      for (ValueId in : g.node(n).inputs) {
+        if (in != kNoId) hold(in);
+      }
+    }
+    while (!work.empty()) {
+      const NodeId n = work.back();
+      work.pop_back();
+      if (here[n]) continue;
+      here[n] = true;
+      for (ValueId in : g.node(n).inputs) {
+        if (in == kNoId) continue;
+        hold(in);
+        const NodeId producer = g.value(in).producer;
+        if (producer != kNoId && is_update(producer) && !here[producer]) work.push_back(producer);
+      }
+    }
+  }
+  return runs;
 }
 
 std::vector<bool> recompute_closure(const Graph& g, std::vector<ValueId> roots,

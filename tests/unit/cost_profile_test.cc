@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "autopar/cost/calibrate.h"
 #include "autopar/cost/communication.h"
 #include "autopar/cost/compute.h"
 #include "autopar/cost/hardware_profile.h"
@@ -68,6 +69,32 @@ TEST(HardwareProfile, ParsesTheFixture) {
   EXPECT_EQ(p.tiers.size(), 2u);
   EXPECT_EQ(p.tier_for(devices(0, 8)).name, "nvlink");
   EXPECT_EQ(p.tier_for(devices(0, 4, 8)).name, "infiniband");
+}
+
+// A calibrated profile is written from the profile it started from (calibrate --backend cuda
+// --hw BASE): every shipped GPU profile reads back from profile_yaml as it was, its software
+// stack (memory policy, attention kernel, fusions), TF32 flags and L2 size included.
+TEST(HardwareProfile, WrittenProfilesReadBackAsTheyWere) {
+  for (const char* name : {"dgx-a100-80g", "dgx-h100", "hgx-h200"}) {
+    SCOPED_TRACE(name);
+    auto shipped = read_hardware_profile(name, std::string(AUTOPAR_SOURCE_DIR) + "/configs/hw");
+    ASSERT_TRUE(shipped.is_ok()) << shipped.status().message();
+    auto back = parse_hardware_profile(profile_yaml(*shipped, "# written\n"), "written.yaml");
+    ASSERT_TRUE(back.is_ok()) << back.status().message();
+    EXPECT_EQ(back->memory_policy, shipped->memory_policy);
+    EXPECT_EQ(back->attention, shipped->attention);
+    EXPECT_EQ(back->fusions, shipped->fusions);
+    EXPECT_FALSE(back->fusions.empty());
+    EXPECT_EQ(back->device.tf32_conv, shipped->device.tf32_conv);
+    EXPECT_EQ(back->device.tf32_matmul, shipped->device.tf32_matmul);
+    EXPECT_EQ(back->device.l2_bytes, shipped->device.l2_bytes);
+    EXPECT_GT(back->device.l2_bytes, 0);
+    EXPECT_EQ(back->device.peak_flops, shipped->device.peak_flops);
+    EXPECT_EQ(back->device.free_views, shipped->device.free_views);
+    EXPECT_EQ(back->device.efficiency.at(OpClass::kGemm).points().size(),
+              shipped->device.efficiency.at(OpClass::kGemm).points().size());
+    EXPECT_EQ(back->tiers.size(), shipped->tiers.size());
+  }
 }
 
 TEST(HardwareProfile, CurvesInterpolateInLogWork) {
@@ -378,15 +405,15 @@ TEST(Compute, ACrossRowReductionReadsItsInputsTwiceBeyondTheCache) {
   const ValueId x = b.input("x", DType::kFloat16, {64, 32, 16, 16});
   // Op 1, a BatchNorm's centring: statistics over N, H, W per channel, then the full-size output.
   const ValueId wide = b.op1("Cast", {x}, {{"to", int64_t{1}}});  // 0
-  const ValueId mean =                                             // 1
+  const ValueId mean =                                            // 1
       b.op1("ReduceMean", {wide}, {{"axes", std::vector<int64_t>{0, 2, 3}}});
-  const ValueId centred = b.op1("Sub", {wide, mean});                       // 2
-  b.output(b.op1("Cast", {centred}, {{"to", int64_t{10}}}), "centred");     // 3
+  const ValueId centred = b.op1("Sub", {wide, mean});                    // 2
+  b.output(b.op1("Cast", {centred}, {{"to", int64_t{10}}}), "centred");  // 3
   // Op 2, a bias gradient: the reduction alone.
   b.output(b.op1("ReduceSum", {x, b.constant_ints("axes", {0, 2, 3})}), "bias_grad");  // 4
   // Op 3, a row's centring: the reduction over the last dim, one block's work per row.
   const ValueId row = b.op1("ReduceMean", {x}, {{"axes", std::vector<int64_t>{3}}});  // 5
-  b.output(b.op1("Sub", {x, row}), "row_centred");                                   // 6
+  b.output(b.op1("Sub", {x, row}), "row_centred");                                    // 6
   Graph g = b.finish();
   ASSERT_EQ(g.num_nodes(), 7);
   const std::vector<int32_t> sources = {1, 1, 1, 1, 2, 3, 3};

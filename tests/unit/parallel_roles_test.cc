@@ -72,6 +72,38 @@ TEST(Placement, RecomputeClosureStopsWhereTheCallerKeeps) {
   EXPECT_EQ(recompute_closure(g, {}, [](ValueId) { return true; }), std::vector<bool>(4, false));
 }
 
+// Updates go where the state they write is read: w0's update to place 0, w1's to place 1, and
+// the step count's (which only updates read) to both, since both updates read its new value.
+TEST(Placement, UpdatesRunWhereTheirStateIsRead) {
+  GraphBuilder bld("g");
+  bld.set_with_data(false);
+  const ValueId x = bld.input("x", DType::kFloat32, {2, 2});
+  const ValueId w0 = bld.input("w0", DType::kFloat32, {2, 2});
+  const ValueId w1 = bld.input("w1", DType::kFloat32, {2, 2});
+  const ValueId step = bld.input("step", DType::kFloat32, {});
+  const ValueId h = bld.op1("MatMul", {x, w0});                              // 0: place 0
+  bld.output(bld.op1("MatMul", {h, w1}), "y");                               // 1: place 1
+  const ValueId next = bld.op1("Neg", {step});                               // 2: the step's update
+  const ValueId w0_next = bld.op1("Sub", {w0, bld.op1("Mul", {w0, next})});  // 3, 4
+  const ValueId w1_next = bld.op1("Sub", {w1, bld.op1("Mul", {w1, next})});  // 5, 6
+  Graph g = bld.finish();
+  ASSERT_EQ(g.num_nodes(), 7);
+  for (NodeId n = 2; n < 7; ++n) g.mutable_node(n).phase = Phase::kOptimizer;
+  const std::map<ValueId, NodeId> writers = {{w0, g.value(w0_next).producer},
+                                             {w1, g.value(w1_next).producer},
+                                             {step, g.value(next).producer}};
+  const std::vector<std::vector<bool>> runs = updates_by_place(
+      g, {0, 1, -1, -1, -1, -1, -1}, 2,
+      [&](NodeId n) { return g.node(n).phase == Phase::kOptimizer; },
+      [&](ValueId v) {
+        auto it = writers.find(v);
+        return it == writers.end() ? kNoId : it->second;
+      });
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0], (std::vector<bool>{false, false, true, true, true, false, false}));
+  EXPECT_EQ(runs[1], (std::vector<bool>{false, false, true, false, false, true, true}));
+}
+
 TEST(Placement, WarmupForwardsAsTheSchedulesRunThem) {
   using S = PipelineSchedule;
   // 1F1B: ranks − rank − 1, at most the microbatches.

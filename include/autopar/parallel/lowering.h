@@ -223,6 +223,17 @@ std::vector<bool> partially_recomputed(Recompute policy, bool regather, bool rec
 // -1: they run where the state they write is held.
 std::vector<int32_t> place_by_origin(const SpmdResult& spmd,
                                      const std::vector<int32_t>& source_place, int32_t last);
+
+// The update nodes each place runs (build_roles: pipeline ranks; the estimate: layers): those
+// writing state that the place's forward and backward nodes read and, closing over them, the
+// update nodes whose results they read and those writing the state they read (an optimizer's
+// moments, a shared step count). `place[n]` is the place of forward or backward node n;
+// `is_update(n)` whether node n is an update node; `writer_of(v)` the update node writing the
+// next value of state input v, kNoId for any other value. Indexed [place][node].
+std::vector<std::vector<bool>> updates_by_place(const Graph& g, const std::vector<int32_t>& place,
+                                                int32_t places,
+                                                const std::function<bool(NodeId)>& is_update,
+                                                const std::function<NodeId(ValueId)>& writer_of);
 // The forward nodes the backward re-runs, by node id: from `roots` (values the backward
 // reads) back through every value `recomputes(v)` accepts, whose producer is re-run and whose
 // inputs are reached in turn.
