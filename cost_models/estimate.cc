@@ -46,13 +46,6 @@ double pipeline_message_seconds(const HardwareProfile& profile, const DeviceMesh
       .seconds;
 }
 
-int64_t in_flight(PipelineSchedule schedule, int64_t rank, int64_t ranks, int64_t chunks,
-                  int64_t microbatches) {
-  // The warm-up's forwards and the one that follows them, before the first backward frees any.
-  return std::min(microbatches * std::max<int64_t>(chunks, 1),
-                  warmup_forwards(schedule, rank, ranks, chunks, microbatches) + 1);
-}
-
 const std::vector<std::pair<int32_t, int32_t>>& LayerCosts::balanced(int64_t stages) const {
   std::lock_guard<std::mutex> lock(balanced_->mutex);
   auto& cache = balanced_->ranges;
@@ -925,43 +918,13 @@ std::vector<RankCost> rank_costs(const LayerCosts& costs, const std::vector<Stag
 // come. The optimizer's slots are the plan's own (sharded by ZeRO as the frameworks shard them).
 void apply_framework(MemoryPolicy policy, const Scheme& scheme, const RankCost& rank,
                      RoleMemory& memory) {
-  const int zero = scheme.dp() > 1 ? scheme.zero : 0;
-  const double d = static_cast<double>(scheme.dp());
-  const bool half = scheme.precision != Precision::kFp32;
-  // Elements of the parameters per device before ZeRO-3's dp sharding.
-  const double params = rank.parameter_elements * (zero == 3 ? d : 1.0);
-  const double weights = half ? 2.0 : 4.0;  // the weights the forward reads
-  const double master = half ? 4.0 : 0.0;   // fp32 master weights beside them
-  const double slots = memory.optimizer_bytes;
-  bool copies_stashed = false;
-  switch (policy) {
-    case MemoryPolicy::kAutopar:
-      return;
-    case MemoryPolicy::kMegatron:
-      memory.parameter_bytes = weights * params / (zero == 3 ? d : 1.0);
-      memory.gradient_bytes = 4.0 * params / (zero == 3 ? d : 1.0);  // fp32 main gradients
-      memory.optimizer_bytes = slots + master * params / (zero >= 1 ? d : 1.0);
-      break;
-    case MemoryPolicy::kDeepSpeed: {
-      // fp16 gradients beside fp16 weights; BF16_Optimizer accumulates them in fp32.
-      const double gradient = scheme.precision == Precision::kFp16 ? 2.0 : 4.0;
-      memory.parameter_bytes = weights * params / (zero == 3 ? d : 1.0);
-      memory.gradient_bytes = gradient * params / (zero >= 2 ? d : 1.0);
-      memory.optimizer_bytes = slots + master * params / (zero >= 1 ? d : 1.0);
-      break;
-    }
-    case MemoryPolicy::kFsdp:
-      // fp32 parameters (the master weights), sharded from SHARD_GRAD_OP on; that one keeps the
-      // gathered weights (in the compute dtype) from forward to backward. Below FULL_SHARD
-      // autocast's weight copies are saved for the backward per microbatch.
-      memory.parameter_bytes =
-          4.0 * params / (zero >= 2 ? d : 1.0) + (zero == 2 ? weights * params : 0.0);
-      memory.gradient_bytes = 4.0 * params / (zero >= 2 ? d : 1.0);
-      memory.optimizer_bytes = slots;
-      copies_stashed = zero < 3;
-      break;
-  }
-  if (!copies_stashed)
+  const std::optional<FrameworkState> state =
+      framework_state(policy, scheme, rank.parameter_elements, memory.optimizer_bytes);
+  if (!state) return;
+  memory.parameter_bytes = state->parameter_bytes;
+  memory.gradient_bytes = state->gradient_bytes;
+  memory.optimizer_bytes = state->optimizer_bytes;
+  if (!state->weight_copies_stashed)
     memory.stash_bytes = std::max(0.0, memory.stash_bytes - rank.parameter_copies);
   memory.transient_bytes = rank.framework_transient;
 }
@@ -1023,30 +986,17 @@ StatusOr<Estimate> Estimator::combine(const LayerCosts& costs, const Scheme& sch
   const std::vector<RankCost> rank =
       rank_costs(costs, stage, ranges, p, profile().device.program_overhead_s);
 
-  // The pipeline: fill, steady state at the slowest rank, drain; the send latencies of one
-  // microbatch's trip through every stage and back.
+  // The pipeline (the pipeline paradigm's closed form), then the updates.
   double hops = 0;
   for (int64_t s = 0; s + 1 < stages; ++s) hops += stage[s].send_forward + stage[s].send_backward;
-  double pipeline = 0, busiest = 0, sum = 0, max_forward = 0, max_backward = 0;
-  double sum_forward = 0, sum_backward = 0;
+  std::vector<RankSeconds> seconds;
+  double busiest = 0;
   for (const RankCost& r : rank) {
+    seconds.push_back({r.forward, r.backward});
     busiest = std::max(busiest, r.forward + r.backward);
-    sum += r.forward + r.backward;
-    max_forward = std::max(max_forward, r.forward);
-    max_backward = std::max(max_backward, r.backward);
-    sum_forward += r.forward;
-    sum_backward += r.backward;
   }
   const double dm = static_cast<double>(m);
-  if (!costs.training) {
-    pipeline = sum_forward + (dm - 1) * max_forward + hops;
-  } else if (v > 1) {
-    pipeline = dm * busiest + static_cast<double>(p - 1) / static_cast<double>(p * v) * sum + hops;
-  } else if (scheme.schedule == PipelineSchedule::kGpipe) {
-    pipeline = sum_forward + (dm - 1) * max_forward + sum_backward + (dm - 1) * max_backward + hops;
-  } else {
-    pipeline = sum + (dm - 1) * busiest + hops;
-  }
+  const double pipeline = pipeline_seconds(scheme.schedule, v, m, costs.training, seconds, hops);
   // Each rank's update starts when its last backward ends (rank 0's last, the others'
   // earlier by the backwards and sends below them) and waits for its gradients' reductions.
   double step = pipeline, finish = pipeline, critical_update = 0;

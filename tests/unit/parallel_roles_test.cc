@@ -104,6 +104,28 @@ TEST(Placement, UpdatesRunWhereTheirStateIsRead) {
   EXPECT_EQ(runs[1], (std::vector<bool>{false, false, true, false, false, true, true}));
 }
 
+// The pipeline's time in closed form, two ranks taking 1 s forward and 2 s backward (the
+// second 1.5 s and 2.5 s) per microbatch, four microbatches and 0.5 s of sends: 1F1B fills,
+// runs the slowest rank's steady state and drains; GPipe runs all forwards, then all
+// backwards; interleaved 1F1B over 2 chunks shrinks the bubble to (p - 1) / (p · v) of the ranks'
+// sum; without training only forwards run.
+TEST(Placement, PipelineTimeAsTheSchedulesRunIt) {
+  using S = PipelineSchedule;
+  const std::vector<RankSeconds> ranks = {{1.0, 2.0}, {1.5, 2.5}};
+  EXPECT_DOUBLE_EQ(pipeline_seconds(S::kOneForwardOneBackward, 1, 4, true, ranks, 0.5),
+                   7.0 + 3 * 4.0 + 0.5);
+  EXPECT_DOUBLE_EQ(pipeline_seconds(S::kGpipe, 1, 4, true, ranks, 0.5),
+                   2.5 + 3 * 1.5 + 4.5 + 3 * 2.5 + 0.5);
+  EXPECT_DOUBLE_EQ(pipeline_seconds(S::kInterleaved, 2, 4, true, ranks, 0.5),
+                   4 * 4.0 + 1.0 / 4.0 * 7.0 + 0.5);
+  EXPECT_DOUBLE_EQ(pipeline_seconds(S::kOneForwardOneBackward, 1, 4, false, ranks, 0.5),
+                   2.5 + 3 * 1.5 + 0.5);
+  // In flight: 1F1B's rank 0 of 2 holds 2 microbatches, rank 1 one; GPipe all 4.
+  EXPECT_EQ(in_flight(S::kOneForwardOneBackward, 0, 2, 1, 4), 2);
+  EXPECT_EQ(in_flight(S::kOneForwardOneBackward, 1, 2, 1, 4), 1);
+  EXPECT_EQ(in_flight(S::kGpipe, 1, 2, 1, 4), 4);
+}
+
 TEST(Placement, WarmupForwardsAsTheSchedulesRunThem) {
   using S = PipelineSchedule;
   // 1F1B: ranks − rank − 1, at most the microbatches.

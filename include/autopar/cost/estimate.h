@@ -211,11 +211,6 @@ class Estimator : public CostModel {
 double pipeline_message_seconds(const HardwareProfile& profile, const DeviceMesh& mesh,
                                 double bytes, int64_t from, int64_t to);
 
-// Microbatches pipeline rank `rank` of `ranks` holds stashed at once under the schedule
-// (make_schedule's orders), with `chunks` virtual stages per rank.
-int64_t in_flight(PipelineSchedule schedule, int64_t rank, int64_t ranks, int64_t chunks,
-                  int64_t microbatches);
-
 // The key of a scheme's SPMD structure (what its SPMD lowering depends on) and of its layer
 // costs (the structure on one mesh).
 std::string spmd_structure_key(const Scheme& scheme);

@@ -249,6 +249,19 @@ StatusOr<std::vector<Role>> build_roles(const SpmdResult& spmd,
 // `schedule` (its warm-up; GPipe: all of them), counting each chunk's microbatches.
 int64_t warmup_forwards(PipelineSchedule schedule, int64_t rank, int64_t ranks, int64_t chunks,
                         int64_t microbatches);
+// Microbatches pipeline rank `rank` of `ranks` holds stashed at once under the schedule
+// (make_schedule's orders), with `chunks` virtual stages per rank.
+int64_t in_flight(PipelineSchedule schedule, int64_t rank, int64_t ranks, int64_t chunks,
+                  int64_t microbatches);
+// One pipeline rank's forward and backward of one microbatch (all its chunks), in seconds.
+struct RankSeconds {
+  double forward = 0, backward = 0;
+};
+// The pipeline's time for `microbatches` under `schedule` with `chunks` virtual stages per
+// rank: fill, steady state at the slowest rank, drain, and `hops`, the send latencies of one
+// microbatch's trip through every stage and back (the forwards alone without `training`).
+double pipeline_seconds(PipelineSchedule schedule, int64_t chunks, int64_t microbatches,
+                        bool training, const std::vector<RankSeconds>& ranks, double hops);
 // The per-rank order of program runs (GPipe, 1F1B, interleaved 1F1B).
 std::vector<ScheduleStep> make_schedule(PipelineSchedule schedule, int64_t rank, int64_t ranks,
                                         int64_t chunks, int64_t microbatches, bool training);

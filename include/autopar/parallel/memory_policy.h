@@ -38,4 +38,19 @@ struct HardwareProfile;
 // The scheme's memory policy, else the profile's, else autopar's.
 MemoryPolicy memory_policy_of(const Scheme& scheme, const HardwareProfile* profile);
 
+// A rank's state as a framework holds it, in bytes: what the estimate counts in place of the
+// plan's own state under a framework's memory policy.
+struct FrameworkState {
+  double parameter_bytes = 0, gradient_bytes = 0, optimizer_bytes = 0;
+  // Whether the half-precision weight copies a forward reads stay in the activations' stash
+  // (autocast's, below FSDP's FULL_SHARD) rather than with the state.
+  bool weight_copies_stashed = false;
+};
+// The state of a rank holding `parameter_elements` parameter elements (its shards under ZeRO 3)
+// and `optimizer_slot_bytes` of optimizer slots (as the plan shards them) under `policy`, with
+// the scheme's ZeRO stage, dp and precision; nullopt under autopar's own (the plan's state).
+std::optional<FrameworkState> framework_state(MemoryPolicy policy, const Scheme& scheme,
+                                              double parameter_elements,
+                                              double optimizer_slot_bytes);
+
 }  // namespace autopar

@@ -1,12 +1,44 @@
 // Pipeline parallelism: layers split into pp · chunks virtual stages, each rank running
 // chunks of them (interleaved 1F1B gives rank r the virtual stages r, r + pp, ...). Explicit
 // layer ranges come from the scheme; otherwise stages balance the forward FLOPs of the layers.
+#include <algorithm>
 #include <numeric>
 
 #include "autopar/ops/op_def.h"
 #include "paradigms.h"
 
 namespace autopar {
+
+int64_t in_flight(PipelineSchedule schedule, int64_t rank, int64_t ranks, int64_t chunks,
+                  int64_t microbatches) {
+  // The warm-up's forwards and the one that follows them, before the first backward frees any.
+  return std::min(microbatches * std::max<int64_t>(chunks, 1),
+                  warmup_forwards(schedule, rank, ranks, chunks, microbatches) + 1);
+}
+
+double pipeline_seconds(PipelineSchedule schedule, int64_t chunks, int64_t microbatches,
+                        bool training, const std::vector<RankSeconds>& ranks, double hops) {
+  double busiest = 0, sum = 0, max_forward = 0, max_backward = 0;
+  double sum_forward = 0, sum_backward = 0;
+  for (const RankSeconds& r : ranks) {
+    busiest = std::max(busiest, r.forward + r.backward);
+    sum += r.forward + r.backward;
+    max_forward = std::max(max_forward, r.forward);
+    max_backward = std::max(max_backward, r.backward);
+    sum_forward += r.forward;
+    sum_backward += r.backward;
+  }
+  const double dm = static_cast<double>(microbatches);
+  const auto p = static_cast<int64_t>(ranks.size());
+  const int64_t v = schedule == PipelineSchedule::kInterleaved ? std::max<int64_t>(chunks, 1) : 1;
+  if (!training) return sum_forward + (dm - 1) * max_forward + hops;
+  // Interleaved 1F1B: the bubble shrinks by the chunks (Narayanan et al. 2021).
+  if (v > 1)
+    return dm * busiest + static_cast<double>(p - 1) / static_cast<double>(p * v) * sum + hops;
+  if (schedule == PipelineSchedule::kGpipe)
+    return sum_forward + (dm - 1) * max_forward + sum_backward + (dm - 1) * max_backward + hops;
+  return sum + (dm - 1) * busiest + hops;
+}
 
 std::vector<std::pair<int32_t, int32_t>> balance_stages(const std::vector<double>& costs,
                                                         int64_t parts) {

@@ -33,6 +33,48 @@ MemoryPolicy memory_policy_of(const Scheme& scheme, const HardwareProfile* profi
   return scheme.memory_policy.value_or(profile ? profile->memory_policy : MemoryPolicy::kAutopar);
 }
 
+std::optional<FrameworkState> framework_state(MemoryPolicy policy, const Scheme& scheme,
+                                              double parameter_elements,
+                                              double optimizer_slot_bytes) {
+  const int zero = scheme.dp() > 1 ? scheme.zero : 0;
+  const double d = static_cast<double>(scheme.dp());
+  const bool half = scheme.precision != Precision::kFp32;
+  // Elements of the parameters per device before ZeRO-3's dp sharding.
+  const double params = parameter_elements * (zero == 3 ? d : 1.0);
+  const double weights = half ? 2.0 : 4.0;  // the weights the forward reads
+  const double master = half ? 4.0 : 0.0;   // fp32 master weights beside them
+  const double slots = optimizer_slot_bytes;
+  FrameworkState state;
+  switch (policy) {
+    case MemoryPolicy::kAutopar:
+      return std::nullopt;
+    case MemoryPolicy::kMegatron:
+      state.parameter_bytes = weights * params / (zero == 3 ? d : 1.0);
+      state.gradient_bytes = 4.0 * params / (zero == 3 ? d : 1.0);  // fp32 main gradients
+      state.optimizer_bytes = slots + master * params / (zero >= 1 ? d : 1.0);
+      break;
+    case MemoryPolicy::kDeepSpeed: {
+      // fp16 gradients beside fp16 weights; BF16_Optimizer accumulates them in fp32.
+      const double gradient = scheme.precision == Precision::kFp16 ? 2.0 : 4.0;
+      state.parameter_bytes = weights * params / (zero == 3 ? d : 1.0);
+      state.gradient_bytes = gradient * params / (zero >= 2 ? d : 1.0);
+      state.optimizer_bytes = slots + master * params / (zero >= 1 ? d : 1.0);
+      break;
+    }
+    case MemoryPolicy::kFsdp:
+      // fp32 parameters (the master weights), sharded from SHARD_GRAD_OP on; that one keeps the
+      // gathered weights (in the compute dtype) from forward to backward. Below FULL_SHARD
+      // autocast's weight copies are saved for the backward per microbatch.
+      state.parameter_bytes =
+          4.0 * params / (zero >= 2 ? d : 1.0) + (zero == 2 ? weights * params : 0.0);
+      state.gradient_bytes = 4.0 * params / (zero >= 2 ? d : 1.0);
+      state.optimizer_bytes = slots;
+      state.weight_copies_stashed = zero < 3;
+      break;
+  }
+  return state;
+}
+
 }  // namespace autopar
 
 namespace autopar::paradigm_files {
