@@ -80,9 +80,15 @@ std::map<std::string, std::vector<std::string>> megatron_arguments(const std::st
     while (i < tokens.size() && tokens[i].rfind("--", 0) != 0) values.push_back(tokens[i++]);
     if (it == known.end()) continue;
     const std::string kind = it->second.front();
-    if (kind == "flag") EXPECT_TRUE(values.empty()) << flag << " takes no value";
-    if (kind == "value") EXPECT_EQ(values.size(), 1u) << flag << " takes one value";
-    if (kind == "values") EXPECT_GE(values.size(), 1u) << flag << " takes values";
+    if (kind == "flag") {
+      EXPECT_TRUE(values.empty()) << flag << " takes no value";
+    }
+    if (kind == "value") {
+      EXPECT_EQ(values.size(), 1u) << flag << " takes one value";
+    }
+    if (kind == "values") {
+      EXPECT_GE(values.size(), 1u) << flag << " takes values";
+    }
   }
   return args;
 }
@@ -251,11 +257,21 @@ std::map<std::string, std::string> torchtitan_keys(const std::string& text) {
     EXPECT_NE(it, known.end()) << key << " is not a torchtitan JobConfig field";
     if (it == known.end()) continue;
     const std::string& type = it->second.front();
-    if (type == "int") EXPECT_EQ(value.find_first_not_of("-0123456789"), std::string::npos) << key;
-    if (type == "float") EXPECT_NE(value.find_first_of(".e"), std::string::npos) << key;
-    if (type == "str") EXPECT_EQ(value.front(), '"') << key;
-    if (type == "bool") EXPECT_TRUE(value == "true" || value == "false") << key;
-    if (type == "list") EXPECT_EQ(value.front(), '[') << key;
+    if (type == "int") {
+      EXPECT_EQ(value.find_first_not_of("-0123456789"), std::string::npos) << key;
+    }
+    if (type == "float") {
+      EXPECT_NE(value.find_first_of(".e"), std::string::npos) << key;
+    }
+    if (type == "str") {
+      EXPECT_EQ(value.front(), '"') << key;
+    }
+    if (type == "bool") {
+      EXPECT_TRUE(value == "true" || value == "false") << key;
+    }
+    if (type == "list") {
+      EXPECT_EQ(value.front(), '[') << key;
+    }
     // A field with choices takes one of them.
     if (it->second.size() > 2) {
       const std::string& notes = it->second[2];
