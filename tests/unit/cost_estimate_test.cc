@@ -290,6 +290,21 @@ TEST(Estimator, APipelineStashesWhatThePlanStashes) {
   }
 }
 
+// A fused cross-entropy kernel reads the half-precision logits: the last rank keeps those (b·s·v
+// bf16 elements) in place of their fp32 copy, in the plan and in the estimate alike
+// (plan_and_estimate).
+TEST(Estimator, AFusedCrossEntropyKeepsWhatThePlanKeeps) {
+  const std::string scheme = "mesh: {pp: 2}\nbatch: {global: 4, micro: 1}\nprecision: bf16\n";
+  const PlannedAndEstimated plain =
+      plan_and_estimate(scheme + "kernels: {fusions: [op_kernels]}\n");
+  const PlannedAndEstimated fused =
+      plan_and_estimate(scheme + "kernels: {fusions: [op_kernels, cross_entropy]}\n");
+  ASSERT_EQ(plain.memory.size(), 2u);
+  ASSERT_EQ(fused.memory.size(), 2u);
+  EXPECT_EQ(fused.memory[0].stash_bytes, plain.memory[0].stash_bytes);
+  EXPECT_EQ(plain.memory[1].stash_bytes - fused.memory[1].stash_bytes, 16.0 * 256 * (4 - 2));
+}
+
 // Under sequence parallelism the backward gathers again what a forward gather over tp made and
 // it reads (Megatron-LM re-gathers the norms' sequence shards for the projections' weight
 // gradients), whatever the recompute; PyTorch's DTensor (memory_policy fsdp) keeps the gathered
