@@ -291,6 +291,12 @@ TEST(Placement, FullRecomputeKeepsEachLayersOutput) {
   }
   EXPECT_EQ(kept, (std::vector<std::string>{"h.0/Add_1", "h.1/Add_1", "h.2/Add_1", "h.3/Add_1"}));
   EXPECT_EQ(rerun, in_layers - 4);
+  // Without layers the model is one checkpoint: every forward node re-runs.
+  Graph flat = g;
+  for (NodeId n = 0; n < flat.num_nodes(); ++n) flat.mutable_node(n).layer = -1;
+  std::vector<bool> forward(static_cast<size_t>(flat.num_nodes()));
+  for (NodeId n = 0; n < flat.num_nodes(); ++n) forward[n] = flat.node(n).phase == Phase::kForward;
+  EXPECT_EQ(partially_recomputed(Recompute::kFull, false, false, flat, parameter), forward);
 }
 
 // A fused cross-entropy kernel reads the logits in the compute type: under bf16 the backward

@@ -194,7 +194,7 @@ bool backward_regathers(const SpmdPolicy& spmd, const Scheme& scheme,
 //   --recompute-num-layers 1`, PyTorch's per-layer activation checkpointing): every node of a
 //   layer but those whose output a later layer reads (its output, the next layer's input),
 //   which are kept; the nodes outside the layers (embeddings, the output head, the loss) are
-//   not re-run;
+//   not re-run. A graph without layers is one checkpoint: every forward node re-runs;
 // - selective (Megatron-LM's `--recompute-granularity selective`, Korthikanti et al. 2022): the
 //   attention core, the nodes on the way from a product of two activations (the scores Q·Kᵀ)
 //   to the product that consumes them (with V), both included: scale, mask, softmax, dropout

@@ -6,6 +6,8 @@
 // (projections, convolutions, normalisations) and of communication, and recomputes the
 // attention core and the elementwise ops between them. partially_recomputed says which nodes
 // each re-runs, for the lowering (build_roles) and the estimate alike.
+#include <algorithm>
+
 #include "autopar/cost/compute.h"
 #include "paradigms.h"
 
@@ -134,11 +136,15 @@ std::vector<bool> partially_recomputed(Recompute policy, bool regather, bool rec
                                        const std::function<bool(ValueId)>& is_state) {
   std::vector<bool> re(static_cast<size_t>(g.num_nodes()), false);
   if (policy == Recompute::kSelective) re = attention_cores(g);
+  // A model without layers (none detected) is one checkpoint: full re-runs its whole forward.
+  const bool layered =
+      std::any_of(g.nodes().begin(), g.nodes().end(), [](const Node& n) { return n.layer >= 0; });
   if (recast_loss) mark_loss_widening(g, re);
   for (NodeId id = 0; id < g.num_nodes(); ++id) {
     const Node& node = g.node(id);
     if (node.phase != Phase::kForward) continue;
-    if (policy == Recompute::kFull && node.layer >= 0 && !read_by_another_layer(g, node))
+    if (policy == Recompute::kFull &&
+        (!layered || (node.layer >= 0 && !read_by_another_layer(g, node))))
       re[id] = true;
     if (policy == Recompute::kNonParametric && !kept_by_nonparametric(g, node, is_state))
       re[id] = true;
