@@ -434,17 +434,9 @@ void LayerCostBuilder::recompute() {
     auto partial = [&](int32_t layer) -> LayerCost::Partial& {
       return costs_.layers[layer].partial(policy);
     };
-    // Under full recompute a layer's whole forward re-runs, what its backward reads or not
-    // (build_roles does).
     std::vector<ValueId> roots = work_;
-    if (policy == Recompute::kFull) {
-      for (NodeId n = 0; n < nodes_; ++n) {
-        if (!rerun[n] || g_.node(n).layer < 0) continue;
-        for (ValueId out : g_.node(n).outputs) {
-          if (out != kNoId) roots.push_back(out);
-        }
-      }
-    }
+    const std::vector<ValueId> whole = whole_layer_roots(policy, rerun, g_);
+    roots.insert(roots.end(), whole.begin(), whole.end());
     std::vector<bool> kept(g_.num_values(), false);
     const std::vector<bool> recomputed = recompute_closure(g_, roots, [&](ValueId v) {
       const NodeId p = g_.value(v).producer;

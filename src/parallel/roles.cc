@@ -256,16 +256,9 @@ std::vector<bool> RoleBuilder::recompute(const Rank& rank, const Program& progra
       if (in != kNoId) roots.push_back(in);
     }
   }
-  if (policy_.recompute == Recompute::kFull) {
-    for (NodeId f = 0; f < g_.num_nodes(); ++f) {
-      if (!recomputable(f) || g_.node(f).layer < 0 || kind_of(f) != ProgramKind::kForward ||
-          vstage_[f] != vs)
-        continue;
-      for (ValueId out : g_.node(f).outputs) {
-        if (out != kNoId) roots.push_back(out);
-      }
-    }
-  }
+  // (Roots of other chunks fall outside the closure: they are not forward_here.)
+  const std::vector<ValueId> whole = whole_layer_roots(policy_.recompute, partial_, g_);
+  roots.insert(roots.end(), whole.begin(), whole.end());
   return recompute_closure(g_, std::move(roots), [&](ValueId x) {
     if (!forward_here(x) || !recomputable(g_.value(x).producer)) return false;
     // A value received from another rank is kept (it cannot be received twice).

@@ -23,6 +23,19 @@ Scheme scheme_of(const std::string& yaml) {
   return *scheme;
 }
 
+StatusOr<Graph> gpt_tiny() {
+  ZooOptions zoo;
+  zoo.batch = 2;
+  return build_zoo_model("gpt-tiny", zoo);
+}
+
+// What `policy` re-runs on g (no sequence-parallel regather, no fused loss), its parameters
+// as its state.
+std::vector<bool> rerun_by(Recompute policy, const Graph& g) {
+  return partially_recomputed(policy, false, false, g,
+                              [&](ValueId v) { return g.value(v).kind == ValueKind::kParameter; });
+}
+
 LoweringOptions training() {
   LoweringOptions options;
   options.loss.kind = LossKind::kMse;
@@ -236,14 +249,10 @@ TEST(BuildRoles, FullRecomputeReRunsTheForwardInTheBackward) {
 // the causal mask and the softmax, and nothing else. Nonparametric re-runs everything but
 // projections and norms: the core too, and the GELU, the residual sums and the reshapes.
 TEST(Placement, SelectiveRecomputeReRunsTheAttentionCore) {
-  ZooOptions zoo;
-  zoo.batch = 2;
-  auto model = build_zoo_model("gpt-tiny", zoo);
+  auto model = gpt_tiny();
   ASSERT_TRUE(model.is_ok());
   const Graph& g = *model;
-  auto parameter = [&](ValueId v) { return g.value(v).kind == ValueKind::kParameter; };
-  const std::vector<bool> core =
-      partially_recomputed(Recompute::kSelective, false, false, g, parameter);
+  const std::vector<bool> core = rerun_by(Recompute::kSelective, g);
   std::map<std::string, int> ops;
   for (NodeId n = 0; n < g.num_nodes(); ++n) {
     if (core[n]) ++ops[g.node(n).op_type];
@@ -254,29 +263,24 @@ TEST(Placement, SelectiveRecomputeReRunsTheAttentionCore) {
   const std::map<std::string, int> expected = {
       {"MatMul", 2 * layers}, {"Div", layers}, {"Add", layers}, {"Softmax", layers}};
   EXPECT_EQ(ops, expected);
-  const std::vector<bool> nonparametric =
-      partially_recomputed(Recompute::kNonParametric, false, false, g, parameter);
+  const std::vector<bool> nonparametric = rerun_by(Recompute::kNonParametric, g);
   int more = 0;
   for (NodeId n = 0; n < g.num_nodes(); ++n) {
     if (core[n]) EXPECT_TRUE(nonparametric[n]) << g.node(n).name;
     more += nonparametric[n] && !core[n];
   }
   EXPECT_GT(more, 4 * layers);
-  EXPECT_EQ(partially_recomputed(Recompute::kNone, false, false, g, parameter),
-            std::vector<bool>(g.num_nodes(), false));
+  EXPECT_EQ(rerun_by(Recompute::kNone, g), std::vector<bool>(g.num_nodes(), false));
 }
 
 // Full recompute (Megatron-LM's, one layer per checkpoint) re-runs every forward node of a
 // layer but the residual sum that ends it, which the next layer (or the final norm) reads;
 // the embeddings, the final norm, the head and the loss are never re-run.
 TEST(Placement, FullRecomputeKeepsEachLayersOutput) {
-  ZooOptions zoo;
-  zoo.batch = 2;
-  auto model = build_zoo_model("gpt-tiny", zoo);
+  auto model = gpt_tiny();
   ASSERT_TRUE(model.is_ok());
   const Graph& g = *model;
-  auto parameter = [&](ValueId v) { return g.value(v).kind == ValueKind::kParameter; };
-  const std::vector<bool> full = partially_recomputed(Recompute::kFull, false, false, g, parameter);
+  const std::vector<bool> full = rerun_by(Recompute::kFull, g);
   std::vector<std::string> kept;
   int rerun = 0, in_layers = 0;
   for (NodeId n = 0; n < g.num_nodes(); ++n) {
@@ -296,16 +300,14 @@ TEST(Placement, FullRecomputeKeepsEachLayersOutput) {
   for (NodeId n = 0; n < flat.num_nodes(); ++n) flat.mutable_node(n).layer = -1;
   std::vector<bool> forward(static_cast<size_t>(flat.num_nodes()));
   for (NodeId n = 0; n < flat.num_nodes(); ++n) forward[n] = flat.node(n).phase == Phase::kForward;
-  EXPECT_EQ(partially_recomputed(Recompute::kFull, false, false, flat, parameter), forward);
+  EXPECT_EQ(rerun_by(Recompute::kFull, flat), forward);
 }
 
 // A fused cross-entropy kernel reads the logits in the compute type: under bf16 the backward
 // widens them again (the Cast re-run, and the view between it and the loss) and no fp32 copy
 // of the logits is kept from the forward.
 TEST(BuildRoles, AFusedCrossEntropyKeepsTheHalfPrecisionLogits) {
-  ZooOptions zoo;
-  zoo.batch = 2;
-  auto model = build_zoo_model("gpt-tiny", zoo);
+  auto model = gpt_tiny();
   ASSERT_TRUE(model.is_ok());
   LoweringOptions options;
   options.loss.kind = LossKind::kCrossEntropy;

@@ -212,6 +212,11 @@ bool backward_regathers(const SpmdPolicy& spmd, const Scheme& scheme,
 std::vector<bool> partially_recomputed(Recompute policy, bool regather, bool recast_loss,
                                        const Graph& g,
                                        const std::function<bool(ValueId)>& is_state);
+// What the backward re-runs beyond what it reads, as roots of recompute_closure: under full
+// recompute the outputs of every re-run node (`rerun`, partially_recomputed's) of a layer, since
+// Megatron-LM's and PyTorch's checkpointing re-run a layer's whole forward; none otherwise.
+std::vector<ValueId> whole_layer_roots(Recompute policy, const std::vector<bool>& rerun,
+                                       const Graph& g);
 
 // Where an SPMD graph's nodes run and what the backward recomputes, defined once: the
 // lowering (build_roles) places nodes on pipeline stages with them, the estimate

@@ -158,6 +158,19 @@ std::vector<bool> partially_recomputed(Recompute policy, bool regather, bool rec
   return re;
 }
 
+std::vector<ValueId> whole_layer_roots(Recompute policy, const std::vector<bool>& rerun,
+                                       const Graph& g) {
+  std::vector<ValueId> roots;
+  if (policy != Recompute::kFull) return roots;
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    if (!rerun[n] || g.node(n).layer < 0) continue;
+    for (ValueId out : g.node(n).outputs) {
+      if (out != kNoId) roots.push_back(out);
+    }
+  }
+  return roots;
+}
+
 }  // namespace autopar
 
 namespace autopar::paradigm_files {
