@@ -924,12 +924,13 @@ void apply_framework(MemoryPolicy policy, const Scheme& scheme, const RankCost& 
 // Each rank's memory: its state, and its activations as its schedule keeps microbatches in
 // flight, as the scheme's memory policy (or the profile's) holds them; a rank over the
 // device's memory makes the scheme infeasible.
+// Each pipeline rank's memory: its state as the memory policy holds it, and its stash times
+// the microbatches its schedule keeps in flight.
 void add_memory(Estimate& e, const LayerCosts& costs, const Scheme& scheme,
                 const std::vector<RankCost>& rank, const HardwareProfile& profile) {
   const int64_t p = scheme.pp();
   const int64_t v = scheme.schedule == PipelineSchedule::kInterleaved ? scheme.chunks : 1;
   const int64_t m = scheme.microbatches();
-  const double reserve = profile.device.reserved_bytes;
   const MemoryPolicy policy = memory_policy_of(scheme, &profile);
   for (int64_t r = 0; r < p; ++r) {
     RoleMemory memory = rank[r].memory;
@@ -942,6 +943,24 @@ void add_memory(Estimate& e, const LayerCosts& costs, const Scheme& scheme,
     } else {
       memory.activation_bytes = memory.transient_bytes;
     }
+    e.memory.push_back(memory);
+  }
+}
+
+// The terms the paradigms add of their own (Paradigm::estimate).
+void add_paradigm_terms(Estimate& e, const Scheme& scheme, const HardwareProfile& profile) {
+  const EstimateTerms terms = paradigm_terms(scheme, profile, e.memory);
+  e.step_time_s += terms.step_s;
+  e.breakdown.paradigm_s = terms.step_s;
+  for (size_t r = 0; r < terms.rank_bytes.size() && r < e.memory.size(); ++r)
+    e.memory[r].paradigm_bytes += terms.rank_bytes[r];
+}
+
+// Each rank's bytes per device with the framework's reserve, the peak, and whether it fits.
+void settle_memory(Estimate& e, const HardwareProfile& profile) {
+  const double reserve = profile.device.reserved_bytes;
+  for (size_t r = 0; r < e.memory.size(); ++r) {
+    const RoleMemory& memory = e.memory[r];
     const double total = memory.total_bytes() + reserve;
     e.memory_bytes_per_device.push_back(total);
     if (total > e.peak_memory_bytes) e.peak_memory_bytes = total;
@@ -950,12 +969,14 @@ void add_memory(Estimate& e, const LayerCosts& costs, const Scheme& scheme,
       constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
       e.reason = fmt::format(
           "pipeline rank {} needs {:.2f} GiB of the device's {:.2f} GiB (parameters {:.2f}, "
-          "gradients {:.2f}, optimizer {:.2f}, activations {:.2f}, reserved {:.2f})",
+          "gradients {:.2f}, optimizer {:.2f}, activations {:.2f}, reserved {:.2f}{})",
           r, total / kGiB, profile.device.memory_bytes / kGiB, memory.parameter_bytes / kGiB,
           memory.gradient_bytes / kGiB, memory.optimizer_bytes / kGiB,
-          memory.activation_bytes / kGiB, reserve / kGiB);
+          memory.activation_bytes / kGiB, reserve / kGiB,
+          memory.paradigm_bytes > 0
+              ? fmt::format(", paradigms' own {:.2f}", memory.paradigm_bytes / kGiB)
+              : "");
     }
-    e.memory.push_back(memory);
   }
 }
 
@@ -1014,9 +1035,11 @@ StatusOr<Estimate> Estimator::combine(const LayerCosts& costs, const Scheme& sch
   e.breakdown.exposed_comm_s =
       std::max(0.0, step - e.breakdown.compute_s - e.breakdown.bubble_s - e.breakdown.optimizer_s);
   add_memory(e, costs, scheme, rank, profile());
+  add_paradigm_terms(e, scheme, profile());
+  settle_memory(e, profile());
   e.model_flops = (costs.training ? 3.0 : 1.0) * costs.model_flops * dm;
   const double peak = profile().device.mfu_peak() * static_cast<double>(mesh.num_devices());
-  e.mfu = step > 0 && peak > 0 ? e.model_flops / (peak * step) : 0.0;
+  e.mfu = e.step_time_s > 0 && peak > 0 ? e.model_flops / (peak * e.step_time_s) : 0.0;
   return e;
 }
 

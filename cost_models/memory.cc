@@ -134,4 +134,23 @@ std::vector<double> group_peak_bytes(const Graph& g, const std::vector<int32_t>&
   return peak;
 }
 
+EstimateTerms paradigm_terms(const Scheme& scheme, const HardwareProfile& profile,
+                             const std::vector<RoleMemory>& ranks) {
+  EstimateTerms sum;
+  sum.rank_bytes.assign(ranks.size(), 0.0);
+  for (const Paradigm& paradigm : paradigms()) {
+    if (!paradigm.estimate) continue;
+    const EstimateTerms terms = paradigm.estimate(scheme, profile, ranks);
+    sum.step_s += terms.step_s;
+    for (size_t r = 0; r < terms.rank_bytes.size() && r < ranks.size(); ++r)
+      sum.rank_bytes[r] += terms.rank_bytes[r];
+  }
+  return sum;
+}
+
+bool paradigms_add_terms() {
+  const std::vector<Paradigm>& all = paradigms();
+  return std::any_of(all.begin(), all.end(), [](const Paradigm& p) { return bool(p.estimate); });
+}
+
 }  // namespace autopar

@@ -10,6 +10,7 @@
 
 #include "autopar/cost/communication.h"
 #include "autopar/cost/compute.h"
+#include "autopar/cost/memory.h"
 
 namespace autopar {
 namespace {
@@ -144,7 +145,13 @@ StatusOr<Simulation> simulate(const Plan& plan, const HardwareProfile& profile,
   const bool training = !plan.loss.empty();
   streams.weights_cast_once = training && holds_weight_copies(policy);
   streams.accumulates_in_gemm = training && accumulates_in_gemm(policy);
-  return simulate(plan, profile_costs(plan, profile), record_events, streams);
+  ASSIGN_OR_RETURN(Simulation simulation,
+                   simulate(plan, profile_costs(plan, profile), record_events, streams));
+  if (paradigms_add_terms()) {
+    simulation.paradigm_seconds = paradigm_terms(plan.scheme, profile, plan_memory(plan)).step_s;
+    simulation.step_seconds += simulation.paradigm_seconds;
+  }
+  return simulation;
 }
 
 namespace {

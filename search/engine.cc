@@ -11,8 +11,6 @@
 
 #include <tbb/parallel_for.h>
 
-#include "space/dimensions.h"
-
 namespace autopar {
 namespace {
 
@@ -92,12 +90,12 @@ double state_floor(const DeviceMesh& mesh, int zero, const SearchProblem& p,
   return (params + grads + opt) * p.parameters / split;
 }
 
-double state_floor(const DeviceMesh& mesh, const SearchSpace& space, const SearchProblem& p,
+// The least state any scheme of `schemes` (on one mesh) needs per device.
+double state_floor(const std::vector<Scheme>& schemes, const SearchProblem& p,
                    double optimizer_bytes) {
-  double best = state_floor(mesh, 0, p, optimizer_bytes);
-  for (int z : space.zero) {
-    if (mesh.size("dp") > 1) best = std::min(best, state_floor(mesh, z, p, optimizer_bytes));
-  }
+  double best = std::numeric_limits<double>::infinity();
+  for (const Scheme& s : schemes)
+    best = std::min(best, state_floor(s.mesh, s.zero, p, optimizer_bytes));
   return best;
 }
 
@@ -256,22 +254,6 @@ StatusOr<std::vector<DeviceMesh>> enumerate_meshes(const SearchSpace& space,
 
 namespace {
 
-// The space a search varies: an inference search has no optimizer state to shard and no
-// backward to recompute for, so ZeRO stages and recomputation would only repeat one plan.
-SearchSpace searched_space(const SearchSpace& space, const SearchProblem& problem) {
-  SearchSpace s = space;
-  if (!problem.training) {
-    s.zero = {0};
-    s.recompute = {Recompute::kNone};
-    // Without a backward, 1F1B runs the forwards as GPipe does.
-    auto& sched = s.schedules;
-    if (std::count(sched.begin(), sched.end(), PipelineSchedule::kOneForwardOneBackward) &&
-        std::count(sched.begin(), sched.end(), PipelineSchedule::kGpipe))
-      sched.erase(std::find(sched.begin(), sched.end(), PipelineSchedule::kGpipe));
-  }
-  return s;
-}
-
 // The baselines' families: what each varies, and how a member reads.
 std::string describe_data_parallel(const Scheme& s) {
   return fmt::format("dp {}, micro {}, ZeRO {}", s.dp(), s.micro_batch, s.zero);
@@ -310,7 +292,7 @@ class Searcher {
  public:
   Searcher(const SearchSpace& space, const SearchProblem& problem, CostModel& estimator,
            const SearchOptions& options)
-      : space_(searched_space(space, problem)),
+      : space_(space),
         problem_(problem),
         estimator_(estimator),
         options_(options),
@@ -329,7 +311,9 @@ class Searcher {
   Status check_exhaustive(const std::vector<Scheme>& configs) const;
   // The schemes the space's dimensions make of `base`: those that change the lowering
   // (`relowers`) or those priced over one lowering's layer costs, in the dimensions' order.
-  std::vector<Scheme> expand(const Scheme& base, bool relowers, int32_t layers) const;
+  std::vector<Scheme> expand(const Scheme& base, bool relowers, int32_t layers) const {
+    return expand_choices(space_, base, relowers, {layers, problem_.training});
+  }
   // A configuration's best scheme per pipeline and recompute (`found`, the best few kept).
   void evaluate(const Scheme& base, std::vector<Candidate>& found, int64_t& evaluated,
                 std::string& failure) const;
@@ -353,7 +337,7 @@ class Searcher {
   bool admissible(const Scheme& s) const { return !options_.admissible || options_.admissible(s); }
   Status simulate_best(std::vector<Candidate>& all, size_t simulated, SearchResult& result) const;
 
-  const SearchSpace space_;  // as given, less what an inference search cannot vary
+  const SearchSpace& space_;
   const SearchProblem& problem_;
   CostModel& estimator_;
   const SearchOptions& options_;
@@ -368,8 +352,14 @@ StatusOr<std::vector<Scheme>> Searcher::configurations(const std::vector<DeviceM
   std::vector<Scheme> configs;
   int64_t micro_mismatch = 0;
   int64_t inadmissible = 0;  // configurations SearchOptions::admissible left out
+  int highest_zero = 0;      // the most ZeRO shards of the schemes tried
   for (const DeviceMesh& mesh : meshes) {
-    if (state_floor(mesh, space_, problem_, optimizer_bytes) > capacity_) {
+    Scheme on_mesh;
+    on_mesh.mesh = mesh;
+    on_mesh.global_batch = problem_.global_batch;
+    const std::vector<Scheme> variants = expand(on_mesh, true, problem_.layers);
+    for (const Scheme& s : variants) highest_zero = std::max(highest_zero, s.zero);
+    if (state_floor(variants, problem_, optimizer_bytes) > capacity_) {
       ++result.meshes_pruned;
       continue;
     }
@@ -412,8 +402,8 @@ StatusOr<std::vector<Scheme>> Searcher::configurations(const std::vector<DeviceM
       return error(
           "{}: zero: no mesh of {} devices can hold the model's {:.3g} parameters' state even "
           "at ZeRO stage {} ({:.1f} GiB free per device)",
-          space_.source, problem_.devices, problem_.parameters,
-          *std::max_element(space_.zero.begin(), space_.zero.end()), capacity_ / (1 << 30));
+          space_.source, problem_.devices, problem_.parameters, highest_zero,
+          capacity_ / (1 << 30));
     }
     return error(
         "{}: batch.micro: no microbatch size the space allows divides the samples per "
@@ -427,9 +417,8 @@ StatusOr<std::vector<Scheme>> Searcher::configurations(const std::vector<DeviceM
 Status Searcher::check_exhaustive(const std::vector<Scheme>& configs) const {
   int64_t stages = 1;
   for (const Scheme& c : configs) {
-    int64_t chunks = 1;
-    for (int64_t k : space_.chunks) chunks = std::max(chunks, k);
-    stages = std::max(stages, c.pp() * chunks);
+    for (const Scheme& s : expand(c, false, problem_.layers))
+      stages = std::max(stages, s.pp() * s.chunks);
   }
   stages = std::min<int64_t>(stages, std::max<int32_t>(problem_.layers, 1));
   const double partitions = binomial(problem_.layers - 1, stages - 1);
@@ -440,19 +429,6 @@ Status Searcher::check_exhaustive(const std::vector<Scheme>& configs) const {
         partitions, problem_.layers, stages);
   }
   return Status::ok();
-}
-
-std::vector<Scheme> Searcher::expand(const Scheme& base, bool relowers, int32_t layers) const {
-  std::vector<Scheme> schemes = {base};
-  for (const space::Dimension& d : space::dimensions()) {
-    if (!d.choices.expand || d.choices.relowers != relowers) continue;
-    std::vector<Scheme> next;
-    for (const Scheme& s : schemes) {
-      for (Scheme& x : d.choices.expand(s, space_, layers)) next.push_back(std::move(x));
-    }
-    schemes = std::move(next);
-  }
-  return schemes;
 }
 
 void Searcher::evaluate(const Scheme& base, std::vector<Candidate>& found, int64_t& evaluated,

@@ -1,6 +1,7 @@
 // Scheme: YAML parsing with one-line errors, validation, and the YAML writer.
 #include "autopar/parallel/scheme.h"
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -15,6 +16,48 @@ namespace autopar {
 int64_t Scheme::microbatches() const {
   const int64_t per_replica = global_batch / dp();
   return micro_batch > 0 ? per_replica / micro_batch : 1;
+}
+
+StatusOr<std::vector<size_t>> SchemeReader::names(const YAML::Node& node, std::string_view field,
+                                                  const std::vector<std::string>& allowed) const {
+  YAML::Node list = node;
+  if (node.IsScalar()) {
+    list = YAML::Node(YAML::NodeType::Sequence);
+    list.push_back(node);
+  }
+  if (!list.IsSequence() || list.size() == 0)
+    return fail(field, "expected a list of {}", fmt::join(allowed, ", "));
+  std::vector<size_t> out;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string item = fmt::format("{}[{}]", field, i);
+    if (!list[i].IsScalar()) return fail(item, "expected one of {}", fmt::join(allowed, ", "));
+    const std::string value = list[i].Scalar();
+    auto it = std::find(allowed.begin(), allowed.end(), value);
+    if (it == allowed.end())
+      return fail(item, "'{}' is not one of {}", value, fmt::join(allowed, ", "));
+    const auto index = static_cast<size_t>(it - allowed.begin());
+    if (std::find(out.begin(), out.end(), index) == out.end()) out.push_back(index);
+  }
+  return out;
+}
+
+StatusOr<std::vector<int64_t>> SchemeReader::sizes(const YAML::Node& node,
+                                                   std::string_view field) const {
+  if (node.IsScalar()) {
+    ASSIGN_OR_RETURN(int64_t v, integer(node, field));
+    if (v < 1) return fail(field, "{} must be at least 1", v);
+    return std::vector<int64_t>{v};
+  }
+  if (!node.IsSequence() || node.size() == 0)
+    return fail(field, "expected a list of sizes, e.g. [1, 2, 4]");
+  std::set<int64_t> values;
+  for (size_t i = 0; i < node.size(); ++i) {
+    const std::string item = fmt::format("{}[{}]", field, i);
+    ASSIGN_OR_RETURN(int64_t v, integer(node[i], item));
+    if (v < 1) return fail(item, "{} must be at least 1", v);
+    values.insert(v);
+  }
+  return std::vector<int64_t>(values.begin(), values.end());
 }
 
 namespace {

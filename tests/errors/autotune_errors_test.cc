@@ -38,7 +38,7 @@ class AutotuneErrors : public ::testing::Test {
 TEST_F(AutotuneErrors, UnknownSpaceField) {
   expect_error("gpt-tiny", "meshes: {tp: [1]}\n", {},
                "autopar: error: space.yaml: meshes: unknown field (known: mesh, constraints, "
-               "batch, pipeline, context, tensor, zero, recompute, precision)");
+               "batch, context, tensor, zero, pipeline, recompute, precision)");
 }
 
 TEST_F(AutotuneErrors, NoMeshMakesTheDevices) {

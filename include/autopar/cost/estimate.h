@@ -116,6 +116,7 @@ struct EstimateBreakdown {
   double exposed_comm_s = 0;  // communication the compute waited on
   double bubble_s = 0;        // pipeline fill and drain
   double optimizer_s = 0;     // the update, with the reductions it waits on
+  double paradigm_s = 0;      // the paradigms' own terms (Paradigm::estimate)
 };
 
 // One pipeline rank's programs: one microbatch's forward and backward (with the communication

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "autopar/parallel/lowering.h"
 #include "autopar/parallel/plan.h"
 
 namespace autopar {
@@ -21,13 +22,21 @@ struct RoleMemory {
   int64_t in_flight = 0;        // most microbatches stashed at once under the schedule
   double transient_bytes = 0;   // the largest program's own peak, beyond its stash
   double activation_bytes = 0;  // peak of stash · in flight + transient over the schedule
+  double paradigm_bytes = 0;    // the paradigms' own terms in an estimate (Paradigm::estimate)
   double total_bytes() const {
-    return parameter_bytes + gradient_bytes + optimizer_bytes + activation_bytes;
+    return parameter_bytes + gradient_bytes + optimizer_bytes + activation_bytes + paradigm_bytes;
   }
 };
 
 // Per role, in role order.
 std::vector<RoleMemory> plan_memory(const Plan& plan);
+
+// The paradigms' own terms (Paradigm::estimate) summed, for a scheme whose pipeline ranks hold
+// `ranks` (rank_bytes: one per rank).
+EstimateTerms paradigm_terms(const Scheme& scheme, const HardwareProfile& profile,
+                             const std::vector<RoleMemory>& ranks);
+// Whether any paradigm has terms of its own.
+bool paradigms_add_terms();
 
 // Liveness, as both the plan's memory (per program) and the estimate (per layer and phase)
 // count it: each group's peak of live bytes when its nodes run in node order. A node's

@@ -37,6 +37,9 @@ struct Simulation {
   std::vector<RoleTimeline> roles;
   std::vector<SimEvent> events;  // when asked for
   double bubble_seconds = 0;     // the step minus the busiest role's compute
+  // The paradigms' own terms (Paradigm::estimate), part of step_seconds: simulate() on a
+  // profile adds them.
+  double paradigm_seconds = 0;
 };
 
 // Seconds node `node` of the role's graph takes on its stream; `device` is the global id of

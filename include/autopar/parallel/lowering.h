@@ -102,6 +102,35 @@ struct LoweringPolicy {
   bool recast_loss = false;
 };
 
+// What a search's choices along one dimension are expanded for.
+struct SearchContext {
+  int32_t layers = 0;    // the model's
+  bool training = true;  // false: an inference search (no backward, no optimizer state)
+};
+// The schemes a search space's choices along one dimension make of `base`: one per choice the
+// base allows (`base` itself where none applies).
+using Expansion = std::function<std::vector<Scheme>(const Scheme& base, const SearchContext&)>;
+
+// A paradigm's dimension of a search space (configs/spaces/*.yaml): the top-level field that
+// lists its choices, and what they expand a scheme into.
+struct SearchDimension {
+  std::string field;  // empty: the paradigm adds no dimension
+  // Whether the choices change the SPMD lowering (each priced by layer costs of its own) or
+  // only the closed forms over one lowering's layer costs (pipeline schedules, recompute).
+  bool relowers = true;
+  // Reads the field's value; an error names the field (scheme_reader.h). A space without the
+  // field leaves every scheme at the paradigm's default.
+  std::function<StatusOr<Expansion>(const YAML::Node& value, const SchemeReader&)> parse = nullptr;
+};
+
+struct RoleMemory;
+// What a paradigm adds to a scheme's cost beyond the lowering its policy shapes: seconds on
+// every step's critical path, and bytes on every device of each pipeline rank.
+struct EstimateTerms {
+  double step_s = 0;
+  std::vector<double> rank_bytes;  // per pipeline rank; empty: none
+};
+
 // A paradigm: one file in src/parallel/paradigms/, one entry in paradigms().
 struct Paradigm {
   std::string_view name;
@@ -115,7 +144,16 @@ struct Paradigm {
   // error names the field; scheme_reader.h). Without it, a field's text is kept in
   // Scheme::extensions for configure to read.
   std::function<Status(const YAML::Node& root, const SchemeReader&, Scheme&)> parse = nullptr;
+  // Its choices in a search space.
+  SearchDimension search = {};
+  // Its own terms in the estimate and the simulation (cost/), given the scheme, the hardware
+  // and what each pipeline rank holds (cost/memory.h, before the framework's reserve); null:
+  // none beyond what its policy does to the lowering.
+  std::function<EstimateTerms(const Scheme&, const HardwareProfile&,
+                              const std::vector<RoleMemory>& ranks)>
+      estimate = nullptr;
 };
+
 // The built-in paradigms, then the registered ones, in the order their decisions compose.
 const std::vector<Paradigm>& paradigms();
 // Adds a paradigm after the others, and its scheme fields to what parse_scheme accepts: a

@@ -1,5 +1,6 @@
-// What a paradigm reads its scheme fields with (Paradigm::parse): the scheme's YAML mapping and
-// one-line errors "<source>: <field>: <what>".
+// What a paradigm reads its scheme fields (Paradigm::parse) and its search-space choices
+// (SearchDimension::parse) with: one-line errors "<source>: <field>: <what>" and the readers of
+// the values both share.
 #pragma once
 
 #include <algorithm>
@@ -54,6 +55,13 @@ class SchemeReader {
     }
     return fail(field, "'{}' is not one of {}", value, fmt::join(names, ", "));
   }
+
+  // A list of names (one name alone: a list of one), each one of `allowed`: their positions in
+  // it, in the order given, each once.
+  StatusOr<std::vector<size_t>> names(const YAML::Node& node, std::string_view field,
+                                      const std::vector<std::string>& allowed) const;
+  // A list of integers of at least 1 (one alone: a list of one), ascending, each once.
+  StatusOr<std::vector<int64_t>> sizes(const YAML::Node& node, std::string_view field) const;
 
   // Every key of mapping `node` (the field `field`; empty: the top level) is one of `keys`.
   Status known_keys(const YAML::Node& node, std::string_view field,

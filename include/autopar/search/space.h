@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "autopar/parallel/lowering.h"
 #include "autopar/parallel/scheme.h"
 #include "autopar/support/status.h"
 
@@ -28,17 +29,24 @@ struct SearchSpace {
   bool tp_within_node = true;           // constraints.tp_within_node: tp · sp devices share a node
   std::optional<int64_t> global_batch;  // batch.global; absent: the model's batch
   AxisChoices micro{true, {}};          // batch.micro: samples per microbatch per replica
-  std::vector<PipelineSchedule> schedules{PipelineSchedule::kOneForwardOneBackward};
-  std::vector<int64_t> chunks{1};  // pipeline.chunks: virtual stages per rank (interleaved)
-  std::vector<ContextForm> context{ContextForm::kRing};  // under cp > 1
-  std::vector<TensorStrategy> tensor{TensorStrategy::kMegatron};
-  std::vector<int> zero{0};
-  std::vector<Recompute> recompute{Recompute::kNone};
-  std::vector<Precision> precision{Precision::kFp32};
+  // The paradigms' dimensions the space lists (Paradigm::search), in the paradigms' order: a
+  // paradigm whose field is absent leaves every scheme at its default.
+  struct Choices {
+    std::string field;
+    bool relowers = true;
+    Expansion expand;
+  };
+  std::vector<Choices> choices;
 };
 
-// Parses a space; errors are one line "<source>: <field>: <what>".
+// Parses a space; errors are one line "<source>: <field>: <what>". Beyond mesh, constraints and
+// batch, the fields are the paradigms' (Paradigm::search).
 StatusOr<SearchSpace> parse_search_space(std::string_view yaml, std::string_view source);
 StatusOr<SearchSpace> read_search_space(const std::string& path);
+
+// The schemes the space's choices make of `base`: along the dimensions that change the SPMD
+// lowering (`relowers`) or along the others, in the paradigms' order.
+std::vector<Scheme> expand_choices(const SearchSpace& space, const Scheme& base, bool relowers,
+                                   const SearchContext& context);
 
 }  // namespace autopar

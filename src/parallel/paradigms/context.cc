@@ -59,4 +59,13 @@ Status parse_context(const YAML::Node& root, const SchemeReader& r, Scheme& s) {
   return Status::ok();
 }
 
+// The forms a space lists, each under cp > 1; without cp the form changes nothing.
+StatusOr<Expansion> search_context(const YAML::Node& value, const SchemeReader& r) {
+  ASSIGN_OR_RETURN(std::vector<ContextForm> forms, listed(value, r, "context", kContext));
+  return Expansion([forms](const Scheme& base, const SearchContext&) {
+    return one_per(base, base.cp() > 1 ? forms : std::vector<ContextForm>{forms.front()},
+                   [](Scheme& s, ContextForm c) { s.context = c; });
+  });
+}
+
 }  // namespace autopar::paradigm_files

@@ -88,4 +88,14 @@ Status parse_operator(const YAML::Node& root, const SchemeReader& r, Scheme& s) 
   return Status::ok();
 }
 
+// The strategies a space lists, each under tp > 1; without tp the strategy changes nothing.
+StatusOr<Expansion> search_operator(const YAML::Node& value, const SchemeReader& r) {
+  ASSIGN_OR_RETURN(std::vector<TensorStrategy> strategies, listed(value, r, "tensor", kTensor));
+  return Expansion([strategies](const Scheme& base, const SearchContext&) {
+    return one_per(base,
+                   base.tp() > 1 ? strategies : std::vector<TensorStrategy>{strategies.front()},
+                   [](Scheme& s, TensorStrategy t) { s.tensor = t; });
+  });
+}
+
 }  // namespace autopar::paradigm_files

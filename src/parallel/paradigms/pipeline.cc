@@ -184,4 +184,52 @@ Status parse_pipeline(const YAML::Node& root, const SchemeReader& r, Scheme& s) 
   return Status::ok();
 }
 
+// Under pp > 1, each schedule a space lists, interleaved with each chunk count that fits the
+// layers and divides the microbatches over pp; without pp, 1F1B. An inference search runs
+// 1F1B's forwards as GPipe does, and tries one of them.
+StatusOr<Expansion> search_pipeline(const YAML::Node& value, const SchemeReader& r) {
+  if (!value.IsMap()) return r.fail("pipeline", "expected {{schedules: [...], chunks: [...]}}");
+  RETURN_IF_ERROR(r.known_keys(value, "pipeline", {"schedules", "chunks"}));
+  std::vector<PipelineSchedule> schedules = {PipelineSchedule::kOneForwardOneBackward};
+  std::vector<int64_t> chunks = {1};
+  if (const YAML::Node listed_schedules = value["schedules"]) {
+    ASSIGN_OR_RETURN(schedules, listed(listed_schedules, r, "pipeline.schedules", kSchedules));
+  }
+  if (const YAML::Node listed_chunks = value["chunks"]) {
+    if (listed_chunks.IsScalar() && listed_chunks.Scalar() == "auto")
+      return r.fail("pipeline.chunks", "expected a list, e.g. [1, 2, 4]");
+    ASSIGN_OR_RETURN(chunks, r.sizes(listed_chunks, "pipeline.chunks"));
+  }
+  return Expansion([schedules, chunks](const Scheme& base, const SearchContext& c) {
+    std::vector<Scheme> out;
+    auto with = [&](PipelineSchedule schedule, int64_t k) {
+      Scheme s = base;
+      s.schedule = schedule;
+      s.chunks = k;
+      out.push_back(std::move(s));
+    };
+    const int64_t pp = base.pp();
+    if (pp == 1) {
+      with(PipelineSchedule::kOneForwardOneBackward, 1);
+      return out;
+    }
+    const auto has = [&](PipelineSchedule s) {
+      return std::find(schedules.begin(), schedules.end(), s) != schedules.end();
+    };
+    for (PipelineSchedule schedule : schedules) {
+      if (schedule == PipelineSchedule::kGpipe && !c.training &&
+          has(PipelineSchedule::kOneForwardOneBackward))
+        continue;
+      if (schedule != PipelineSchedule::kInterleaved) {
+        with(schedule, 1);
+        continue;
+      }
+      for (int64_t k : chunks) {
+        if (k > 1 && pp * k <= c.layers && base.microbatches() % pp == 0) with(schedule, k);
+      }
+    }
+    return out;
+  });
+}
+
 }  // namespace autopar::paradigm_files

@@ -38,4 +38,12 @@ Status parse_precision(const YAML::Node& root, const SchemeReader& r, Scheme& s)
   return Status::ok();
 }
 
+StatusOr<Expansion> search_precision(const YAML::Node& value, const SchemeReader& r) {
+  ASSIGN_OR_RETURN(std::vector<Precision> listed_precisions,
+                   listed(value, r, "precision", kPrecision));
+  return Expansion([listed_precisions](const Scheme& base, const SearchContext&) {
+    return one_per(base, listed_precisions, [](Scheme& s, Precision p) { s.precision = p; });
+  });
+}
+
 }  // namespace autopar::paradigm_files

@@ -187,4 +187,13 @@ Status parse_recompute(const YAML::Node& root, const SchemeReader& r, Scheme& s)
   return Status::ok();
 }
 
+// The policies a space lists; an inference search has no backward to recompute for.
+StatusOr<Expansion> search_recompute(const YAML::Node& value, const SchemeReader& r) {
+  ASSIGN_OR_RETURN(std::vector<Recompute> policies, listed(value, r, "recompute", kRecompute));
+  return Expansion([policies](const Scheme& base, const SearchContext& c) {
+    return one_per(base, c.training ? policies : std::vector<Recompute>{Recompute::kNone},
+                   [](Scheme& s, Recompute p) { s.recompute = p; });
+  });
+}
+
 }  // namespace autopar::paradigm_files

@@ -96,4 +96,18 @@ Status parse_zero(const YAML::Node& root, const SchemeReader& r, Scheme& s) {
   return Status::ok();
 }
 
+// The stages a space lists, where dp shards something: without dp, and in an inference search
+// (no optimizer state), only stage 0.
+StatusOr<Expansion> search_zero(const YAML::Node& value, const SchemeReader& r) {
+  ASSIGN_OR_RETURN(std::vector<size_t> picked, r.names(value, "zero", {"0", "1", "2", "3"}));
+  return Expansion([picked](const Scheme& base, const SearchContext& c) {
+    std::vector<int> stages;
+    for (size_t zero : picked) {
+      if (zero == 0 || (c.training && base.dp() > 1)) stages.push_back(static_cast<int>(zero));
+    }
+    if (stages.empty()) stages.push_back(0);
+    return one_per(base, stages, [](Scheme& s, int zero) { s.zero = zero; });
+  });
+}
+
 }  // namespace autopar::paradigm_files
