@@ -56,6 +56,7 @@ Status run_estimate(const EstimateFlags& f) {
                        {"stash_bytes", m.stash_bytes},
                        {"transient_bytes", m.transient_bytes},
                        {"in_flight", m.in_flight},
+                       {"paradigm_bytes", m.paradigm_bytes},
                        {"forward_s", e.ranks[r].forward_s},
                        {"backward_s", e.ranks[r].backward_s},
                        {"update_s", e.ranks[r].update_s}});
@@ -71,7 +72,8 @@ Status run_estimate(const EstimateFlags& f) {
                            {{"compute_s", e.breakdown.compute_s},
                             {"exposed_comm_s", e.breakdown.exposed_comm_s},
                             {"bubble_s", e.breakdown.bubble_s},
-                            {"optimizer_s", e.breakdown.optimizer_s}}},
+                            {"optimizer_s", e.breakdown.optimizer_s},
+                            {"paradigm_s", e.breakdown.paradigm_s}}},
                           {"ranks", ranks},
                           {"devices", devices},
                           {"profile", profile.name},
@@ -90,6 +92,8 @@ Status run_estimate(const EstimateFlags& f) {
       "ms\n",
       e.breakdown.compute_s * 1e3, e.breakdown.exposed_comm_s * 1e3, e.breakdown.bubble_s * 1e3,
       e.breakdown.optimizer_s * 1e3);
+  if (e.breakdown.paradigm_s > 0)
+    fmt::print("  paradigms' own terms {:.3f} ms\n", e.breakdown.paradigm_s * 1e3);
   fmt::print("  peak memory {} of {} per device{}\n", human_bytes(e.peak_memory_bytes),
              human_bytes(profile.device.memory_bytes),
              e.feasible ? "" : fmt::format(": infeasible, {}", e.reason));

@@ -22,13 +22,15 @@ TEST(EstimateCli, JsonKeysAndAgreementWithSimulate) {
                           "mfu", "breakdown"}) {
     EXPECT_TRUE(json.contains(key)) << key;
   }
-  for (const char* key : {"compute_s", "exposed_comm_s", "bubble_s", "optimizer_s"}) {
+  for (const char* key : {"compute_s", "exposed_comm_s", "bubble_s", "optimizer_s", "paradigm_s"}) {
     EXPECT_TRUE(json["breakdown"].contains(key)) << key;
   }
   EXPECT_EQ(json["memory_bytes_per_device"].size(), 2u);  // one per pipeline rank
   EXPECT_TRUE(json["feasible"].get<bool>());
   EXPECT_EQ(json["devices"].get<int>(), 8);
   EXPECT_GT(json["breakdown"]["bubble_s"].get<double>(), 0.0);  // two pipeline stages
+  // The built-in paradigms have no terms of their own (Paradigm::estimate).
+  EXPECT_EQ(json["breakdown"]["paradigm_s"].get<double>(), 0.0);
 
   ASSERT_EQ(testing::run_autopar(
                 {"transform", "gpt-tiny", "--scheme", dir + "/s.yaml", "-o", dir + "/plan"})
