@@ -90,15 +90,16 @@ EstimateTerms checkpoint_terms(const Scheme& scheme, const HardwareProfile&,
 }
 
 const bool kRegistered = [] {
-  register_paradigm({.name = "replicate-last",
-                     .configure = configure_replicate_last,
-                     .fields = {"replicate_last"},
-                     .search = {"replicate_last", true, search_replicate_last}});
-  register_paradigm({.name = "checkpoint",
-                     .configure = configure_checkpoint,
-                     .fields = {"checkpoint"},
-                     .estimate = checkpoint_terms});
-  return true;
+  const Status replicate =
+      register_paradigm({.name = "replicate-last",
+                         .configure = configure_replicate_last,
+                         .fields = {"replicate_last"},
+                         .search = {"replicate_last", true, search_replicate_last}});
+  const Status checkpoint = register_paradigm({.name = "checkpoint",
+                                               .configure = configure_checkpoint,
+                                               .fields = {"checkpoint"},
+                                               .estimate = checkpoint_terms});
+  return replicate.is_ok() && checkpoint.is_ok();
 }();
 
 Plan plan_of(const std::string& yaml, const Graph& model, const LoweringOptions& options) {
@@ -147,6 +148,30 @@ TEST(ToyParadigm, ReplicatesTheLastLayerAndStillVerifies) {
   ASSERT_TRUE(compared.is_ok()) << compared.status().message();
   EXPECT_TRUE(compared->within(1e-4))
       << compared->differences.front().name << " " << compared->worst();
+}
+
+TEST(ToyParadigm, ARegistrationMayNotTakeWhatAnotherOwns) {
+  ASSERT_TRUE(kRegistered);
+  const size_t before = paradigms().size();
+  auto configure = [](const Scheme&, const Graph&, int32_t, LoweringPolicy&) {
+    return Status::ok();
+  };
+  EXPECT_EQ(register_paradigm({.name = "zero", .configure = configure}).message(),
+            "register_paradigm: a paradigm named 'zero' is registered already");
+  EXPECT_EQ(
+      register_paradigm({.name = "z", .configure = configure, .fields = {"tensor"}}).message(),
+      "register_paradigm: paradigm 'z': scheme field 'tensor' belongs to paradigm 'operator'");
+  EXPECT_EQ(
+      register_paradigm({.name = "z", .configure = configure, .fields = {"devices"}}).message(),
+      "register_paradigm: paradigm 'z': scheme field 'devices' belongs to the mesh");
+  EXPECT_EQ(
+      register_paradigm(
+          {.name = "z", .configure = configure, .search = {"batch", true, search_replicate_last}})
+          .message(),
+      "register_paradigm: paradigm 'z': search-space field 'batch' belongs to the search");
+  EXPECT_EQ(register_paradigm({.name = "z"}).message(),
+            "register_paradigm: a paradigm needs a name and a configure function");
+  EXPECT_EQ(paradigms().size(), before);
 }
 
 TEST(ToyParadigm, OwnsItsFieldsErrors) {

@@ -159,7 +159,10 @@ const std::vector<Paradigm>& paradigms();
 // Adds a paradigm after the others, and its scheme fields to what parse_scheme accepts: a
 // paradigm outside src/parallel/paradigms/ is one file with one registration. Call it before
 // any lowering (at static initialisation, or first thing in main).
-void register_paradigm(Paradigm paradigm);
+// Refused (and not added) when it has no name or configure, or names a paradigm, a scheme
+// field or a search-space field another one has (mesh, devices, constraints and batch
+// included).
+Status register_paradigm(Paradigm paradigm);
 
 // Contiguous ranges of `costs` (per layer) in `parts` groups that minimise the largest group's
 // sum: the linear partition, by dynamic programming over prefix sums.
