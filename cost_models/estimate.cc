@@ -921,11 +921,8 @@ void apply_framework(MemoryPolicy policy, const Scheme& scheme, const RankCost& 
   memory.transient_bytes = rank.framework_transient;
 }
 
-// Each rank's memory: its state, and its activations as its schedule keeps microbatches in
-// flight, as the scheme's memory policy (or the profile's) holds them; a rank over the
-// device's memory makes the scheme infeasible.
-// Each pipeline rank's memory: its state as the memory policy holds it, and its stash times
-// the microbatches its schedule keeps in flight.
+// Each pipeline rank's memory: its state as the scheme's memory policy (or the profile's)
+// holds it, and its stash times the microbatches its schedule keeps in flight.
 void add_memory(Estimate& e, const LayerCosts& costs, const Scheme& scheme,
                 const std::vector<RankCost>& rank, const HardwareProfile& profile) {
   const int64_t p = scheme.pp();
@@ -949,6 +946,7 @@ void add_memory(Estimate& e, const LayerCosts& costs, const Scheme& scheme,
 
 // The terms the paradigms add of their own (Paradigm::estimate).
 void add_paradigm_terms(Estimate& e, const Scheme& scheme, const HardwareProfile& profile) {
+  if (!paradigms_add_terms()) return;
   const EstimateTerms terms = paradigm_terms(scheme, profile, e.memory);
   e.step_time_s += terms.step_s;
   e.breakdown.paradigm_s = terms.step_s;
@@ -956,7 +954,8 @@ void add_paradigm_terms(Estimate& e, const Scheme& scheme, const HardwareProfile
     e.memory[r].paradigm_bytes += terms.rank_bytes[r];
 }
 
-// Each rank's bytes per device with the framework's reserve, the peak, and whether it fits.
+// Each rank's bytes per device with the framework's reserve, the peak, and whether it fits (a
+// rank over the device's memory makes the scheme infeasible).
 void settle_memory(Estimate& e, const HardwareProfile& profile) {
   const double reserve = profile.device.reserved_bytes;
   for (size_t r = 0; r < e.memory.size(); ++r) {
