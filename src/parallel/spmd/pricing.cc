@@ -97,9 +97,12 @@ double Spmd::step_cost(const ReshardStep& step, ValueId v, const Layout& from, c
   // scatter into its table's shard needs.)
   const bool sp_backward = policy_.tp_activations == SpmdPolicy::TpActivations::kReduceScatter &&
                            consumer.phase == Phase::kBackward;
-  // Nor does it move a parameter between tp shards: its products with the weights use them as
-  // the forward stores them.
-  if (over_tp && sp_backward && is_weight(v)) return kInfinite;
+  // Nor does a backward move a parameter between tp shards, under megatron-sp or auto: its
+  // products with the weights use them as the forward stores them (moving a weight's transpose
+  // onto another split saves a small gather on a whole weight's worth of traffic).
+  if (over_tp && consumer.phase == Phase::kBackward &&
+      policy_.tp_activations != SpmdPolicy::TpActivations::kFromParameters && is_weight(v))
+    return kInfinite;
   if (over_tp && !constant && !update_slice && !sp_backward &&
       policy_.tp_activations != SpmdPolicy::TpActivations::kAny && !is_weight(v)) {
     // Megatron-SP enters a sequence-parallel region by reduce-scattering a row projection's
