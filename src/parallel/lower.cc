@@ -267,6 +267,7 @@ StatusOr<SpmdLowering> lower_to_spmd(const Graph& model, const Scheme& scheme,
     input.slots = prepared->training.slots;
     input.statistics = prepared->training.statistics;
     input.loss = prepared->training.loss;
+    input.forward_of = &prepared->forward_of;
   } else {
     input.graph = &prepared->inference;
   }

@@ -70,6 +70,9 @@ struct SpmdInput {
   std::vector<std::pair<ValueId, ValueId>> slots;      // optimizer slot, its parameter
   std::vector<ValueId> statistics;                     // BatchNorm's running statistics
   ValueId loss = kNoId;
+  // Per node of the training graph: the forward node it is the backward of (kNoId: none), as
+  // PreparedGraph::forward_of; null for a forward graph.
+  const std::vector<NodeId>* forward_of = nullptr;
   // The result is costed, never run: a constant without data is lowered by its shape.
   bool shapes_only = false;
   // A number naming the graph for as long as it lives, unique in the process (0: none): the

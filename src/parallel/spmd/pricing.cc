@@ -24,6 +24,20 @@ bool Spmd::is_weight(ValueId v) const {
   return false;
 }
 
+bool Spmd::mirrors_forward(ValueId v, const Layout& want) const {
+  const Value& value = src_.value(v);
+  if (!in_.forward_of || value.producer == kNoId ||
+      static_cast<size_t>(value.producer) >= in_.forward_of->size())
+    return false;
+  const NodeId forward = (*in_.forward_of)[value.producer];
+  if (forward == kNoId) return false;
+  for (ValueId x : src_.node(forward).inputs) {
+    if (x == kNoId || !layout_[x] || is_weight(x)) continue;
+    if (src_.value(x).shape == value.shape && *layout_[x] == want) return true;
+  }
+  return false;
+}
+
 bool Spmd::aligned_update(ValueId v, const Layout& want, const Node& consumer) const {
   if (consumer.phase != Phase::kOptimizer) return false;
   for (ValueId other : consumer.inputs) {
@@ -135,7 +149,11 @@ double Spmd::step_cost(const ReshardStep& step, ValueId v, const Layout& from, c
     // So does ZeRO's sharded update reading accumulated gradients: it runs on the shards.
     case ReshardStep::Kind::kReduceScatter:
       cost += pricing_.collective(Collective::kReduceScatter, bytes, axis);
+      // (Nor under auto does a backward's reduce-scatter that lands a gradient in the split its
+      // forward activation was held in: the backward reads it there, as the forward did.)
       if (!((over_tp && policy_.tp_activations == SpmdPolicy::TpActivations::kReduceScatter) ||
+            (over_tp && policy_.tp_activations == SpmdPolicy::TpActivations::kAny &&
+             consumer.phase == Phase::kBackward && mirrors_forward(v, want)) ||
             (over_dp && policy_.zero >= 1 && consumer.phase == Phase::kOptimizer))) {
         // What is gathered is what the consumer makes of its shard, in the consumer's type
         // (a cast to fp32 doubles a bf16 gradient).

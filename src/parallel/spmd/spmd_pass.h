@@ -87,6 +87,9 @@ class Spmd {
   // Whether `v` is a parameter, or a parameter moved without arithmetic (transposed, reshaped,
   // cast): a weight, whatever the graph did to lay it out for its reader.
   bool is_weight(ValueId v) const;
+  // Whether backward value `v` (a gradient) in `want` is laid out as the forward activation it
+  // is the gradient of was held: one input of its producer's forward node, alike in shape.
+  bool mirrors_forward(ValueId v, const Layout& want) const;
   // Whether `consumer` is an update node another of whose operands is already in `want`.
   bool aligned_update(ValueId v, const Layout& want, const Node& consumer) const;
   bool is_free(ValueId v) const {
