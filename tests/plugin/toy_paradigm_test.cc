@@ -171,6 +171,9 @@ TEST(ToyParadigm, ARegistrationMayNotTakeWhatAnotherOwns) {
       "register_paradigm: paradigm 'z': search-space field 'batch' belongs to the search");
   EXPECT_EQ(register_paradigm({.name = "z"}).message(),
             "register_paradigm: a paradigm needs a name and a configure function");
+  EXPECT_EQ(
+      register_paradigm({.name = "z", .configure = configure, .search = {"z_choices"}}).message(),
+      "register_paradigm: paradigm 'z': a search dimension needs a field and a parse");
   EXPECT_EQ(paradigms().size(), before);
 }
 
