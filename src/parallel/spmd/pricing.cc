@@ -112,8 +112,8 @@ double Spmd::step_cost(const ReshardStep& step, ValueId v, const Layout& from, c
   const bool sp_backward = policy_.tp_activations == SpmdPolicy::TpActivations::kReduceScatter &&
                            consumer.phase == Phase::kBackward;
   // Nor does a backward move a parameter between tp shards, under megatron-sp or auto: its
-  // products with the weights use them as the forward stores them (moving a weight's transpose
-  // onto another split saves a small gather on a whole weight's worth of traffic).
+  // products with the weights use them as the forward stores them (a moved weight costs its
+  // whole shard in traffic each microbatch, to save a gather of the activations' gradient).
   if (over_tp && consumer.phase == Phase::kBackward &&
       policy_.tp_activations != SpmdPolicy::TpActivations::kFromParameters && is_weight(v))
     return kInfinite;
