@@ -13,6 +13,8 @@
 
 #include <fmt/format.h>
 
+#include "autopar/parallel/scheme_reader.h"
+
 namespace autopar {
 namespace {
 
@@ -278,12 +280,7 @@ Status parse_topology(const Reader& r, const YAML::Node& topology, HardwareProfi
 
 StatusOr<HardwareProfile> parse_hardware_profile(std::string_view yaml, std::string_view source) {
   Reader r{std::string(source)};
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(yaml));
-  } catch (const YAML::Exception& e) {
-    return error("{}: line {}: {}", source, e.mark.line + 1, e.msg);
-  }
+  ASSIGN_OR_RETURN(const YAML::Node root, load_yaml(yaml, source));
   if (!root.IsMap()) return error("{}: a hardware profile is a YAML mapping", source);
   HardwareProfile p;
   p.source = std::string(source);

@@ -10,6 +10,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "autopar/parallel/scheme_reader.h"
+
 namespace autopar {
 namespace {
 
@@ -227,12 +229,7 @@ const char* flops_formula_name(FlopsFormula formula) {
 StatusOr<std::vector<ValidationRun>> parse_validation_file(std::string_view yaml,
                                                            std::string_view source_view) {
   const std::string source(source_view);
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(yaml));
-  } catch (const YAML::Exception& e) {
-    return error("{}: line {}: {}", source, e.mark.line + 1, e.msg);
-  }
+  ASSIGN_OR_RETURN(const YAML::Node root, load_yaml(yaml, source));
   Fields f(root, source, "");
   RETURN_IF_ERROR(f.mapping_of(kFileFields));
   ASSIGN_OR_RETURN(std::string publication, f.text("publication"));

@@ -8,6 +8,7 @@
 #include <yaml-cpp/yaml.h>
 #include <nlohmann/json.hpp>
 
+#include "autopar/parallel/scheme_reader.h"
 #include "autopar/zoo/zoo.h"
 
 namespace autopar {
@@ -118,12 +119,7 @@ StatusOr<std::vector<SuiteCase>> parse_regress_suite(std::string_view yaml, std:
                                                      const std::string& config_dir) {
   const SuitePaths paths{std::string(source), config_dir};
   const std::string& path = paths.source;
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(yaml));
-  } catch (const YAML::Exception& e) {
-    return error("{}: line {}: {}", path, e.mark.line + 1, e.msg);
-  }
+  ASSIGN_OR_RETURN(const YAML::Node root, load_yaml(yaml, path));
   if (!root.IsMap())
     return error("{}: a suite is a mapping {{cases: [{{{}}}, ...]}}", path,
                  fmt::join(kCaseFields, ", "));

@@ -74,12 +74,7 @@ Status parse_batch(const YAML::Node& node, const SchemeReader& r, SearchSpace& s
 
 StatusOr<SearchSpace> parse_search_space(std::string_view yaml, std::string_view source) {
   const SchemeReader r(source);
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(yaml));
-  } catch (const YAML::Exception& e) {
-    return error("{}: line {}: {}", source, e.mark.line + 1, e.msg);
-  }
+  ASSIGN_OR_RETURN(const YAML::Node root, load_yaml(yaml, source));
   SearchSpace s;
   s.source = std::string(source);
   if (root.IsNull()) return s;

@@ -18,6 +18,14 @@ int64_t Scheme::microbatches() const {
   return micro_batch > 0 ? per_replica / micro_batch : 1;
 }
 
+StatusOr<YAML::Node> load_yaml(std::string_view text, std::string_view source) {
+  try {
+    return YAML::Load(std::string(text));
+  } catch (const YAML::Exception& e) {
+    return error("{}: line {}: {}", source, e.mark.line + 1, e.msg);
+  }
+}
+
 StatusOr<std::vector<size_t>> SchemeReader::names(const YAML::Node& node, std::string_view field,
                                                   const std::vector<std::string>& allowed) const {
   YAML::Node list = node;
@@ -94,12 +102,7 @@ Status parse_mesh(const YAML::Node& root, const SchemeReader& r, Scheme& s) {
 
 StatusOr<Scheme> parse_scheme(std::string_view yaml, std::string_view source) {
   const SchemeReader r(source);
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(yaml));
-  } catch (const YAML::Exception& e) {
-    return error("{}: line {}: {}", source, e.mark.line + 1, e.msg);
-  }
+  ASSIGN_OR_RETURN(const YAML::Node root, load_yaml(yaml, source));
   Scheme s;
   if (root.IsNull()) {
     s.mesh = *DeviceMesh::create({{"dp", 1}});

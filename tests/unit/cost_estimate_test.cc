@@ -160,6 +160,16 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"llama-tiny",
              "mesh: {pp: 2, cp: 2}\ncontext: all-to-all\nbatch: {global: 4, micro: 1}\n"}));
 
+// The estimated step of the scheme `yaml` (0 where it does not estimate, with a failure).
+double estimated_step(Estimator& estimator, const std::string& yaml) {
+  auto scheme = parse_scheme(yaml, "scheme");
+  EXPECT_TRUE(scheme.is_ok()) << scheme.status().message();
+  if (!scheme.is_ok()) return 0.0;
+  auto e = estimator.estimate(*scheme);
+  EXPECT_TRUE(e.is_ok()) << e.status().message();
+  return e.is_ok() ? e->step_time_s : 0.0;
+}
+
 // Tensor auto's layer plans against Megatron's recipe where tensor parallelism does not pay:
 // gpt2-small at 8 samples per device on dp 2 · tp 4 of an A100 node. The dynamic program finds
 // a plan that runs about a third faster than Megatron-SP's (the projections too small to be
@@ -173,15 +183,11 @@ TEST(Estimator, TensorAutoBeatsMegatronWhereSplittingDoesNotPay) {
   ASSERT_TRUE(profile.is_ok()) << profile.status().message();
   Estimator estimator(model_at, training_options(*model), *profile);
   auto step = [&](const char* tensor) {
-    auto scheme = parse_scheme(
+    return estimated_step(
+        estimator,
         fmt::format("mesh: {{dp: 2, tp: 4}}\nbatch: {{global: 64, micro: 8}}\ntensor: {}\n"
                     "precision: bf16\n",
-                    tensor),
-        "scheme");
-    EXPECT_TRUE(scheme.is_ok()) << scheme.status().message();
-    auto e = estimator.estimate(*scheme);
-    EXPECT_TRUE(e.is_ok()) << e.status().message();
-    return e.is_ok() ? e->step_time_s : 0.0;
+                    tensor));
   };
   const double automatic = step("auto"), megatron = step("megatron-sp");
   EXPECT_LT(automatic, 0.75 * megatron) << automatic << " s against " << megatron << " s";
@@ -204,14 +210,9 @@ TEST(Estimator, TensorAutoAtLeastAsFastAsMegatronSpOnBertLarge) {
   for (const char* precision : {"fp32", "bf16"}) {
     SCOPED_TRACE(precision);
     auto step = [&](const char* tensor) {
-      auto scheme = parse_scheme(fmt::format("mesh: {{dp: 4, tp: 8}}\nbatch: {{global: 32}}\n"
-                                             "tensor: {}\nprecision: {}\n",
-                                             tensor, precision),
-                                 "scheme");
-      EXPECT_TRUE(scheme.is_ok()) << scheme.status().message();
-      auto e = estimator.estimate(*scheme);
-      EXPECT_TRUE(e.is_ok()) << e.status().message();
-      return e.is_ok() ? e->step_time_s : 0.0;
+      return estimated_step(estimator, fmt::format("mesh: {{dp: 4, tp: 8}}\nbatch: {{global: 32}}\n"
+                                                   "tensor: {}\nprecision: {}\n",
+                                                   tensor, precision));
     };
     const double automatic = step("auto");
     const double sequence = step("megatron-sp"), megatron = step("megatron");

@@ -79,6 +79,9 @@ class SchemeReader {
   std::string_view source_;
 };
 
+// The YAML document `text` from `source`; a syntax error is one line "<source>: line N: <what>".
+StatusOr<YAML::Node> load_yaml(std::string_view text, std::string_view source);
+
 // The value named `name` among `options`; nullopt when none is.
 template <typename Enum>
 std::optional<Enum> value_named(std::string_view name,
