@@ -325,14 +325,16 @@ StatusOr<std::unique_ptr<runtime::Communicator>> open_communicator(const std::st
 
 // The plan's run: every device as a thread, or this rank's device under MPI (nullopt on
 // ranks other than 0, which report nothing).
-StatusOr<std::optional<runtime::PlanResult>> run_built(const BuiltPlan& built,
-                                                       const runtime::PlanFeeds& feeds,
-                                                       runtime::Communicator* mpi) {
+StatusOr<std::optional<runtime::PlanResult>> run_built(
+    const BuiltPlan& built, const runtime::PlanFeeds& feeds, runtime::Communicator* mpi,
+    const runtime::PlanRunOptions& options = {}) {
   if (!mpi) {
-    ASSIGN_OR_RETURN(runtime::PlanResult result, runtime::run_plan_inproc(built.plan, feeds));
+    ASSIGN_OR_RETURN(runtime::PlanResult result,
+                     runtime::run_plan_inproc(built.plan, feeds, options));
     return std::optional<runtime::PlanResult>(std::move(result));
   }
-  ASSIGN_OR_RETURN(runtime::PlanResult result, runtime::run_plan_device(built.plan, feeds, *mpi));
+  ASSIGN_OR_RETURN(runtime::PlanResult result,
+                   runtime::run_plan_device(built.plan, feeds, *mpi, options));
   if (mpi->rank() != 0) return std::optional<runtime::PlanResult>();
   return std::optional<runtime::PlanResult>(std::move(result));
 }
@@ -408,13 +410,25 @@ Status run_transform(const TransformFlags& f) {
 struct VerifyFlags {
   std::string plan;
   std::string comm = "inproc";
+  std::string backend = "cpu";
   uint64_t seed = 0;
   double tolerance = 1e-4;
   bool fp32 = false;
   bool json = false;
 };
 
+// --backend: the plan's backend, refused early where it cannot run.
+StatusOr<runtime::PlanBackend> plan_backend(const std::string& backend) {
+  if (backend == "cpu") return runtime::PlanBackend::kCpu;
+  if (backend != "cuda") return error("--backend {}: expected cpu or cuda", backend);
+  if (const std::string why = runtime::cuda_unavailable_reason(); !why.empty())
+    return error("--backend cuda: {}", why);
+  return runtime::PlanBackend::kCuda;
+}
+
 Status run_verify(const VerifyFlags& f, int* exit_code) {
+  runtime::PlanRunOptions options;
+  ASSIGN_OR_RETURN(options.backend, plan_backend(f.backend));
   ASSIGN_OR_RETURN(std::unique_ptr<runtime::Communicator> mpi, open_communicator(f.comm));
   ASSIGN_OR_RETURN(BuiltPlan built, load_plan(f.plan, true));
   if (!f.fp32) {
@@ -434,8 +448,10 @@ Status run_verify(const VerifyFlags& f, int* exit_code) {
     built.plan.source = source;
   }
   ASSIGN_OR_RETURN(runtime::PlanFeeds feeds, plan_feeds(built, 1, f.seed));
-  ASSIGN_OR_RETURN(std::optional<runtime::PlanResult> ran, run_built(built, feeds, mpi.get()));
+  ASSIGN_OR_RETURN(std::optional<runtime::PlanResult> ran,
+                   run_built(built, feeds, mpi.get(), options));
   if (!ran) return Status::ok();  // an MPI rank other than 0: rank 0 reports
+  // The reference runs on the CPU whatever the plan's backend: an oracle of its own.
   ASSIGN_OR_RETURN(Plan reference, lower_reference(built.model, built.plan.scheme, built.options));
   ASSIGN_OR_RETURN(runtime::PlanResult expected, runtime::run_plan_inproc(reference, feeds));
   auto compared = compare_plan_step(built.plan, std::move(*ran), reference, expected);
@@ -448,13 +464,18 @@ Status run_verify(const VerifyFlags& f, int* exit_code) {
                {"worst", diffs.empty() ? "" : diffs.front().name},
                {"compared", diffs.size()},
                {"devices", built.plan.device_role.size()},
+               {"backend", f.backend},
                {"reference", f.fp32 ? "float32" : "float64"}});
   } else {
     fmt::print(
-        "{}: {} devices against one ({}), {} tensors compared, worst relative error "
+        "{}: {} devices{} against one ({}), {} tensors compared, worst relative error "
         "{:.3e} ({})\n",
-        f.plan, built.plan.device_role.size(), f.fp32 ? "float32" : "float64", diffs.size(),
-        compared->worst(), diffs.empty() ? "" : diffs.front().name);
+        f.plan, built.plan.device_role.size(),
+        options.backend == runtime::PlanBackend::kCuda
+            ? fmt::format(" on {}", runtime::cuda_device_description())
+            : "",
+        f.fp32 ? "float32" : "float64", diffs.size(), compared->worst(),
+        diffs.empty() ? "" : diffs.front().name);
     if (!ok) {
       fmt::print("{:<48} {:>12} {:>12}\n", "tensor", "rel. error", "max |ref|");
       for (size_t i = 0; i < diffs.size() && i < 10; ++i) {
@@ -478,18 +499,25 @@ StepTimes warm_step_times(const std::vector<double>& step_seconds, double fallba
 }
 
 Status run_plan_directory(const std::string& dir, const std::string& comm, int steps, bool json,
-                          uint64_t seed) {
+                          uint64_t seed, runtime::PlanBackend backend) {
+  runtime::PlanRunOptions options;
+  options.backend = backend;
   ASSIGN_OR_RETURN(std::unique_ptr<runtime::Communicator> mpi, open_communicator(comm));
   ASSIGN_OR_RETURN(BuiltPlan built, load_plan(dir, true, comm == "mpi" ? 1 : 0));
   ASSIGN_OR_RETURN(runtime::PlanFeeds feeds, plan_feeds(built, steps, seed));
-  ASSIGN_OR_RETURN(std::optional<runtime::PlanResult> ran, run_built(built, feeds, mpi.get()));
+  ASSIGN_OR_RETURN(std::optional<runtime::PlanResult> ran,
+                   run_built(built, feeds, mpi.get(), options));
   if (!ran) return Status::ok();  // an MPI rank other than 0: rank 0 reports
   const runtime::PlanResult& result = *ran;
   // Steps: the slowest device's.
   const StepTimes times = warm_step_times(result.step_seconds, result.seconds);
   const double median = times.median, p10 = times.p10;
   if (json) {
+    const bool cuda = backend == runtime::PlanBackend::kCuda;
     emit_json({{"devices", built.plan.device_role.size()},
+               {"backend", cuda ? "cuda" : "cpu"},
+               {"device", cuda ? runtime::cuda_device_description() : ""},
+               {"communication", cuda ? "nccl" : comm},
                {"steps", steps},
                {"losses", result.losses},
                {"seconds", result.seconds},
@@ -502,7 +530,9 @@ Status run_plan_directory(const std::string& dir, const std::string& comm, int s
   fmt::print(
       "{}: {} steps on {} devices ({}) in {:.3f} s, median step {:.3f} ms, 10th percentile "
       "{:.3f} ms\n",
-      dir, steps, built.plan.device_role.size(), comm, result.seconds, median * 1e3, p10 * 1e3);
+      dir, steps, built.plan.device_role.size(),
+      backend == runtime::PlanBackend::kCuda ? "GPUs, NCCL" : comm, result.seconds, median * 1e3,
+      p10 * 1e3);
   return Status::ok();
 }
 
@@ -596,9 +626,15 @@ void add_verify_command(CLI::App& app, Command& command, int* exit_code) {
   v->footer(
       "Examples:\n"
       "  autopar verify plan\n"
-      "  mpirun -np 8 autopar verify plan --comm mpi\n");
+      "  mpirun -np 8 autopar verify plan --comm mpi\n"
+      "  autopar verify plan --backend cuda\n"
+      "  mpirun -np 8 autopar verify plan --backend cuda --comm mpi\n");
   v->add_option("plan", flags->plan, "plan directory")->required();
   v->add_option("--comm", flags->comm, "inproc (threads, default) or mpi (under mpirun)");
+  v->add_option("--backend", flags->backend,
+                "cpu (default) or cuda: the plan's programs on GPUs (inproc: every device a "
+                "thread on one GPU, communicating through the host; mpi: a GPU per rank, "
+                "collectives over NCCL); the reference runs on the CPU");
   v->add_option("--seed", flags->seed, "seed of the synthetic batch (default 0)");
   v->add_option("--tolerance", flags->tolerance, "largest relative error accepted (default 1e-4)");
   v->add_flag("--fp32", flags->fp32,

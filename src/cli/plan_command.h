@@ -79,7 +79,7 @@ struct StepTimes {
 StepTimes warm_step_times(const std::vector<double>& step_seconds, double fallback);
 
 Status run_plan_directory(const std::string& dir, const std::string& comm, int steps, bool json,
-                          uint64_t seed);
+                          uint64_t seed, runtime::PlanBackend backend = runtime::PlanBackend::kCpu);
 // A plan's roles timed on the one GPU of this machine, communication stubbed.
 Status run_plan_directory_cuda(const std::string& dir, int steps, bool json);
 void add_transform_command(CLI::App& app, Command& command);

@@ -320,11 +320,13 @@ void add_run_command(CLI::App& app, Command& command) {
         }
         const bool steps = flags->train || flags->steps_option->count() > 0;
         if (flags->backend == "cuda") {
-          if (flags->comm != "inproc")
-            return error(
-                "--comm {}: plans run across GPUs over NCCL are not supported yet; "
-                "--backend cuda profiles each role on one GPU",
-                flags->comm);
+          // One GPU per rank over NCCL under mpirun; else each role timed on one GPU.
+          if (flags->comm == "mpi") {
+            if (const std::string why = runtime::cuda_unavailable_reason(); !why.empty())
+              return error("--backend cuda: {}", why);
+            return run_plan_directory(flags->model, flags->comm, steps ? flags->steps : 1,
+                                      flags->json, flags->seed, runtime::PlanBackend::kCuda);
+          }
           return run_plan_directory_cuda(flags->model, steps ? flags->steps : 20, flags->json);
         }
         return run_plan_directory(flags->model, flags->comm, steps ? flags->steps : 1, flags->json,

@@ -154,8 +154,9 @@ StatusOr<PlanComparison> compare_plan_step(const Plan& plan, runtime::PlanResult
 
 StatusOr<PlanComparison> verify_plan(const Graph& model, const Plan& plan,
                                      const LoweringOptions& options,
-                                     const runtime::PlanFeeds& feeds) {
-  ASSIGN_OR_RETURN(runtime::PlanResult ran, runtime::run_plan_inproc(plan, feeds));
+                                     const runtime::PlanFeeds& feeds,
+                                     const runtime::PlanRunOptions& run) {
+  ASSIGN_OR_RETURN(runtime::PlanResult ran, runtime::run_plan_inproc(plan, feeds, run));
   ASSIGN_OR_RETURN(Plan reference, lower_reference(model, plan.scheme, options));
   ASSIGN_OR_RETURN(runtime::PlanResult expected, runtime::run_plan_inproc(reference, feeds));
   return compare_plan_step(plan, std::move(ran), reference, expected);

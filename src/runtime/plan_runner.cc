@@ -9,6 +9,7 @@
 #include "autopar/ir/graph_copy.h"
 #include "autopar/ir/shape_inference.h"
 #include "autopar/runtime/executor.h"
+#include "program_runner.h"
 
 namespace autopar::runtime {
 namespace {
@@ -132,20 +133,57 @@ struct DeviceOutcome {
   std::vector<std::vector<std::vector<TensorPtr>>> outputs;  // [step][micro][output]
 };
 
+// A program on the CPU runtime.
+class CpuProgramRunner : public ProgramRunner {
+ public:
+  explicit CpuProgramRunner(Executor executor) : executor_(std::move(executor)) {}
+  StatusOr<std::vector<TensorPtr>> run(const std::vector<TensorPtr>& inputs, RunStats* stats,
+                                       uint64_t stream) override {
+    return executor_.run_inputs(inputs, stats, stream);
+  }
+
+ private:
+  Executor executor_;
+};
+
 class DeviceRun {
  public:
+  // `across_processes`: the devices are MPI ranks (over NCCL on the CUDA backend).
   DeviceRun(const Plan& plan, const PlanFeeds& feeds, Communicator& comm,
-            const PlanRunOptions& options)
-      : plan_(plan), feeds_(feeds), comm_(comm), options_(options) {}
+            const PlanRunOptions& options, bool across_processes)
+      : plan_(plan),
+        feeds_(feeds),
+        comm_(comm),
+        options_(options),
+        across_processes_(across_processes) {}
 
   StatusOr<DeviceOutcome> run();
 
  private:
+  StatusOr<std::unique_ptr<ProgramRunner>> runner(const Graph& program);
+
   const Plan& plan_;
   const PlanFeeds& feeds_;
   Communicator& comm_;
   const PlanRunOptions& options_;
+  bool across_processes_;
+  std::shared_ptr<CudaDeviceContext> cuda_;
 };
+
+StatusOr<std::unique_ptr<ProgramRunner>> DeviceRun::runner(const Graph& program) {
+  if (options_.backend == PlanBackend::kCuda) {
+    if (!cuda_) {
+      ASSIGN_OR_RETURN(cuda_, open_cuda_device(plan_, comm_, across_processes_));
+    }
+    return cuda_program_runner(program, cuda_);
+  }
+  ExecutorOptions eo;
+  eo.num_threads = options_.threads_per_device;
+  eo.communicator = &comm_;
+  eo.profile = options_.profile;
+  ASSIGN_OR_RETURN(Executor ex, Executor::create(program, eo));
+  return std::unique_ptr<ProgramRunner>(new CpuProgramRunner(std::move(ex)));
+}
 
 StatusOr<DeviceOutcome> DeviceRun::run() {
   const int64_t device = comm_.rank();
@@ -161,14 +199,10 @@ StatusOr<DeviceOutcome> DeviceRun::run() {
   for (const DataSpec& d : plan_.data) data_by_name[d.name] = &d;
 
   std::vector<ProgramGraph> programs;
-  std::vector<Executor> executors;
+  std::vector<std::unique_ptr<ProgramRunner>> executors;
   for (const Program& p : role.programs) {
     ASSIGN_OR_RETURN(ProgramGraph pg, extract_program(role.graph, p));
-    ExecutorOptions eo;
-    eo.num_threads = options_.threads_per_device;
-    eo.communicator = &comm_;
-    eo.profile = options_.profile;
-    auto ex = Executor::create(pg.graph, eo);
+    auto ex = runner(pg.graph);
     if (!ex.is_ok())
       return error("role {} program {}: {}", role.id, p.name(), ex.status().message());
     executors.push_back(std::move(ex).value());
@@ -283,7 +317,7 @@ StatusOr<DeviceOutcome> DeviceRun::run() {
       // Draws are numbered by step and microbatch, as the reference plan numbers them.
       const uint64_t stream =
           static_cast<uint64_t>(step) * static_cast<uint64_t>(m) + static_cast<uint64_t>(micro);
-      auto result = executors[k].run_inputs(inputs, options_.profile ? &stats : nullptr, stream);
+      auto result = executors[k]->run(inputs, options_.profile ? &stats : nullptr, stream);
       if (!result.is_ok()) {
         return error("device {} at {}: {}", device, s.to_string(), result.status().message());
       }
@@ -429,7 +463,7 @@ StatusOr<PlanResult> run_plan_inproc(const Plan& plan, const PlanFeeds& feeds,
   for (int64_t d = 0; d < n; ++d) {
     world[d]->set_mesh(plan.scheme.mesh);
     threads.emplace_back([&, d] {
-      DeviceRun run(plan, feeds, *world[d], options);
+      DeviceRun run(plan, feeds, *world[d], options, false);
       outcomes[d] = run.run();
     });
   }
@@ -460,7 +494,7 @@ StatusOr<PlanResult> run_plan_device(const Plan& plan, const PlanFeeds& feeds, C
   }
   comm.set_mesh(plan.scheme.mesh);
 
-  DeviceRun run(plan, feeds, comm, options);
+  DeviceRun run(plan, feeds, comm, options, true);
   ASSIGN_OR_RETURN(DeviceOutcome mine, run.run());
   // Rank 0 gathers every device's state shards and outputs.
   std::vector<DeviceOutcome> all(n);

@@ -23,6 +23,8 @@ void expect_error(const std::vector<std::string>& args, const std::string& line)
 TEST(CudaErrors, UnknownBackend) {
   expect_error({"run", "gpt-tiny", "--train", "--backend", "tpu"},
                "autopar: error: --backend tpu: expected cpu or cuda");
+  expect_error({"verify", "plan", "--backend", "tpu"},
+               "autopar: error: --backend tpu: expected cpu or cuda");
 }
 
 // Where no GPU can be used, asking for one says why.
@@ -31,6 +33,8 @@ TEST(CudaErrors, NoDevice) {
   if (why.empty()) GTEST_SKIP() << "a CUDA device is present";
   expect_error({"run", "gpt-tiny", "--train", "--steps", "1", "--backend", "cuda"},
                "autopar: error: --backend cuda: " + why);
+  // Before the plan is read: the backend is what is missing.
+  expect_error({"verify", "plan", "--backend", "cuda"}, "autopar: error: --backend cuda: " + why);
 }
 
 }  // namespace

@@ -270,7 +270,7 @@ TEST(CudaLowering, PlanProgramsLowerWithCommunicationStubbed) {
         auto pg = extract_program(role.graph, prog);
         ASSERT_TRUE(pg.is_ok());
         CudaOptions options;
-        options.stub_communication = true;
+        options.communication = CudaCommunication::kStub;
         auto l = lower_for_cuda(pg->graph, options);
         EXPECT_TRUE(l.is_ok()) << name << " " << yaml << " role " << role.id << " " << prog.name()
                                << ": " << l.status().message();
@@ -300,7 +300,7 @@ TEST(CudaLowering, AShardedDropoutOfAPlanIsRefused) {
   auto pg = extract_program(plan->roles.at(0).graph, plan->roles.at(0).programs.at(0));
   ASSERT_TRUE(pg.is_ok());
   CudaOptions options;
-  options.stub_communication = true;
+  options.communication = CudaCommunication::kStub;
   auto l = lower_for_cuda(pg->graph, options);
   ASSERT_FALSE(l.is_ok());
   EXPECT_EQ(l.status().message(),
@@ -603,7 +603,7 @@ TEST(CudaLowering, AnUnsupportedOpIsAnErrorNamingTheNode) {
   EXPECT_NE(l.status().message().find("node 'odd' (Send)"), std::string::npos)
       << l.status().message();
   CudaOptions stub;
-  stub.stub_communication = true;
+  stub.communication = CudaCommunication::kStub;
   EXPECT_TRUE(lower_for_cuda(g, stub).is_ok());
 }
 

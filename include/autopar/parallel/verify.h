@@ -43,9 +43,11 @@ StatusOr<PlanComparison> compare_plan_step(const Plan& plan, runtime::PlanResult
                                            const runtime::PlanResult& expected);
 
 // Runs one step of `plan` (lowered from `model` with `options`) and of its single-device
-// reference on `feeds`, in this process, and compares them.
+// reference on `feeds`, in this process, and compares them. `run` says how the plan runs (its
+// backend); the reference runs on the CPU.
 StatusOr<PlanComparison> verify_plan(const Graph& model, const Plan& plan,
                                      const LoweringOptions& options,
-                                     const runtime::PlanFeeds& feeds);
+                                     const runtime::PlanFeeds& feeds,
+                                     const runtime::PlanRunOptions& run = {});
 
 }  // namespace autopar

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "autopar/ir/graph.h"
 #include "autopar/ir/tensor.h"
 #include "autopar/parallel/device_mesh.h"
 #include "autopar/support/status.h"
@@ -79,6 +80,15 @@ std::vector<std::unique_ptr<Communicator>> create_inproc_world(
 // communicator finalises MPI when destroyed. A tensor has at most 16 dims on the wire.
 StatusOr<std::unique_ptr<Communicator>> create_mpi_communicator(int* argc = nullptr,
                                                                 char*** argv = nullptr);
+
+// The devices of an ai.autopar node's group, as device `rank` of `mesh` runs it: its explicit
+// `group`, or the devices sharing every coordinate but those of its `axes` with `rank`. An
+// error says what is wrong without naming the node.
+StatusOr<std::vector<int64_t>> node_group(const Node& node, const DeviceMesh& mesh, int64_t rank,
+                                          int64_t size);
+// The peer of a Send or Recv run by device `rank`: its `peer`, or the device at `peer_coord`
+// along `peer_axis` with this one's other coordinates.
+StatusOr<int64_t> node_peer(const Node& node, const DeviceMesh& mesh, int64_t rank, int64_t size);
 
 // Splits along `axis` into `parts` equal pieces; concatenates along `axis`.
 std::vector<Tensor> split_tensor(const Tensor& x, int64_t axis, int64_t parts);

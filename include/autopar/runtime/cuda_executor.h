@@ -14,10 +14,14 @@
 
 namespace autopar::cuda {
 struct Program;
+struct Launch;
 class Device;
+struct NcclComms;
 }  // namespace autopar::cuda
 
 namespace autopar::runtime {
+
+class Communicator;
 
 // "" when a CUDA device can be used, else one sentence saying why not.
 std::string cuda_unavailable_reason();
@@ -29,6 +33,21 @@ std::string cuda_device_description();
 bool cuda_supports(std::string_view domain, std::string_view op_type);
 std::vector<std::pair<std::string, std::string>> cuda_supported_ops();
 
+// What a graph's communication ops (ai.autopar) become on the device.
+enum class CudaCommunication : uint8_t {
+  kNone,  // refused: a graph run alone has none
+  // Shapes without communicating: zeros for received and gathered data, an all-reduce keeps
+  // its input (a role of a plan profiled alone on one GPU).
+  kStub,
+  // Run by the host with the CPU runtime's kernels on `communicator`: the inputs copied out,
+  // the outputs copied back (every op; the program runs eagerly, without a CUDA graph). The
+  // devices of a plan run as threads on one GPU this way.
+  kHost,
+  // NCCL collectives, one rank per GPU (captured in the CUDA graph); the other ops go through
+  // the host as under kHost.
+  kNccl,
+};
+
 struct CudaOptions {
   int device = 0;
   // Run consecutive elementwise nodes of one shape as one kernel (registers, not memory, hold
@@ -37,10 +56,15 @@ struct CudaOptions {
   // State written back in place after each run: (state value, its next value) pairs, as a
   // training graph's updates; the state stays on the device between runs.
   std::vector<std::pair<ValueId, ValueId>> updates;
-  // Communication ops produce their outputs' shapes without communicating (zeros for
-  // received and gathered data; an all-reduce keeps its input): a role of a plan profiled
-  // alone on one device.
-  bool stub_communication = false;
+  CudaCommunication communication = CudaCommunication::kNone;
+  // kHost and kNccl: this device's communicator. Its rank and the plan's mesh (set_mesh)
+  // resolve the groups the ops name; kHost runs every op on it, kNccl the sends and receives
+  // (the runtime's do not wait for the receiver, NCCL's do), halo exchanges and zigzag chunk
+  // pairs.
+  Communicator* communicator = nullptr;
+  // kNccl: the process's NCCL communicators (open_plan_nccl), on `device`.
+  std::shared_ptr<cuda::NcclComms> nccl;
+
   // Fill the arena with NaN bytes before the first run (tests: every output element written).
   bool poison_arena = false;
 };
@@ -82,7 +106,8 @@ class CudaExecutor {
   // Writes the feeds (graph inputs, or initializers to override) to the device.
   Status feed(const std::vector<Feed>& feeds);
   // Runs once: eagerly the first time (libraries choose their algorithms), then as the
-  // captured CUDA graph. Returns the run's seconds (device events).
+  // captured CUDA graph (eagerly every time when communication goes through the host).
+  // Returns the run's seconds (device events).
   StatusOr<double> step();
   // Runs the captured graph `times` times and returns each run's seconds.
   StatusOr<std::vector<double>> replay(int times);
@@ -103,7 +128,10 @@ class CudaExecutor {
 
  private:
   CudaExecutor() = default;
+  // Runs a kHost launch's node with the CPU runtime's kernel on communicator_.
+  std::string run_on_host(const cuda::Launch& launch);
   std::shared_ptr<const Graph> graph_;
+  Communicator* communicator_ = nullptr;
   std::shared_ptr<const CudaLowering> lowering_;
   std::unique_ptr<cuda::Device> device_;
   bool ran_ = false;

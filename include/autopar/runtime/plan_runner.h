@@ -37,7 +37,17 @@ struct PlanResult {
   std::vector<std::vector<std::vector<double>>> node_seconds;
 };
 
+// Where a plan's programs run.
+enum class PlanBackend : uint8_t {
+  kCpu,
+  // The CUDA backend. In one process every device is a thread on a GPU (device % GPUs) and
+  // communicates through the host; under MPI each rank has its GPU (the local rank's) and the
+  // ranks communicate over NCCL.
+  kCuda,
+};
+
 struct PlanRunOptions {
+  PlanBackend backend = PlanBackend::kCpu;
   int threads_per_device = 1;
   std::chrono::milliseconds timeout{120000};
   // Time every node (PlanResult::node_seconds).

@@ -76,6 +76,39 @@ void reduce_into(Tensor& acc, const Tensor& x, ReduceOp op) {
 
 }  // namespace
 
+StatusOr<std::vector<int64_t>> node_group(const Node& n, const DeviceMesh& mesh, int64_t rank,
+                                          int64_t size) {
+  if (n.attr("group")) return n.attr_ints("group");
+  const Attribute* axes = n.attr("axes");
+  if (!axes) return error("has neither 'group' nor 'axes'");
+  if (mesh.num_devices() != size)
+    return error("names mesh axes, but the communicator has no mesh of {} devices", size);
+  for (const std::string& axis : axes->strings()) {
+    if (!mesh.has_axis(axis)) return error("mesh {} has no axis '{}'", mesh.to_string(), axis);
+  }
+  std::vector<int64_t> group = mesh.group(rank, axes->strings());
+  if (static_cast<int64_t>(group.size()) != n.attr_int("group_size", -1)) {
+    return error("group over [{}] has {} devices on mesh {}, the graph expects {}",
+                 fmt::join(axes->strings(), ","), group.size(), mesh.to_string(),
+                 n.attr_int("group_size", -1));
+  }
+  return group;
+}
+
+StatusOr<int64_t> node_peer(const Node& n, const DeviceMesh& mesh, int64_t rank, int64_t size) {
+  if (!n.attr("peer_axis")) return n.attr_int("peer", -1);
+  const std::string axis = n.attr_string("peer_axis", "");
+  const int64_t a = mesh.axis_index(axis);
+  if (a < 0 || mesh.num_devices() != size)
+    return error("mesh {} has no axis '{}'", mesh.to_string(), axis);
+  std::vector<int64_t> coords = mesh.coords(rank);
+  const int64_t coord = n.attr_int("peer_coord", -1);
+  if (coord < 0 || coord >= mesh.axes()[a].size)
+    return error("peer_coord {} is outside axis {} of size {}", coord, axis, mesh.axes()[a].size);
+  coords[a] = coord;
+  return mesh.device(coords);
+}
+
 StatusOr<ReduceOp> parse_reduce_op(std::string_view name) {
   if (name == "sum") return ReduceOp::kSum;
   if (name == "max") return ReduceOp::kMax;

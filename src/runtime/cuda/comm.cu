@@ -1,15 +1,11 @@
-// kComm on NCCL: collectives over a group's communicator, point-to-point over the device's own.
-//
-// A group other than every rank in order gets its communicator from ncclCommSplit at its first
-// use, and the split is collective over all ranks of the device's communicator: it blocks until
-// every rank splits too. So every rank must run the same programs' first runs in the same order,
-// each reaching its first use of a new group where the others reach theirs (ranks in disjoint
-// groups split in the same call, each into its own group). Later runs and capture reuse the
-// communicators, which outlive load() and go with init_nccl() or the device.
+// kComm on NCCL: collectives over a group's communicator, point-to-point over the world's.
+// Every communicator is made by open_nccl before a program runs (see device.h), so a launch
+// only looks its group up.
 #include <cuda_runtime.h>
 #include <nccl.h>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <string>
@@ -20,17 +16,6 @@
 
 namespace autopar::cuda {
 namespace {
-
-// The sub-communicators live in ctx.state under a negative key: they belong to the device's
-// communicator, not to a launch, and device.cu keeps negative keys across loads.
-constexpr int kSubCommunicatorsKey = -1;
-
-struct SubCommunicators {
-  std::map<std::vector<int>, ncclComm_t> by_group;
-  ~SubCommunicators() {
-    for (auto& entry : by_group) ncclCommDestroy(entry.second);
-  }
-};
 
 const char* op_name(CommOp op) {
   switch (op) {
@@ -119,65 +104,22 @@ bool nccl_reduce(int reduce, ncclRedOp_t* op) {
 }
 
 // The communicator of `group` and this rank's place in it.
-std::string group_communicator(const CommParams& p, Context& ctx, ncclComm_t* comm, int* rank) {
-  ncclComm_t world = static_cast<ncclComm_t>(ctx.nccl);
-  int world_size = 0;
-  std::string e = nccl_error(ncclCommCount(world, &world_size), p, "ncclCommCount");
-  if (!e.empty()) return e;
+std::string group_communicator(const CommParams& p, const NcclComms& comms, ncclComm_t* comm,
+                               int* rank) {
   const std::vector<int>& group = p.group;
   if (group.empty()) return std::string(op_name(p.op)) + ": empty group";
-  std::vector<int> sorted = group;
-  std::sort(sorted.begin(), sorted.end());
-  if (sorted.front() < 0 || sorted.back() >= world_size ||
-      std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
-    return std::string(op_name(p.op)) + ": group " + group_text(group) +
-           " is not a set of ranks below " + std::to_string(world_size);
-  }
-  const auto mine = std::find(group.begin(), group.end(), ctx.nccl_rank);
+  const auto mine = std::find(group.begin(), group.end(), comms.rank);
   if (mine == group.end()) {
-    return std::string(op_name(p.op)) + ": rank " + std::to_string(ctx.nccl_rank) +
+    return std::string(op_name(p.op)) + ": rank " + std::to_string(comms.rank) +
            " is not in group " + group_text(group);
   }
   *rank = static_cast<int>(mine - group.begin());
-
-  bool everyone = static_cast<int>(group.size()) == world_size;
-  for (size_t i = 0; everyone && i < group.size(); ++i) everyone = group[i] == static_cast<int>(i);
-  if (everyone) {
-    *comm = world;
-    return "";
+  const auto found = comms.groups.find(group);
+  if (found == comms.groups.end()) {
+    return std::string(op_name(p.op)) + ": group " + group_text(group) +
+           " has no communicator (open_nccl was not given it)";
   }
-
-  std::shared_ptr<void>& slot = ctx.state[kSubCommunicatorsKey];
-  if (slot == nullptr) slot = std::make_shared<SubCommunicators>();
-  auto& by_group = static_cast<SubCommunicators*>(slot.get())->by_group;
-  const auto cached = by_group.find(group);
-  if (cached != by_group.end()) {
-    *comm = cached->second;
-    return "";
-  }
-  if (ctx.capturing) {
-    return std::string(op_name(p.op)) + ": no communicator for group " + group_text(group) +
-           " (the program must run before capture)";
-  }
-  // The smallest member names the group: groups splitting together are disjoint when every
-  // member agrees on its group, and a member that does not is caught by the checks below.
-  ncclComm_t split = nullptr;
-  e = nccl_error(ncclCommSplit(world, sorted.front(), *rank, &split, nullptr), p, "ncclCommSplit");
-  if (!e.empty()) return e;
-  int split_size = 0, split_rank = -1;
-  e = nccl_error(ncclCommCount(split, &split_size), p, "ncclCommCount");
-  if (e.empty()) e = nccl_error(ncclCommUserRank(split, &split_rank), p, "ncclCommUserRank");
-  if (e.empty() && (split_size != static_cast<int>(group.size()) || split_rank != *rank)) {
-    e = std::string(op_name(p.op)) + ": splitting group " + group_text(group) + " gave rank " +
-        std::to_string(split_rank) + " of " + std::to_string(split_size) +
-        " (the ranks' programs reached different groups' first use)";
-  }
-  if (!e.empty()) {
-    ncclCommDestroy(split);
-    return e;
-  }
-  by_group.emplace(group, split);
-  *comm = split;
+  *comm = static_cast<ncclComm_t>(found->second);
   return "";
 }
 
@@ -187,7 +129,8 @@ std::string enqueue_comm(const Resolved& r, Context& ctx) {
   const Launch& launch = *r.launch;
   const CommParams& p = launch.comm;
   const std::string name = op_name(p.op);
-  if (ctx.nccl == nullptr) return name + ": no NCCL communicator (init_nccl first)";
+  if (ctx.nccl == nullptr) return name + ": no NCCL communicator (Device::use_nccl first)";
+  const NcclComms& comms = *ctx.nccl;
   if (p.count < 0) return name + ": negative count";
   const bool sends = p.op != CommOp::kRecv;
   const bool receives = p.op != CommOp::kSend;
@@ -201,14 +144,11 @@ std::string enqueue_comm(const Resolved& r, Context& ctx) {
   const size_t count = static_cast<size_t>(p.count);
 
   if (p.op == CommOp::kSend || p.op == CommOp::kRecv) {
-    ncclComm_t world = static_cast<ncclComm_t>(ctx.nccl);
-    int world_size = 0;
-    std::string e = nccl_error(ncclCommCount(world, &world_size), p, "ncclCommCount");
-    if (!e.empty()) return e;
-    // The device's communicator was made with rank = global rank, so the peer needs no map.
-    if (p.peer < 0 || p.peer >= world_size || p.peer == ctx.nccl_rank) {
-      return name + ": peer " + std::to_string(p.peer) + " (rank " + std::to_string(ctx.nccl_rank) +
-             " of " + std::to_string(world_size) + ")";
+    ncclComm_t world = static_cast<ncclComm_t>(comms.world);
+    // The world's ranks are the global ranks, so the peer needs no map.
+    if (p.peer < 0 || p.peer >= comms.size || p.peer == comms.rank) {
+      return name + ": peer " + std::to_string(p.peer) + " (rank " + std::to_string(comms.rank) +
+             " of " + std::to_string(comms.size) + ")";
     }
     if (p.op == CommOp::kSend) {
       return nccl_error(ncclSend(r.in[0], count, type, p.peer, world, ctx.stream), p, "ncclSend");
@@ -218,7 +158,7 @@ std::string enqueue_comm(const Resolved& r, Context& ctx) {
 
   ncclComm_t comm = nullptr;
   int rank = 0;
-  std::string e = group_communicator(p, ctx, &comm, &rank);
+  std::string e = group_communicator(p, comms, &comm, &rank);
   if (!e.empty()) return e;
   const size_t ranks = p.group.size();
 
@@ -281,6 +221,72 @@ std::string enqueue_comm(const Resolved& r, Context& ctx) {
       break;
   }
   return name + ": unknown communication op";
+}
+
+NcclComms::~NcclComms() {
+  cudaSetDevice(ordinal);
+  for (auto& entry : groups) {
+    if (entry.second != world) ncclCommDestroy(static_cast<ncclComm_t>(entry.second));
+  }
+  if (world != nullptr) ncclCommDestroy(static_cast<ncclComm_t>(world));
+}
+
+std::shared_ptr<NcclComms> open_nccl(int ordinal, int rank, int size, const std::string& unique_id,
+                                     const std::vector<std::vector<int>>& groups,
+                                     std::string* error) {
+  auto fail = [&](const std::string& message) {
+    if (error != nullptr)
+      *error =
+          "NCCL (rank " + std::to_string(rank) + " of " + std::to_string(size) + "): " + message;
+    return std::shared_ptr<NcclComms>();
+  };
+  if (size <= 0 || rank < 0 || rank >= size) return fail("no such rank");
+  if (unique_id.size() != NCCL_UNIQUE_ID_BYTES) {
+    return fail("the unique id has " + std::to_string(unique_id.size()) + " bytes, not " +
+                std::to_string(NCCL_UNIQUE_ID_BYTES));
+  }
+  std::string e = cuda_error(cudaSetDevice(ordinal), "cudaSetDevice");
+  if (!e.empty()) return fail(e);
+  auto comms = std::make_shared<NcclComms>();
+  comms->rank = rank;
+  comms->size = size;
+  comms->ordinal = ordinal;
+  ncclUniqueId id;
+  std::memcpy(id.internal, unique_id.data(), NCCL_UNIQUE_ID_BYTES);
+  ncclComm_t world = nullptr;
+  ncclResult_t status = ncclCommInitRank(&world, size, id, rank);
+  if (status != ncclSuccess)
+    return fail(std::string("ncclCommInitRank: ") + ncclGetErrorString(status));
+  comms->world = world;
+  for (const std::vector<int>& group : groups) {
+    if (comms->groups.count(group)) continue;
+    std::vector<int> sorted = group;
+    std::sort(sorted.begin(), sorted.end());
+    if (sorted.empty() || sorted.front() < 0 || sorted.back() >= size ||
+        std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
+      return fail("group " + group_text(group) + " is not a set of ranks below " +
+                  std::to_string(size));
+    }
+    const auto mine = std::find(group.begin(), group.end(), rank);
+    bool everyone = static_cast<int>(group.size()) == size;
+    for (size_t i = 0; everyone && i < group.size(); ++i)
+      everyone = group[i] == static_cast<int>(i);
+    if (everyone) {
+      comms->groups.emplace(group, world);
+      continue;
+    }
+    // Every rank takes part in every split; ranks outside the group take no communicator.
+    ncclComm_t split = nullptr;
+    const int color = mine == group.end() ? NCCL_SPLIT_NOCOLOR : 0;
+    const int key = mine == group.end() ? 0 : static_cast<int>(mine - group.begin());
+    status = ncclCommSplit(world, color, key, &split, nullptr);
+    if (status != ncclSuccess) {
+      return fail("ncclCommSplit of group " + group_text(group) + ": " +
+                  ncclGetErrorString(status));
+    }
+    if (split != nullptr) comms->groups.emplace(group, split);
+  }
+  return comms;
 }
 
 }  // namespace autopar::cuda

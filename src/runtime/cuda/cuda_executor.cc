@@ -2,6 +2,7 @@
 // eagerly once (libraries choose their algorithms) and replayed as a CUDA graph after.
 #include "autopar/runtime/cuda_executor.h"
 
+#include "autopar/runtime/kernel.h"
 #include "device.h"
 #include "lowering.h"
 
@@ -30,10 +31,17 @@ StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::create(const Graph& graph,
     if (problem = device->poison_arena(); !problem.empty())
       return error("CUDA device {}: {}", options.device, problem);
   }
+  if (options.communication == CudaCommunication::kNccl) {
+    if (problem = device->use_nccl(options.nccl); !problem.empty())
+      return error("CUDA device {}: {}", options.device, problem);
+  }
   std::unique_ptr<CudaExecutor> e(new CudaExecutor());
   e->graph_ = std::make_shared<const Graph>(graph);
   e->lowering_ = std::move(lowering);
   e->device_ = std::move(device);
+  e->communicator_ = options.communicator;
+  CudaExecutor* self = e.get();
+  e->device_->set_host_step([self](const cuda::Launch& l) { return self->run_on_host(l); });
   return e;
 }
 
@@ -54,6 +62,14 @@ Status CudaExecutor::feed(const std::vector<Feed>& feeds) {
 }
 
 StatusOr<double> CudaExecutor::step() {
+  if (device_->has_host_steps()) {
+    // Communication through the host cannot be captured: every run is eager.
+    cuda::RunTiming timing;
+    if (std::string problem = device_->run(&timing); !problem.empty()) return error("{}", problem);
+    if (std::string bad = device_->take_data_error(); !bad.empty()) return error("{}", bad);
+    ran_ = true;
+    return timing.seconds;
+  }
   if (!ran_) {
     cuda::RunTiming timing;
     if (std::string problem = device_->run(&timing); !problem.empty()) return error("{}", problem);
@@ -67,6 +83,14 @@ StatusOr<double> CudaExecutor::step() {
 }
 
 StatusOr<std::vector<double>> CudaExecutor::replay(int times) {
+  if (device_->has_host_steps()) {
+    std::vector<double> seconds;
+    for (int i = 0; i < times; ++i) {
+      ASSIGN_OR_RETURN(double s, step());
+      seconds.push_back(s);
+    }
+    return seconds;
+  }
   if (!ran_) {
     ASSIGN_OR_RETURN(double first, step());
     (void)first;
@@ -124,6 +148,38 @@ StatusOr<std::vector<TensorPtr>> CudaExecutor::outputs() {
     out.push_back(std::make_shared<const Tensor>(std::move(t)));
   }
   return out;
+}
+
+std::string CudaExecutor::run_on_host(const cuda::Launch& launch) {
+  if (launch.node_id < 0 || launch.node_id >= graph_->num_nodes()) return "a host step of no node";
+  const Node& node = graph_->node(launch.node_id);
+  const Kernel* kernel = kernel_registry().find(node.domain, node.op_type);
+  if (!kernel) return fmt::format("node '{}' ({}): no host kernel", node.name, node.op_type);
+  std::vector<Tensor> held;
+  held.reserve(node.inputs.size());
+  for (ValueId v : node.inputs) {
+    if (v == kNoId) continue;
+    auto t = read(v);
+    if (!t.is_ok()) return fmt::format("node '{}': {}", node.name, t.status().message());
+    held.push_back(std::move(t).value());
+  }
+  std::vector<const Tensor*> inputs;
+  size_t next = 0;
+  for (ValueId v : node.inputs) inputs.push_back(v == kNoId ? nullptr : &held[next++]);
+  KernelContext ctx(*graph_, node, std::move(inputs), 1);
+  ctx.set_communicator(communicator_);
+  if (Status status = (*kernel)(ctx); !status.is_ok()) return status.message();
+  for (size_t i = 0; i < node.outputs.size(); ++i) {
+    const ValueId out = node.outputs[i];
+    const std::shared_ptr<Tensor>& t = ctx.outputs()[i];
+    if (out == kNoId || !t || !lowering_->refs[out]) continue;
+    if (std::string problem =
+            device_->write(*lowering_->refs[out], t->bytes().data(), t->num_bytes());
+        !problem.empty())
+      return fmt::format("node '{}': writing '{}': {}", node.name, graph_->value(out).name,
+                         problem);
+  }
+  return "";
 }
 
 StatusOr<std::vector<TensorPtr>> CudaExecutor::run(const std::vector<Feed>& feeds) {

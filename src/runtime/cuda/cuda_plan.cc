@@ -1,16 +1,147 @@
-// Timing a plan's roles on one GPU, program by program, with communication stubbed.
+// A plan on the CUDA backend: its programs run by the plan runner (communication through the
+// host or over NCCL), and its roles timed on one GPU with their communication stubbed.
 #include "autopar/runtime/cuda_plan.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <set>
 
+#include "../program_runner.h"
 #include "autopar/runtime/cuda_executor.h"
 #include "autopar/runtime/plan_runner.h"
+#include "device.h"
+#include "lowering.h"
 
 namespace autopar::runtime {
+
+struct CudaDeviceContext {
+  CudaOptions options;  // device, communication, communicator, NCCL
+};
+
 namespace {
 
+// The GPU of this process among the node's: the local rank Open MPI (or another launcher that
+// sets it) gives, else the global rank, modulo the GPUs present.
+int local_device(int64_t rank) {
+  int64_t local = rank;
+  for (const char* name :
+       {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID", "LOCAL_RANK"}) {
+    if (const char* value = std::getenv(name); value != nullptr && *value != '\0') {
+      local = std::strtoll(value, nullptr, 10);
+      break;
+    }
+  }
+  const int count = cuda::device_count();
+  return count > 0 ? static_cast<int>(local % count) : 0;
+}
+
+// A tag no op of a plan uses: the NCCL id travels on it.
+constexpr int64_t kNcclIdTag = (int64_t{1} << 40) + 7;
+
+StatusOr<std::shared_ptr<cuda::NcclComms>> bootstrap_nccl(const Plan& plan, Communicator& comm,
+                                                          int device) {
+  ASSIGN_OR_RETURN(std::vector<std::vector<int64_t>> groups, plan_comm_groups(plan));
+  std::string id;
+  if (comm.rank() == 0) {
+    std::string problem;
+    id = cuda::nccl_unique_id(&problem);
+    if (id.empty()) return error("NCCL: {}", problem);
+    Tensor bytes(DType::kUInt8, {static_cast<int64_t>(id.size())});
+    std::copy(id.begin(), id.end(), bytes.mutable_bytes().begin());
+    for (int64_t r = 1; r < comm.size(); ++r) RETURN_IF_ERROR(comm.send(r, kNcclIdTag, bytes));
+  } else {
+    ASSIGN_OR_RETURN(Tensor bytes, comm.recv(0, kNcclIdTag));
+    id.assign(bytes.bytes().begin(), bytes.bytes().end());
+  }
+  std::vector<std::vector<int>> narrow;
+  for (const auto& g : groups) narrow.emplace_back(g.begin(), g.end());
+  std::string problem;
+  std::shared_ptr<cuda::NcclComms> comms = cuda::open_nccl(
+      device, static_cast<int>(comm.rank()), static_cast<int>(comm.size()), id, narrow, &problem);
+  if (!comms) return error("{}", problem);
+  return comms;
+}
+
+// A program on the CUDA backend: the inputs written to the device, one run (captured after
+// the first where nothing goes through the host), the outputs read back.
+class CudaProgramRunner : public ProgramRunner {
+ public:
+  explicit CudaProgramRunner(std::unique_ptr<CudaExecutor> executor)
+      : executor_(std::move(executor)) {
+    const auto& kinds = executor_->lowering().summary.launches_by_kind;
+    const auto dropout = kinds.find("dropout");
+    draws_ = dropout != kinds.end() && dropout->second > 0;
+  }
+
+  StatusOr<std::vector<TensorPtr>> run(const std::vector<TensorPtr>& inputs, RunStats*,
+                                       uint64_t stream) override {
+    // The device's Dropout draws by the node's seed alone; the CPU mixes in the run's stream.
+    if (draws_ && stream != 0)
+      return error(
+          "a Dropout of the program draws per microbatch and step, which the CUDA backend does "
+          "not do (the plan's first microbatch of its first step only)");
+    const std::vector<ValueId>& ids = executor_->graph().inputs();
+    if (ids.size() != inputs.size())
+      return error("{} inputs for a program of {}", inputs.size(), ids.size());
+    std::vector<Feed> feeds;
+    feeds.reserve(ids.size());
+    for (size_t i = 0; i < ids.size(); ++i) feeds.emplace_back(ids[i], inputs[i]);
+    return executor_->run(feeds);
+  }
+
+ private:
+  std::unique_ptr<CudaExecutor> executor_;
+  bool draws_ = false;
+};
+
 }  // namespace
+
+StatusOr<std::vector<std::vector<int64_t>>> plan_comm_groups(const Plan& plan) {
+  std::vector<std::vector<int64_t>> groups;
+  std::set<std::vector<int64_t>> seen;
+  const DeviceMesh& mesh = plan.scheme.mesh;
+  const int64_t devices = mesh.num_devices();
+  for (const Role& role : plan.roles) {
+    for (const Node& node : role.graph.nodes()) {
+      if (node.domain != kAutoparDomain || node.op_type == "Send" || node.op_type == "Recv")
+        continue;
+      for (int64_t d = 0; d < devices; ++d) {
+        if (plan.role_of(d).id != role.id) continue;
+        auto group = node_group(node, mesh, d, devices);
+        if (!group.is_ok())
+          return error("role {} node '{}' ({}): {}", role.id, node.name, node.op_type,
+                       group.status().message());
+        if (seen.insert(*group).second) groups.push_back(std::move(group).value());
+      }
+    }
+  }
+  return groups;
+}
+
+StatusOr<std::shared_ptr<CudaDeviceContext>> open_cuda_device(const Plan& plan, Communicator& comm,
+                                                              bool nccl) {
+  if (const std::string why = cuda::device_unavailable_reason(); !why.empty())
+    return error("--backend cuda: {}", why);
+  auto context = std::make_shared<CudaDeviceContext>();
+  CudaOptions& o = context->options;
+  o.communicator = &comm;
+  if (nccl) {
+    o.device = local_device(comm.rank());
+    o.communication = CudaCommunication::kNccl;
+    ASSIGN_OR_RETURN(o.nccl, bootstrap_nccl(plan, comm, o.device));
+  } else {
+    o.device = static_cast<int>(comm.rank() % std::max(1, cuda::device_count()));
+    o.communication = CudaCommunication::kHost;
+  }
+  return context;
+}
+
+StatusOr<std::unique_ptr<ProgramRunner>> cuda_program_runner(
+    const Graph& program, const std::shared_ptr<CudaDeviceContext>& device) {
+  ASSIGN_OR_RETURN(std::unique_ptr<CudaExecutor> executor,
+                   CudaExecutor::create(program, device->options));
+  return std::unique_ptr<ProgramRunner>(new CudaProgramRunner(std::move(executor)));
+}
 
 int64_t index_bound(const Graph& g, ValueId input) {
   int64_t bound = 0;
@@ -111,7 +242,7 @@ StatusOr<std::vector<CudaRoleTiming>> time_plan_roles_cuda(const Plan& plan, int
       const Program& prog = role.programs[p];
       ASSIGN_OR_RETURN(ProgramGraph pg, extract_program(role.graph, prog));
       CudaOptions options;
-      options.stub_communication = true;
+      options.communication = CudaCommunication::kStub;
       auto created = CudaExecutor::create(pg.graph, options);
       if (!created.is_ok())
         return error("role {} program {}: {}", role.id, prog.name(), created.status().message());

@@ -110,6 +110,8 @@ std::string dispatch(const Resolved& r, Context& ctx) {
       return library_call(enqueue_comm(r, ctx));
     case Kind::kCopyBytes:
       return copy_bytes(r, ctx);
+    case Kind::kHost:
+      return "a host step reached the device's dispatch";
   }
   return "unknown launch kind " + std::to_string(static_cast<int>(r.launch->kind));
 }
@@ -162,6 +164,8 @@ struct Device::Impl {
 
   bool ran = false;  // library choices made, so capture() may proceed
   cudaGraphExec_t graph = nullptr;
+  HostStep host_step;
+  bool host_launches = false;  // the loaded program has kHost launches
 
   ~Impl();
 
@@ -175,8 +179,6 @@ struct Device::Impl {
   }
   std::string check_range(const Ref& ref, int64_t bytes, const char* what) const;
   void drop_graph();
-  // Launch state is keyed by launch index; negative keys (sub-communicators, comm.cu) belong
-  // to the communicator rather than the program and outlive a load.
   void drop_launch_state();
   void free_regions();
   std::string validate() const;
@@ -187,9 +189,9 @@ Device::Impl::~Impl() {
   cudaSetDevice(ordinal);
   if (ctx.stream != nullptr) cudaStreamSynchronize(ctx.stream);
   drop_graph();
-  // Descriptors and sub-communicators first: they belong to the handles and the communicator.
+  // Descriptors first: they belong to the handles.
   ctx.state.clear();
-  if (ctx.nccl != nullptr) ncclCommDestroy(static_cast<ncclComm_t>(ctx.nccl));
+  ctx.nccl.reset();
   if (ctx.cudnn != nullptr) cudnnDestroy(static_cast<cudnnHandle_t>(ctx.cudnn));
   if (ctx.cublaslt != nullptr) cublasLtDestroy(static_cast<cublasLtHandle_t>(ctx.cublaslt));
   free_regions();
@@ -205,11 +207,7 @@ void Device::Impl::drop_graph() {
   graph = nullptr;
 }
 
-void Device::Impl::drop_launch_state() {
-  for (auto it = ctx.state.begin(); it != ctx.state.end();) {
-    it = it->first >= 0 ? ctx.state.erase(it) : std::next(it);
-  }
-}
+void Device::Impl::drop_launch_state() { ctx.state.clear(); }
 
 void Device::Impl::free_regions() {
   if (arena != nullptr) cudaFree(arena);
@@ -298,7 +296,17 @@ std::string Device::Impl::enqueue_all(std::vector<double>* per_launch) {
   for (size_t i = 0; i < resolved.size(); ++i) {
     ctx.launch_index = static_cast<int>(i);
     current_launch.store(resolved[i].launch, std::memory_order_relaxed);
-    std::string error = dispatch(resolved[i], ctx);
+    std::string error;
+    if (resolved[i].launch->kind == Kind::kHost) {
+      if (ctx.capturing)
+        error = "a host step cannot be captured";
+      else if (!host_step)
+        error = "a host step, and no host to run it (Device::set_host_step)";
+      else if ((error = sync("cudaStreamSynchronize")).empty())
+        error = host_step(*resolved[i].launch);
+    } else {
+      error = dispatch(resolved[i], ctx);
+    }
     if (error.empty() && per_launch != nullptr)
       error = cuda_error(cudaEventRecord(marks[i + 1], ctx.stream), "cudaEventRecord");
     if (!error.empty()) {
@@ -462,6 +470,8 @@ std::string Device::load(Program program) {
   d.loaded = false;
   d.ran = false;
   d.program = std::move(program);
+  d.host_launches = false;
+  for (const Launch& launch : d.program.launches) d.host_launches |= launch.kind == Kind::kHost;
 
   e = d.validate();
   if (!e.empty()) return "load: " + e;
@@ -624,6 +634,7 @@ std::string Device::capture() {
   Impl& d = *impl_;
   if (!d.loaded) return "capture: no program loaded";
   if (!d.ran) return "capture: the program has not run yet (library choices are made by run())";
+  if (d.host_launches) return "capture: the program has host steps; it runs eagerly";
   std::string e = d.set_device();
   if (!e.empty()) return "capture: " + e;
   d.drop_graph();
@@ -730,42 +741,24 @@ std::string Device::take_data_error() {
   return message;
 }
 
-std::string Device::init_nccl(int rank, int size, const std::string& unique_id) {
+std::string Device::use_nccl(std::shared_ptr<NcclComms> comms) {
   Impl& d = *impl_;
-  if (size <= 0 || rank < 0 || rank >= size) {
-    return "init_nccl: rank " + std::to_string(rank) + " of " + std::to_string(size);
-  }
-  if (unique_id.size() != NCCL_UNIQUE_ID_BYTES) {
-    return "init_nccl: the unique id has " + std::to_string(unique_id.size()) + " bytes, not " +
-           std::to_string(NCCL_UNIQUE_ID_BYTES);
+  if (comms == nullptr) return "use_nccl: no communicators";
+  if (comms->ordinal != d.ordinal) {
+    return "use_nccl: the communicators are on device " + std::to_string(comms->ordinal) +
+           ", this device is " + std::to_string(d.ordinal);
   }
   std::string e = d.set_device();
   if (e.empty()) e = d.sync("cudaStreamSynchronize");
-  if (!e.empty()) return "init_nccl: " + e;
-  if (d.ctx.nccl != nullptr) {
-    // The graph and the sub-communicators (negative keys) hold the old communicator; a run
-    // must split the new one before the next capture.
-    d.drop_graph();
-    for (auto it = d.ctx.state.begin(); it != d.ctx.state.end();) {
-      it = it->first < 0 ? d.ctx.state.erase(it) : std::next(it);
-    }
-    d.ran = false;
-    ncclCommDestroy(static_cast<ncclComm_t>(d.ctx.nccl));
-    d.ctx.nccl = nullptr;
-    d.ctx.nccl_rank = -1;
-  }
-  ncclUniqueId id;
-  std::memcpy(id.internal, unique_id.data(), NCCL_UNIQUE_ID_BYTES);
-  ncclComm_t comm = nullptr;
-  e = nccl_error(ncclCommInitRank(&comm, size, id, rank), nullptr,
-                 ("init_nccl: ncclCommInitRank (rank " + std::to_string(rank) + " of " +
-                  std::to_string(size) + ")")
-                     .c_str());
-  if (!e.empty()) return e;
-  d.ctx.nccl = comm;
-  d.ctx.nccl_rank = rank;
+  if (!e.empty()) return "use_nccl: " + e;
+  // A graph captured over other communicators must be captured again.
+  d.drop_graph();
+  d.ctx.nccl = std::move(comms);
   return "";
 }
+
+void Device::set_host_step(HostStep step) { impl_->host_step = std::move(step); }
+bool Device::has_host_steps() const { return impl_->host_launches; }
 
 int64_t Device::arena_bytes() const { return impl_->loaded ? impl_->program.arena_bytes : 0; }
 int64_t Device::persistent_bytes() const {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,6 +20,22 @@ std::string device_unavailable_reason();
 int device_count();
 // One line naming the device: "NVIDIA H200 (sm_90, 132 SMs, 139.8 GiB)".
 std::string device_description(int ordinal);
+
+// NCCL communicators of one process (launch.h defines it): the world, one rank per GPU, and a
+// communicator for each group the programs use.
+struct NcclComms;
+
+// Joins an NCCL world of `size` ranks as `rank` on device `ordinal` (`unique_id`: rank 0's
+// nccl_unique_id(), 128 bytes) and splits one communicator for every group in `groups` (the
+// global ranks, in order). Every rank passes the same groups in the same order: the splits are
+// collective over the world, so all of them are made here, before any program runs, and no
+// rank's first use of a group can wait on another's. Null with *error set on failure.
+std::shared_ptr<NcclComms> open_nccl(int ordinal, int rank, int size, const std::string& unique_id,
+                                     const std::vector<std::vector<int>>& groups,
+                                     std::string* error);
+
+// NCCL's unique id (128 bytes) for rank 0 to send to the others, or "" with *error set.
+std::string nccl_unique_id(std::string* error);
 
 // Timing of one program run, by CUDA events around it.
 struct RunTiming {
@@ -62,9 +79,16 @@ class Device {
   // read (and cleared) after a run.
   std::string take_data_error();
 
-  // NCCL: joins a communicator of `size` ranks as `rank`; `unique_id` is NCCL's 128-byte id
-  // from rank 0 (nccl_unique_id()). Needed before a program with kComm launches runs.
-  std::string init_nccl(int rank, int size, const std::string& unique_id);
+  // The communicators kComm launches run on (open_nccl, on this device's ordinal); shared by
+  // the devices of one process's programs. Needed before a program with kComm launches runs.
+  std::string use_nccl(std::shared_ptr<NcclComms> comms);
+
+  // What runs a kHost launch: called after every earlier launch has finished, it reads the
+  // launch's inputs and writes its outputs (read() and write()). A program with kHost launches
+  // runs eagerly: capture() refuses it.
+  using HostStep = std::function<std::string(const Launch&)>;
+  void set_host_step(HostStep step);
+  bool has_host_steps() const;
 
   int64_t arena_bytes() const;
   int64_t persistent_bytes() const;
@@ -75,8 +99,5 @@ class Device {
   explicit Device(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
-
-// NCCL's unique id (128 bytes) for rank 0 to broadcast, or "" with *error set.
-std::string nccl_unique_id(std::string* error);
 
 }  // namespace autopar::cuda

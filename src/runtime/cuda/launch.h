@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "program.h"
 
@@ -22,13 +23,22 @@ struct DataError {
   int launch;       // the launch's position in the program
 };
 
+struct NcclComms {
+  void* world = nullptr;  // ncclComm_t; its rank is the global rank
+  int rank = -1, size = 0, ordinal = 0;
+  std::map<std::vector<int>, void*> groups;  // ncclComm_t of each group, split from the world
+  NcclComms() = default;
+  NcclComms(const NcclComms&) = delete;
+  NcclComms& operator=(const NcclComms&) = delete;
+  ~NcclComms();
+};
+
 struct Context {
   cudaStream_t stream = nullptr;
-  void* cublaslt = nullptr;  // cublasLtHandle_t
-  void* cudnn = nullptr;     // cudnnHandle_t
-  void* nccl = nullptr;      // ncclComm_t, null without init_nccl
-  int nccl_rank = -1;
-  void* workspace = nullptr;  // for cuBLASLt and cuDNN, allocated before capture
+  void* cublaslt = nullptr;         // cublasLtHandle_t
+  void* cudnn = nullptr;            // cudnnHandle_t
+  std::shared_ptr<NcclComms> nccl;  // null without Device::use_nccl
+  void* workspace = nullptr;        // for cuBLASLt and cuDNN, allocated before capture
   size_t workspace_bytes = 0;
   DataError* error = nullptr;  // device memory
   int launch_index = 0;        // the launch being enqueued (kernels write it into DataError)

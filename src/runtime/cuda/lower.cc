@@ -9,6 +9,7 @@
 
 #include "autopar/ir/verify.h"
 #include "autopar/ops/op_def.h"
+#include "autopar/runtime/communicator.h"
 #include "autopar/runtime/constant_folding.h"
 #include "autopar/runtime/kernel.h"
 #include "lowering.h"
@@ -16,6 +17,8 @@
 namespace autopar::runtime {
 
 using cuda::Access;
+using cuda::CommOp;
+using cuda::CommParams;
 using cuda::Dt;
 using cuda::Kind;
 using cuda::Launch;
@@ -302,6 +305,11 @@ class Lowerer {
   Status lower_pool(const Node& node);
   Status lower_shape_op(const Node& node, bool& handled);
   Status lower_comm(const Node& node);
+  Status lower_comm_stub(const Node& node);
+  Status lower_shard(const Node& node);
+  Status lower_nccl(const Node& node);
+  StatusOr<std::vector<int>> comm_group(const Node& node) const;
+  void permute_parts(ValueId parts, ValueId whole, int64_t axis, bool to_whole, const Node& node);
   // A gather's or scatter's launch over {data, indices[, updates]} -> {y}.
   Status add_indexing(Launch l, const Node& node, bool scatter);
   void matmul(ValueId a, ValueId b, ValueId c, cuda::MatMulParams p, int64_t base_a, int64_t base_b,
@@ -1209,12 +1217,38 @@ Status Lowerer::add_indexing(Launch l, const Node& node, bool scatter) {
 // ---- communication ------------------------------------------------------------------------
 
 Status Lowerer::lower_comm(const Node& node) {
-  if (!options_.stub_communication) {
-    return error(
-        "node '{}' ({}): plans across several GPUs (NCCL) are not lowered yet; a role runs on one "
-        "GPU with its communication stubbed (autopar profile --backend cuda)",
-        node.name, node.op_type);
+  switch (options_.communication) {
+    case CudaCommunication::kNone:
+      return error(
+          "node '{}' ({}): a communication op, and the graph runs alone (a plan's role runs on "
+          "the CUDA backend with its devices' communicators)",
+          node.name, node.op_type);
+    case CudaCommunication::kStub:
+      return lower_comm_stub(node);
+    case CudaCommunication::kHost:
+    case CudaCommunication::kNccl:
+      break;
   }
+  if (!options_.communicator)
+    return error("node '{}' ({}): no communicator to run it on", node.name, node.op_type);
+  const std::string& op = node.op_type;
+  const bool zigzag = node.attr_int("zigzag", 0) != 0;
+  if (op == "Shard" && !zigzag) return lower_shard(node);
+  // Sends and receives go through the host under NCCL too: the runtime's sends do not wait for
+  // the receiver (a pipeline schedule relies on it), and NCCL's do.
+  const bool collective = op != "Send" && op != "Recv" && op != "HaloExchange";
+  if (options_.communication == CudaCommunication::kNccl && collective && !zigzag)
+    return lower_nccl(node);
+  // Through the host: the CPU runtime's kernel on the communicator.
+  Launch l;
+  l.kind = Kind::kHost;
+  for (ValueId v : node.inputs) l.in.push_back(v == kNoId ? Access{} : whole(v));
+  for (ValueId v : node.outputs) l.out.push_back(v == kNoId ? Access{} : whole(v));
+  add(std::move(l), node.inputs, node.outputs, &node);
+  return Status::ok();
+}
+
+Status Lowerer::lower_comm_stub(const Node& node) {
   const std::string& op = node.op_type;
   if (op == "Send") return Status::ok();
   const ValueId y = node.output(0);
@@ -1226,6 +1260,127 @@ Status Lowerer::lower_comm(const Node& node) {
   }
   fill(y, 0.0, &node);
   return Status::ok();
+}
+
+StatusOr<std::vector<int>> Lowerer::comm_group(const Node& node) const {
+  const Communicator& comm = *options_.communicator;
+  auto group = node_group(node, comm.mesh(), comm.rank(), comm.size());
+  if (!group.is_ok())
+    return error("node '{}' ({}): {}", node.name, node.op_type, group.status().message());
+  if (std::find(group->begin(), group->end(), comm.rank()) == group->end())
+    return error("node '{}' ({}): rank {} is not in group [{}]", node.name, node.op_type,
+                 comm.rank(), fmt::join(*group, ","));
+  return std::vector<int>(group->begin(), group->end());
+}
+
+// This device's part of its input along `axis`: a slice, no communication.
+Status Lowerer::lower_shard(const Node& node) {
+  ASSIGN_OR_RETURN(std::vector<int> group, comm_group(node));
+  const ValueId x = node.inputs[0], y = node.outputs[0];
+  const int64_t rank = static_cast<int64_t>(dims(x).size());
+  const int64_t axis = normalize(node.attr_int("axis", 0), rank);
+  const int64_t me =
+      std::find(group.begin(), group.end(), options_.communicator->rank()) - group.begin();
+  const std::vector<int64_t> xs = row_major(dims(x));
+  copy(y, dense(y), x, access(x, xs, me * dims(y)[axis] * xs[axis]), dims(y), &node);
+  return Status::ok();
+}
+
+// NCCL runs collectives along dim 0: an exchange along another axis goes through a temporary
+// [n, part...] that holds the members' parts one after another, permuted in or out by a copy.
+// `parts` [n, part...] is written from (or read into) `whole`, whose `axis` holds the parts
+// side by side: part r's element (.., i, ..) is whole's (.., r·len + i, ..).
+void Lowerer::permute_parts(ValueId parts, ValueId whole, int64_t axis, bool to_whole,
+                            const Node& node) {
+  const std::vector<int64_t>& pd = dims(parts);
+  const std::vector<int64_t> ws = row_major(dims(whole));
+  std::vector<int64_t> strides = {pd[static_cast<size_t>(axis) + 1] * ws[axis]};
+  strides.insert(strides.end(), ws.begin(), ws.end());
+  if (to_whole)
+    copy(whole, access(whole, strides), parts, dense(parts), pd, &node);
+  else
+    copy(parts, dense(parts), whole, access(whole, strides), pd, &node);
+}
+
+Status Lowerer::lower_nccl(const Node& node) {
+  const std::string& op = node.op_type;
+  Launch l;
+  l.kind = Kind::kComm;
+  CommParams& p = l.comm;
+  const ValueId x = node.input(0), y = node.output(0);
+  ASSIGN_OR_RETURN(p.group, comm_group(node));
+  const int64_t n = static_cast<int64_t>(p.group.size());
+  auto reduction = [&]() -> Status {
+    ASSIGN_OR_RETURN(ReduceOp r, parse_reduce_op(node.attr_string("op", "sum")));
+    p.reduce = r == ReduceOp::kSum ? 0 : r == ReduceOp::kMax ? 1 : 2;
+    return Status::ok();
+  };
+  // A temporary of the members' parts [n, part...] where `axis` is not already outermost.
+  auto parts_of = [&](ValueId v, int64_t axis) -> ValueId {
+    if (product(dims(v), 0, static_cast<size_t>(axis)) == 1) return kNoId;
+    std::vector<int64_t> pd = dims(v);
+    pd[static_cast<size_t>(axis)] /= n;
+    pd.insert(pd.begin(), n);
+    return temp(dt(v), pd);
+  };
+  if (op == "AllReduce" || op == "Broadcast") {
+    if (op == "AllReduce") {
+      RETURN_IF_ERROR(reduction());
+      p.op = CommOp::kAllReduce;
+    } else {
+      p.op = CommOp::kBroadcast;
+      const int64_t root = node.attr_int("root", 0);
+      const auto at = std::find(p.group.begin(), p.group.end(), root);
+      if (at == p.group.end())
+        return error("node '{}' (Broadcast): root {} is not in group [{}]", node.name, root,
+                     fmt::join(p.group, ","));
+      p.root = static_cast<int>(at - p.group.begin());
+    }
+    p.count = count(y);
+    l.in = {whole(x)};
+    l.out = {whole(y)};
+    add(std::move(l), {x}, {y}, &node);
+    return Status::ok();
+  }
+  const int64_t rank = static_cast<int64_t>(dims(x).size());
+  if (op == "AllGather") {
+    const int64_t axis = normalize(node.attr_int("axis", 0), rank);
+    p.op = CommOp::kAllGather;
+    p.count = count(x);
+    const ValueId parts = parts_of(y, axis);
+    l.in = {whole(x)};
+    l.out = {whole(parts == kNoId ? y : parts)};
+    add(std::move(l), {x}, {parts == kNoId ? y : parts}, &node);
+    if (parts != kNoId) permute_parts(parts, y, axis, true, node);
+    return Status::ok();
+  }
+  if (op == "ReduceScatter") {
+    RETURN_IF_ERROR(reduction());
+    const int64_t axis = normalize(node.attr_int("axis", 0), rank);
+    p.op = CommOp::kReduceScatter;
+    p.count = count(x);
+    const ValueId parts = parts_of(x, axis);
+    if (parts != kNoId) permute_parts(parts, x, axis, false, node);
+    l.in = {whole(parts == kNoId ? x : parts)};
+    l.out = {whole(y)};
+    add(std::move(l), {parts == kNoId ? x : parts}, {y}, &node);
+    return Status::ok();
+  }
+  if (op == "AllToAll") {
+    const int64_t split = normalize(node.attr_int("split_axis", 0), rank);
+    const int64_t concat = normalize(node.attr_int("concat_axis", 0), rank);
+    p.op = CommOp::kAllToAll;
+    p.count = count(x);
+    const ValueId sent = parts_of(x, split), received = parts_of(y, concat);
+    if (sent != kNoId) permute_parts(sent, x, split, false, node);
+    const ValueId from = sent == kNoId ? x : sent, to = received == kNoId ? y : received;
+    l.in = {whole(from)};
+    l.out = {whole(to)};
+    add(std::move(l), {from}, {to}, &node);
+    if (received != kNoId) permute_parts(received, y, concat, true, node);
+    return Status::ok();
+  }
+  return error("node '{}' ({}): no NCCL lowering", node.name, op);
 }
 
 // ---- one node ----------------------------------------------------------------------------

@@ -22,6 +22,12 @@ std::string nccl_unique_id(std::string* error) {
   return "";
 }
 
+std::shared_ptr<NcclComms> open_nccl(int, int, int, const std::string&,
+                                     const std::vector<std::vector<int>>&, std::string* error) {
+  if (error != nullptr) *error = kReason;
+  return nullptr;
+}
+
 struct Device::Impl {};
 
 Device::Device(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -42,7 +48,9 @@ std::string Device::capture() { return kReason; }
 bool Device::captured() const { return false; }
 std::string Device::replay(int, std::vector<double>*) { return kReason; }
 std::string Device::take_data_error() { return kReason; }
-std::string Device::init_nccl(int, int, const std::string&) { return kReason; }
+std::string Device::use_nccl(std::shared_ptr<NcclComms>) { return kReason; }
+void Device::set_host_step(HostStep) {}
+bool Device::has_host_steps() const { return false; }
 int64_t Device::arena_bytes() const { return 0; }
 int64_t Device::persistent_bytes() const { return 0; }
 

@@ -280,10 +280,10 @@ struct ConvParams {
 };
 
 // ---- communication (ai.autopar) -----------------------------------------------------------
-// kComm: over NCCL where the device has a communicator; on a device profiled alone the
-// lowering replaces each with what it produces from recorded shapes (a kMap), so no kComm
-// reaches it. AllGather / ReduceScatter / AllToAll along dim 0 only (the lowering permutes
-// around other axes). group: the global ranks, in order.
+// kComm: over NCCL, on the communicators the device was given (Device::use_nccl). AllGather /
+// ReduceScatter / AllToAll along dim 0 only (the lowering permutes around other axes). group:
+// the global ranks, in order. A role profiled alone replaces each communication op with what
+// it produces from recorded shapes (a kMap); one run through the host is a kHost launch.
 enum class CommOp : uint8_t {
   kSend,
   kRecv,
@@ -323,6 +323,10 @@ enum class Kind : uint8_t {
   kConv,
   kComm,
   kCopyBytes,  // outputs[0] = inputs[0], `bytes` of them (a state update, a feed in place)
+  // The host runs the node (Device::set_host_step): after every earlier launch has finished,
+  // it reads `in` and writes `out` (communication through the host's communicator). A program
+  // with one runs eagerly only.
+  kHost,
 };
 
 struct Launch {
@@ -356,10 +360,10 @@ struct Launch {
 
 inline const char* kind_name(Kind kind) {
   static const char* const kNames[] = {
-      "map",           "reduce",    "softmax", "layer_norm",      "layer_norm_grad",  "batch_norm",
-      "cross_entropy", "adam",      "gather",  "gather_elements", "scatter_elements", "gather_nd",
-      "scatter_nd",    "pool",      "resize",  "dropout",         "matmul",           "conv",
-      "comm",          "copy_bytes"};
+      "map",           "reduce",     "softmax", "layer_norm",      "layer_norm_grad",  "batch_norm",
+      "cross_entropy", "adam",       "gather",  "gather_elements", "scatter_elements", "gather_nd",
+      "scatter_nd",    "pool",       "resize",  "dropout",         "matmul",           "conv",
+      "comm",          "copy_bytes", "host"};
   return kNames[static_cast<int>(kind)];
 }
 

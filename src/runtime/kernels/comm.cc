@@ -15,22 +15,8 @@ StatusOr<Communicator*> communicator_of(const KernelContext& ctx) {
 }  // namespace
 
 StatusOr<std::vector<int64_t>> comm_group(const KernelContext& ctx, const Communicator& comm) {
-  const Node& n = ctx.node();
-  if (n.attr("group")) return n.attr_ints("group");
-  const Attribute* axes = n.attr("axes");
-  if (!axes) return ctx.fail("has neither 'group' nor 'axes'");
-  const DeviceMesh& mesh = comm.mesh();
-  if (mesh.num_devices() != comm.size())
-    return ctx.fail("names mesh axes, but the communicator has no mesh of {} devices", comm.size());
-  for (const std::string& axis : axes->strings()) {
-    if (!mesh.has_axis(axis)) return ctx.fail("mesh {} has no axis '{}'", mesh.to_string(), axis);
-  }
-  std::vector<int64_t> group = mesh.group(comm.rank(), axes->strings());
-  if (static_cast<int64_t>(group.size()) != n.attr_int("group_size", -1)) {
-    return ctx.fail("group over [{}] has {} devices on mesh {}, the graph expects {}",
-                    fmt::join(axes->strings(), ","), group.size(), mesh.to_string(),
-                    n.attr_int("group_size", -1));
-  }
+  auto group = node_group(ctx.node(), comm.mesh(), comm.rank(), comm.size());
+  if (!group.is_ok()) return ctx.fail("{}", group.status().message());
   return group;
 }
 
@@ -51,20 +37,9 @@ StatusOr<Tensor> reorder_pairs(const KernelContext& ctx, const Tensor& x, int64_
 }
 
 StatusOr<int64_t> peer_of(const KernelContext& ctx, const Communicator& comm) {
-  const Node& n = ctx.node();
-  if (!n.attr("peer_axis")) return n.attr_int("peer", -1);
-  const DeviceMesh& mesh = comm.mesh();
-  const std::string axis = n.attr_string("peer_axis", "");
-  const int64_t a = mesh.axis_index(axis);
-  if (a < 0 || mesh.num_devices() != comm.size())
-    return ctx.fail("mesh {} has no axis '{}'", mesh.to_string(), axis);
-  std::vector<int64_t> coords = mesh.coords(comm.rank());
-  const int64_t coord = n.attr_int("peer_coord", -1);
-  if (coord < 0 || coord >= mesh.axes()[a].size)
-    return ctx.fail("peer_coord {} is outside axis {} of size {}", coord, axis,
-                    mesh.axes()[a].size);
-  coords[a] = coord;
-  return mesh.device(coords);
+  auto peer = node_peer(ctx.node(), comm.mesh(), comm.rank(), comm.size());
+  if (!peer.is_ok()) return ctx.fail("{}", peer.status().message());
+  return peer;
 }
 
 StatusOr<ReduceOp> reduction_of(const KernelContext& ctx) {

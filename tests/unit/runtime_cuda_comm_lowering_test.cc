@@ -1,0 +1,356 @@
+// The CUDA backend's communication, tested without a GPU: what a plan's ai.autopar ops become
+// under NCCL (collectives along dim 0 with the copies that permute the members' parts around
+// another axis) and through the host, and, by running the lowered programs of every rank on a
+// small host interpreter of their copies and collectives, that they compute what the CPU
+// runtime's kernels compute on the same communicator groups.
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "autopar/ir/builder.h"
+#include "autopar/parallel/lowering.h"
+#include "autopar/parallel/scheme.h"
+#include "autopar/runtime/communicator.h"
+#include "autopar/runtime/cuda_executor.h"
+#include "autopar/runtime/executor.h"
+#include "autopar/runtime/plan_runner.h"
+#include "autopar/zoo/zoo.h"
+#include "runtime/cuda/lowering.h"
+#include "runtime/program_runner.h"
+
+namespace autopar::runtime {
+namespace {
+
+using cuda::CommOp;
+using cuda::Kind;
+using cuda::Launch;
+
+DeviceMesh mesh_dp2_tp2() {
+  auto mesh = DeviceMesh::create({{"dp", 2}, {"tp", 2}});
+  EXPECT_TRUE(mesh.is_ok());
+  return *mesh;
+}
+
+// One communication node over mesh axis `axis` of dp 2 · tp 2: x [2, 4, 6] -> y.
+Graph comm_graph(const std::string& op, const std::string& axis, Attributes attrs) {
+  GraphBuilder b("device");
+  b.mutable_graph().opsets[std::string(kAutoparDomain)] = 1;
+  const ValueId x = b.input("x", DType::kFloat32, {2, 4, 6});
+  attrs["axes"] = std::vector<std::string>{axis};
+  attrs["group_size"] = int64_t{2};
+  b.output(b.op(op, {x}, attrs, 1, kAutoparDomain)[0], "y");
+  return b.finish();
+}
+
+Tensor input_of(int64_t rank) {
+  Tensor t(DType::kFloat32, {2, 4, 6});
+  for (int64_t i = 0; i < t.num_elements(); ++i)
+    t.set_from_double(i, static_cast<double>(100 * rank + i));
+  return t;
+}
+
+// Runs body(rank, communicator) on a thread per rank of dp 2 · tp 2.
+template <typename Body>
+void on_ranks(Body body) {
+  auto world = create_inproc_world(4, std::chrono::milliseconds(5000));
+  std::vector<std::thread> threads;
+  for (int64_t r = 0; r < 4; ++r) {
+    world[r]->set_mesh(mesh_dp2_tp2());
+    threads.emplace_back([&, r] { body(r, *world[r]); });
+  }
+  for (auto& t : threads) t.join();
+}
+
+// What the CPU runtime's kernel computes on every rank.
+std::vector<Tensor> cpu_outputs(const Graph& g) {
+  std::vector<Tensor> out(4);
+  on_ranks([&](int64_t r, Communicator& comm) {
+    ExecutorOptions options;
+    options.communicator = &comm;
+    auto executor = Executor::create(g, options);
+    ASSERT_TRUE(executor.is_ok()) << executor.status().message();
+    auto y = executor->run_inputs({std::make_shared<const Tensor>(input_of(r))});
+    ASSERT_TRUE(y.is_ok()) << y.status().message();
+    out[r] = *(*y)[0];
+  });
+  return out;
+}
+
+// Every rank's lowering of `g` under `mode`.
+std::vector<std::shared_ptr<const CudaLowering>> lowerings(const Graph& g, CudaCommunication mode) {
+  std::vector<std::shared_ptr<const CudaLowering>> out(4);
+  auto world = create_inproc_world(4, std::chrono::milliseconds(5000));
+  for (int64_t r = 0; r < 4; ++r) {
+    world[r]->set_mesh(mesh_dp2_tp2());
+    CudaOptions options;
+    options.communication = mode;
+    options.communicator = world[r].get();
+    auto l = lower_for_cuda(g, options);
+    EXPECT_TRUE(l.is_ok()) << l.status().message();
+    if (l.is_ok()) out[r] = *l;
+  }
+  return out;
+}
+
+// The host interpreter: one rank's regions, and its launches run in step with the other
+// ranks'. It runs copies (kMap of one load and one store) and kComm launches in float32.
+struct RankMemory {
+  std::vector<uint8_t> arena, persistent;
+  float* at(const cuda::Ref& ref, int64_t element) {
+    auto& region = ref.region == cuda::Region::kArena ? arena : persistent;
+    return reinterpret_cast<float*>(region.data() + ref.offset) + element;
+  }
+};
+
+void run_copy(const Launch& l, RankMemory& m) {
+  ASSERT_EQ(l.map.code.size(), 2u) << l.node;
+  ASSERT_EQ(l.map.code[0].op, cuda::MapOp::kLoad);
+  ASSERT_EQ(l.map.code[1].op, cuda::MapOp::kStore);
+  const int rank = l.space.rank;
+  std::vector<int64_t> index(static_cast<size_t>(rank), 0);
+  for (int64_t p = 0; p < l.space.count(); ++p) {
+    int64_t in = l.in[0].base, out = l.out[0].base;
+    for (int d = 0; d < rank; ++d) {
+      in += index[d] * l.in[0].strides[d];
+      out += index[d] * l.out[0].strides[d];
+    }
+    *m.at(l.out[0].ref, out) = *m.at(l.in[0].ref, in);
+    for (int d = rank - 1; d >= 0; --d) {
+      if (++index[d] < l.space.dims[d]) break;
+      index[d] = 0;
+    }
+  }
+}
+
+// Launch i of every rank, all of them kComm: what NCCL does with them.
+void run_collective(const std::vector<const Launch*>& launches, std::vector<RankMemory>& memory) {
+  for (size_t r = 0; r < launches.size(); ++r) {
+    const cuda::CommParams& p = launches[r]->comm;
+    const int64_t n = static_cast<int64_t>(p.group.size());
+    const int64_t me =
+        std::find(p.group.begin(), p.group.end(), static_cast<int>(r)) - p.group.begin();
+    ASSERT_LT(me, n) << "rank " << r << " outside its group";
+    auto in = [&](int64_t member, int64_t i) {
+      const Launch& l = *launches[static_cast<size_t>(p.group[member])];
+      return *memory[static_cast<size_t>(p.group[member])].at(l.in[0].ref, i);
+    };
+    float* out = memory[r].at(launches[r]->out[0].ref, 0);
+    for (int64_t k = 0; k < n; ++k) {
+      const cuda::CommParams& other = launches[static_cast<size_t>(p.group[k])]->comm;
+      ASSERT_EQ(other.group, p.group);
+      ASSERT_EQ(other.count, p.count);
+    }
+    const int64_t count = p.count, chunk = count / n;
+    switch (p.op) {
+      case CommOp::kAllReduce:
+        for (int64_t i = 0; i < count; ++i) {
+          float sum = 0;
+          for (int64_t k = 0; k < n; ++k) sum += in(k, i);
+          out[i] = sum;
+        }
+        break;
+      case CommOp::kReduceScatter:
+        for (int64_t i = 0; i < chunk; ++i) {
+          float sum = 0;
+          for (int64_t k = 0; k < n; ++k) sum += in(k, me * chunk + i);
+          out[i] = sum;
+        }
+        break;
+      case CommOp::kAllGather:
+        for (int64_t k = 0; k < n; ++k)
+          for (int64_t i = 0; i < count; ++i) out[k * count + i] = in(k, i);
+        break;
+      case CommOp::kAllToAll:
+        for (int64_t k = 0; k < n; ++k)
+          for (int64_t i = 0; i < chunk; ++i) out[k * chunk + i] = in(k, me * chunk + i);
+        break;
+      case CommOp::kBroadcast:
+        for (int64_t i = 0; i < count; ++i) out[i] = in(p.root, i);
+        break;
+      default:
+        FAIL() << "unexpected op";
+    }
+  }
+}
+
+// Every rank's program run on the interpreter; y of each rank.
+std::vector<Tensor> interpreted(const Graph& g,
+                                const std::vector<std::shared_ptr<const CudaLowering>>& ls) {
+  std::vector<RankMemory> memory(4);
+  const ValueId x = g.inputs()[0], y = g.outputs()[0];
+  for (size_t r = 0; r < 4; ++r) {
+    const cuda::Program& p = ls[r]->program;
+    memory[r].arena.assign(static_cast<size_t>(p.arena_bytes), 0xFF);
+    memory[r].persistent.assign(static_cast<size_t>(p.persistent_bytes), 0);
+    for (const cuda::Upload& u : p.uploads)
+      std::copy(u.bytes.begin(), u.bytes.end(), memory[r].persistent.begin() + u.offset);
+    const Tensor t = input_of(static_cast<int64_t>(r));
+    std::memcpy(memory[r].at(*ls[r]->refs[x], 0), t.bytes().data(), t.num_bytes());
+    EXPECT_EQ(p.launches.size(), ls[0]->program.launches.size());
+  }
+  for (size_t i = 0; i < ls[0]->program.launches.size(); ++i) {
+    const Kind kind = ls[0]->program.launches[i].kind;
+    if (kind == Kind::kComm) {
+      std::vector<const Launch*> launches;
+      for (size_t r = 0; r < 4; ++r) launches.push_back(&ls[r]->program.launches[i]);
+      run_collective(launches, memory);
+      continue;
+    }
+    EXPECT_EQ(kind, Kind::kMap) << cuda::kind_name(kind);
+    for (size_t r = 0; r < 4; ++r) run_copy(ls[r]->program.launches[i], memory[r]);
+  }
+  std::vector<Tensor> out;
+  for (size_t r = 0; r < 4; ++r) {
+    Tensor t(DType::kFloat32, g.value(y).shape.dims);
+    std::memcpy(t.mutable_bytes().data(), memory[r].at(*ls[r]->refs[y], 0), t.num_bytes());
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+struct Case {
+  std::string op;
+  std::string axis;  // mesh axis
+  Attributes attrs;
+  std::string launches;    // rank 0's launch kinds
+  std::vector<int> group;  // rank 0's NCCL group
+};
+
+// Each collective along every dim: over tp the groups are {0, 1} and {2, 3}, over dp {0, 2} and
+// {1, 3}. A dim other than the outermost takes a copy into or out of the parts' temporary.
+TEST(CudaCommLowering, NcclCollectivesComputeWhatTheCpuKernelsDo) {
+  const std::vector<Case> cases = {
+      {"AllReduce", "tp", {}, "comm", {0, 1}},
+      {"AllReduce", "dp", {}, "comm", {0, 2}},
+      {"AllGather", "tp", {{"axis", int64_t{0}}}, "comm", {0, 1}},
+      {"AllGather", "tp", {{"axis", int64_t{1}}}, "comm map", {0, 1}},
+      {"AllGather", "dp", {{"axis", int64_t{-1}}}, "comm map", {0, 2}},
+      {"ReduceScatter", "tp", {{"axis", int64_t{0}}}, "comm", {0, 1}},
+      {"ReduceScatter", "dp", {{"axis", int64_t{1}}}, "map comm", {0, 2}},
+      {"ReduceScatter", "tp", {{"axis", int64_t{2}}}, "map comm", {0, 1}},
+      {"AllToAll", "tp", {{"split_axis", int64_t{0}}, {"concat_axis", int64_t{1}}}, "comm", {0, 1}},
+      {"AllToAll",
+       "dp",
+       {{"split_axis", int64_t{2}}, {"concat_axis", int64_t{0}}},
+       "map comm",
+       {0, 2}},
+      {"AllToAll",
+       "tp",
+       {{"split_axis", int64_t{1}}, {"concat_axis", int64_t{2}}},
+       "map comm map",
+       {0, 1}},
+      {"Shard", "tp", {{"axis", int64_t{1}}}, "map", {}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.op + " over " + c.axis);
+    const Graph g = comm_graph(c.op, c.axis, c.attrs);
+    const auto ls = lowerings(g, CudaCommunication::kNccl);
+    ASSERT_TRUE(ls[0] && ls[1] && ls[2] && ls[3]);
+    std::vector<std::string> kinds;
+    for (const Launch& l : ls[0]->program.launches) {
+      kinds.push_back(cuda::kind_name(l.kind));
+      if (l.kind == Kind::kComm) {
+        EXPECT_EQ(l.comm.group, c.group);
+      }
+    }
+    EXPECT_EQ(fmt::format("{}", fmt::join(kinds, " ")), c.launches);
+    const std::vector<Tensor> expected = cpu_outputs(g);
+    const std::vector<Tensor> got = interpreted(g, ls);
+    for (size_t r = 0; r < 4; ++r) {
+      ASSERT_EQ(got[r].dims(), expected[r].dims()) << "rank " << r;
+      EXPECT_EQ(got[r].bytes(), expected[r].bytes()) << "rank " << r;
+    }
+  }
+}
+
+// Sends, receives, halo exchanges and zigzag chunk pairs go through the host under NCCL too;
+// under kHost every communication op does, except a plain Shard (a slice on the device).
+TEST(CudaCommLowering, WhatGoesThroughTheHost) {
+  for (const auto& [op, attrs] : std::vector<std::pair<std::string, Attributes>>{
+           {"HaloExchange", {{"axis", int64_t{1}}, {"before", int64_t{1}}, {"after", int64_t{1}}}},
+           {"AllGather", {{"axis", int64_t{1}}, {"zigzag", int64_t{1}}}}}) {
+    const auto ls = lowerings(comm_graph(op, "tp", attrs), CudaCommunication::kNccl);
+    ASSERT_TRUE(ls[0]);
+    ASSERT_EQ(ls[0]->program.launches.size(), 1u) << op;
+    EXPECT_EQ(ls[0]->program.launches[0].kind, Kind::kHost) << op;
+  }
+  const auto host = lowerings(comm_graph("AllReduce", "tp", {}), CudaCommunication::kHost);
+  ASSERT_TRUE(host[0]);
+  ASSERT_EQ(host[0]->program.launches.size(), 1u);
+  EXPECT_EQ(host[0]->program.launches[0].kind, Kind::kHost);
+  EXPECT_EQ(host[0]->program.launches[0].node_id, 0);
+  const auto shard =
+      lowerings(comm_graph("Shard", "tp", {{"axis", int64_t{1}}}), CudaCommunication::kHost);
+  ASSERT_TRUE(shard[0]);
+  EXPECT_EQ(shard[0]->summary.launches_by_kind.at("map"), 1);
+
+  // A graph run alone has no communicator: the op is refused, naming it.
+  auto alone = lower_for_cuda(comm_graph("AllReduce", "tp", {}), CudaOptions{});
+  ASSERT_FALSE(alone.is_ok());
+  EXPECT_EQ(alone.status().message(),
+            "node 'AllReduce' (AllReduce): a communication op, and the graph runs alone (a "
+            "plan's role runs on the CUDA backend with its devices' communicators)");
+}
+
+// Every program of the tensor- and pipeline-parallel plans of the tiny zoo lowers under NCCL
+// for every device; its point-to-point ops are host steps and its collectives kComm launches,
+// one per collective node.
+TEST(CudaCommLowering, TinyZooPlansLowerForEveryDeviceUnderNccl) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"gpt-tiny", "mesh: {dp: 2, tp: 2}\nbatch: {global: 4, micro: 2}\ntensor: megatron-sp\n"},
+      {"mlp", "mesh: {pp: 2, dp: 2}\nbatch: {global: 8, micro: 2}\npipeline: {schedule: 1f1b}\n"},
+      {"bert-tiny", "mesh: {dp: 2, tp: 2}\nbatch: {global: 4, micro: 2}\nzero: 3\n"}};
+  for (const auto& [name, yaml] : cases) {
+    SCOPED_TRACE(name);
+    auto scheme = parse_scheme(yaml, "scheme");
+    ASSERT_TRUE(scheme.is_ok()) << scheme.status().message();
+    ZooOptions zoo;
+    zoo.batch = 8;
+    auto model = build_zoo_model(name, zoo);
+    ASSERT_TRUE(model.is_ok());
+    auto plan = lower(*model, *scheme, LoweringOptions{});
+    ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+    auto groups = plan_comm_groups(*plan);
+    ASSERT_TRUE(groups.is_ok()) << groups.status().message();
+    auto world = create_inproc_world(4, std::chrono::milliseconds(5000));
+    int64_t collectives = 0, comm_launches = 0, p2p = 0, host_launches = 0;
+    for (int64_t d = 0; d < 4; ++d) {
+      world[d]->set_mesh(plan->scheme.mesh);
+      const Role& role = plan->role_of(d);
+      for (const Program& prog : role.programs) {
+        auto pg = extract_program(role.graph, prog);
+        ASSERT_TRUE(pg.is_ok());
+        CudaOptions options;
+        options.communication = CudaCommunication::kNccl;
+        options.communicator = world[d].get();
+        auto l = lower_for_cuda(pg->graph, options);
+        ASSERT_TRUE(l.is_ok()) << "device " << d << " " << prog.name() << ": "
+                               << l.status().message();
+        for (const Node& n : pg->graph.nodes()) {
+          if (n.domain != kAutoparDomain || n.op_type == "Shard") continue;
+          const bool point = n.op_type == "Send" || n.op_type == "Recv";
+          (point ? p2p : collectives) += 1;
+        }
+        for (const Launch& launch : (*l)->program.launches) {
+          comm_launches += launch.kind == Kind::kComm;
+          host_launches += launch.kind == Kind::kHost;
+          if (launch.kind == Kind::kComm) {
+            const auto& g = launch.comm.group;
+            EXPECT_NE(
+                std::find(groups->begin(), groups->end(), std::vector<int64_t>(g.begin(), g.end())),
+                groups->end());
+          }
+        }
+      }
+    }
+    EXPECT_GT(collectives + p2p, 0);
+    EXPECT_EQ(comm_launches, collectives);
+    EXPECT_EQ(host_launches, p2p);
+  }
+}
+
+}  // namespace
+}  // namespace autopar::runtime
