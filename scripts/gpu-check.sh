@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every device check of the CUDA backend on one GPU, in a few minutes, ending in one summary
-# table: kernel agreement with the CPU executor, bf16 GEMM TFLOP/s (4096³, 8192³, and the
+# table: kernel agreement with the CPU executor, plans verified on the GPU against one CPU
+# device, bf16 GEMM TFLOP/s (4096³, 8192³, and the
 # plans' own shapes), copy bandwidth, calibration, per-role predicted against measured step
 # times of gpt2-small, bert-base and resnet50 plans (shipped hgx-h200 profile and the calibrated
 # one), and gpt2-small's training step against PyTorch eager's.
@@ -97,6 +98,35 @@ done
 grep -E 'Failure|Expected|Which is|error|crashed|output [0-9]|  Actual' "$out/cuda_tests.txt" | head -60
 if [ "$failures" = 0 ] && [ "$skipped" = 0 ] && [ "$passed" -gt 0 ]; then row "kernel agreement (cuda tests)" "$passed passed"
 else fail "kernel agreement (cuda tests)" "$passed passed, $failures failed, $skipped skipped${crashed:+; crashed:$crashed}"; fi
+
+echo "== plans verified on the GPU against one CPU device (verify --backend cuda)"
+# Every device a thread on this GPU, communicating through the host; with two GPUs or more and
+# mpirun, one rank per GPU over NCCL as well.
+vplans=$out/verify
+mkdir -p "$vplans"
+printf 'mesh: {dp: 2, tp: 2}\nbatch: {global: 4, micro: 2}\ntensor: megatron-sp\n' >"$vplans/gpt.yaml"
+printf 'mesh: {pp: 2, dp: 2}\nbatch: {global: 8, micro: 2}\npipeline: {schedule: 1f1b}\n' >"$vplans/mlp.yaml"
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+for spec in "gpt-tiny gpt 4" "mlp mlp 8"; do
+  set -- $spec
+  in_time "verify --backend cuda $1" || continue
+  dir=$vplans/$1
+  timeout 60 "$autopar" transform "$1" --scheme "$vplans/$2.yaml" --batch "$3" -o "$dir" >"$dir.transform.txt" 2>&1 \
+    || { fail "verify --backend cuda $1" "transform: $(tail -1 "$dir.transform.txt")"; continue; }
+  modes="inproc"
+  [ "$gpus" -ge 4 ] && command -v mpirun >/dev/null && modes="inproc mpi"
+  for comm in $modes; do
+    if [ "$comm" = mpi ]; then
+      timeout 120 mpirun --allow-run-as-root -np 4 "$autopar" verify "$dir" --backend cuda --comm mpi --json >"$dir.$comm.json" 2>"$dir.$comm.err"
+    else
+      timeout 120 "$autopar" verify "$dir" --backend cuda --json >"$dir.$comm.json" 2>"$dir.$comm.err"
+    fi
+    vrc=$?
+    worst=$(python3 -c "import json,sys; t=open(sys.argv[1]).read(); print(json.loads(t[t.index('{'):])['worst_relative_error'])" "$dir.$comm.json" 2>/dev/null)
+    if [ "$vrc" = 0 ] && [ -n "$worst" ]; then row "verify --backend cuda $1 ($comm)" "ok, worst relative error $worst"
+    else fail "verify --backend cuda $1 ($comm)" "rc $vrc $(tail -c 200 "$dir.$comm.err")"; fi
+  done
+done
 
 echo "== GEMM and bandwidth"
 if wanted bench "GEMM and bandwidth benchmarks"; then

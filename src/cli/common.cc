@@ -11,10 +11,11 @@
 namespace autopar::cli {
 namespace {
 
-// A zoo name with no file of that name beside it: the built-in model.
+// A zoo name with no file of that name beside it: the built-in model. A folder of that name
+// (a plan made from the model, say) is no model file and leaves the name to the zoo.
 bool names_zoo_model(const std::string& model) {
   std::error_code ec;
-  if (std::filesystem::exists(model, ec)) return false;
+  if (std::filesystem::exists(model, ec) && !std::filesystem::is_directory(model, ec)) return false;
   return std::any_of(zoo_entries().begin(), zoo_entries().end(),
                      [&](const ZooEntry& entry) { return entry.name == model; });
 }

@@ -514,15 +514,16 @@ Status run_plan_directory(const std::string& dir, const std::string& comm, int s
   const double median = times.median, p10 = times.p10;
   if (json) {
     const bool cuda = backend == runtime::PlanBackend::kCuda;
-    emit_json({{"devices", built.plan.device_role.size()},
-               {"backend", cuda ? "cuda" : "cpu"},
-               {"device", cuda ? runtime::cuda_device_description() : ""},
-               {"communication", cuda ? "nccl" : comm},
-               {"steps", steps},
-               {"losses", result.losses},
-               {"seconds", result.seconds},
-               {"median_step_s", median},
-               {"p10_step_s", p10}});
+    nlohmann::json out = {{"devices", built.plan.device_role.size()},
+                          {"backend", cuda ? "cuda" : "cpu"},
+                          {"communication", cuda ? "nccl" : comm},
+                          {"steps", steps},
+                          {"losses", result.losses},
+                          {"seconds", result.seconds},
+                          {"median_step_s", median},
+                          {"p10_step_s", p10}};
+    if (cuda) out["device"] = runtime::cuda_device_description();
+    emit_json(out);
     return Status::ok();
   }
   for (size_t i = 0; i < result.losses.size(); ++i)

@@ -1,6 +1,7 @@
 // The runtime's commands end to end: inference on tensor files, the training step as ONNX,
 // and training on the synthetic teacher task.
 #include <filesystem>
+#include <fstream>
 #include <map>
 
 #include <gtest/gtest.h>
@@ -25,6 +26,21 @@ std::vector<double> losses_of(const testing::CommandResult& r) {
   EXPECT_TRUE(json.is_object()) << r.out;
   if (!json.is_object() || !json.contains("losses")) return {};
   return json["losses"].get<std::vector<double>>();
+}
+
+// A plan folder named after its zoo model, beside which the commands run: the model's name
+// still names the zoo model (the folder is no model file).
+TEST(RuntimeCli, APlanFolderNamedAfterItsZooModel) {
+  const std::string dir = testing::temp_dir("plan_named_mlp");
+  const std::string scheme = dir + "/scheme.yaml";
+  { std::ofstream(scheme) << "mesh: {pp: 2, dp: 2}\nbatch: {global: 8, micro: 2}\n"; }
+  auto t = run_autopar({"transform", "mlp", "--scheme", "scheme.yaml", "--batch", "8", "-o", "mlp"},
+                       dir);
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  auto v = run_autopar({"verify", "mlp", "--json"}, dir);
+  EXPECT_EQ(v.exit_code, 0) << v.err;
+  EXPECT_NE(v.out.find("\"ok\": true"), std::string::npos) << v.out;
+  std::filesystem::remove_all(dir);
 }
 
 TEST(RuntimeCli, MlpLossHalvesIn50Steps) {
