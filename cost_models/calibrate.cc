@@ -12,11 +12,13 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <numeric>
 #include <random>
 #include <thread>
 #include <tuple>
 
 #include "autopar/autodiff/autodiff.h"
+#include "autopar/cost/communication.h"
 #include "autopar/cost/compute.h"
 #include "autopar/cost/simulator.h"
 #include "autopar/ir/builder.h"
@@ -970,6 +972,79 @@ std::vector<Bench> gpu_norm_forms(int64_t n) {
           one_op("ReduceMean", {{8, n / 2048, 16, 16}}, {{"axes", std::vector<int64_t>{0, 2, 3}}})};
 }
 
+// One collective of `elements` float32 per rank over GPUs 0..n−1, as a plan's node: AllReduce
+// of the input, AllGather along dim 0 (n × the input), ReduceScatter along dim 0 (1/n),
+// AllToAll of dim 0.
+Graph gpu_collective_graph(Collective c, int64_t n, int64_t elements) {
+  GraphBuilder b("collective");
+  b.mutable_graph().opsets[std::string(kAutoparDomain)] = 1;
+  const ValueId x = b.input("x", DType::kFloat32, {elements});
+  std::vector<int64_t> group(static_cast<size_t>(n));
+  std::iota(group.begin(), group.end(), 0);
+  Attributes attrs = {{"group", group}};
+  const char* op = "AllReduce";
+  switch (c) {
+    case Collective::kAllGather:
+      op = "AllGather";
+      attrs["axis"] = int64_t{0};
+      break;
+    case Collective::kReduceScatter:
+      op = "ReduceScatter";
+      attrs["axis"] = int64_t{0};
+      break;
+    case Collective::kAllToAll:
+      op = "AllToAll";
+      attrs["split_axis"] = int64_t{0};
+      attrs["concat_axis"] = int64_t{0};
+      break;
+    default:
+      break;
+  }
+  b.output(b.op(op, {x}, attrs, 1, kAutoparDomain)[0], "y");
+  return b.finish();
+}
+
+// Seconds of the collective over GPUs 0..n−1: a thread per GPU holding its NCCL rank, each
+// replaying the op's captured graph `replays` times; per replay the slowest rank's time, and the
+// median of those. The ranks meet in NCCL's init and in every collective, so all of them run.
+StatusOr<double> time_gpu_collective(Collective c, int64_t n, int64_t elements, int replays) {
+  ASSIGN_OR_RETURN(const std::string id, runtime::cuda_nccl_id());
+  const Graph g = gpu_collective_graph(c, n, elements);
+  std::vector<int64_t> group(static_cast<size_t>(n));
+  std::iota(group.begin(), group.end(), 0);
+  auto world = runtime::create_inproc_world(n);
+  std::vector<std::vector<double>> times(static_cast<size_t>(n));
+  std::vector<Status> outcome(static_cast<size_t>(n), Status::ok());
+  auto rank_body = [&](int64_t r) -> Status {
+    const int rank = static_cast<int>(r);
+    ASSIGN_OR_RETURN(std::shared_ptr<cuda::NcclComms> comms,
+                     runtime::open_cuda_nccl(rank, rank, static_cast<int>(n), id, {group}));
+    runtime::CudaOptions options;
+    options.device = rank;
+    options.communication = runtime::CudaCommunication::kNccl;
+    options.communicator = world[static_cast<size_t>(r)].get();
+    options.nccl = comms;
+    ASSIGN_OR_RETURN(std::unique_ptr<runtime::CudaExecutor> ex,
+                     runtime::CudaExecutor::create(g, options));
+    RETURN_IF_ERROR(ex->feed(
+        {{g.inputs()[0], std::make_shared<const Tensor>(Tensor(DType::kFloat32, {elements}))}}));
+    ASSIGN_OR_RETURN(double eager, ex->step());
+    (void)eager;
+    ASSIGN_OR_RETURN(times[static_cast<size_t>(r)], ex->replay(replays));
+    return Status::ok();
+  };
+  std::vector<std::thread> threads;
+  for (int64_t r = 0; r < n; ++r)
+    threads.emplace_back([&, r] { outcome[static_cast<size_t>(r)] = rank_body(r); });
+  for (std::thread& t : threads) t.join();
+  for (const Status& s : outcome) RETURN_IF_ERROR(s);
+  std::vector<double> slowest(static_cast<size_t>(replays), 0.0);
+  for (const auto& rank_times : times)
+    for (size_t i = 0; i < rank_times.size() && i < slowest.size(); ++i)
+      slowest[i] = std::max(slowest[i], rank_times[i]);
+  return median(slowest);
+}
+
 // One sweep over every CUDA benchmark; each time recorded in `sweeps` counts at its median so
 // far.
 class CudaSweep {
@@ -1004,8 +1079,16 @@ class CudaSweep {
     ASSIGN_OR_RETURN(const double adam_error, optimizer());
     stage("unaligned GEMMs");
     RETURN_IF_ERROR(unaligned_gemm());
-    cal_.worst_held_out_error =
-        std::max({gemm_error, attention_error, conv_error, memory_error, fused_error, adam_error});
+    double comm_error = 0;
+    if (runtime::cuda_device_count() >= 2) {
+      stage("collectives");
+      ASSIGN_OR_RETURN(comm_error, collectives());
+    } else {
+      cal_.report.push_back(
+          "collectives: not measured (one GPU); the profile's intra-node tier is the base's");
+    }
+    cal_.worst_held_out_error = std::max({gemm_error, attention_error, conv_error, memory_error,
+                                          fused_error, adam_error, comm_error});
     return std::move(cal_);
   }
 
@@ -1037,6 +1120,7 @@ class CudaSweep {
   StatusOr<double> fused();
   StatusOr<double> optimizer();
   Status unaligned_gemm();
+  StatusOr<double> collectives();
 
   void stage(std::string_view name) const { report_stage(options_, sweeps_, name); }
 
@@ -1370,6 +1454,83 @@ Status CudaSweep::unaligned_gemm() {
       "its gradients at {:.1f} TFLOP/s, {:.3f} of the aligned curve's rate",
       tokens, hidden, vocab, 3 * flops / measured * 1e-12, p_.device.gemm_unaligned_efficiency));
   return Status::ok();
+}
+
+StatusOr<double> CudaSweep::collectives() {
+  // The intra-node tier over this machine's GPUs (all of them, up to the tier's group): α and
+  // each collective's efficiency by least squares on relative error over NCCL all-reduces,
+  // all-gathers, reduce-scatters and all-to-alls of many sizes, each under the communication
+  // model's ring formula for n devices. β stays the datasheet's link bandwidth: without a
+  // point-to-point message (the runtime sends through the host) it is not told apart from the
+  // efficiencies, which absorb what the links achieve.
+  if (p_.tiers.empty()) return error("{}: the profile has no tiers to calibrate", base_.name);
+  Tier& tier = p_.tiers.front();
+  const int64_t n =
+      std::min<int64_t>(runtime::cuda_device_count(), std::max<int64_t>(tier.devices_per_group, 2));
+  const std::vector<double> sizes = options_.quick ? std::vector<double>{1e5, 1e7, 1e8}
+                                                   : std::vector<double>{1e4, 1e5, 1e6, 1e7, 1e8};
+  const std::vector<Collective> kinds = {Collective::kAllReduce, Collective::kAllGather,
+                                         Collective::kReduceScatter, Collective::kAllToAll};
+  const int replays = std::max(repeats_, options_.quick ? 10 : 20);
+  const double steps = static_cast<double>(n - 1), share = steps / static_cast<double>(n);
+  // The model's bytes: an all-gather's result, the other collectives' input.
+  auto model_bytes = [&](Collective c, int64_t elements) {
+    return 4.0 * static_cast<double>(elements) * (c == Collective::kAllGather ? n : 1);
+  };
+  auto row_of = [&](Collective c) {
+    return c == Collective::kAllReduce ? std::pair{2 * steps, 2 * share} : std::pair{steps, share};
+  };
+  struct GpuSample {
+    Collective c;
+    double bytes, seconds;
+  };
+  std::vector<GpuSample> samples;
+  for (Collective c : kinds) {
+    for (double bytes : sizes) {
+      const auto elements = static_cast<int64_t>(bytes / 4) / n * n;
+      ASSIGN_OR_RETURN(double t, time_gpu_collective(c, n, elements, replays));
+      samples.push_back({c, model_bytes(c, elements), sweeps_.record(t)});
+    }
+  }
+  const auto unknowns = static_cast<Eigen::Index>(1 + kinds.size());
+  Eigen::MatrixXd rows = Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(samples.size()), unknowns);
+  const Eigen::VectorXd ones = Eigen::VectorXd::Ones(static_cast<Eigen::Index>(samples.size()));
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const auto [alpha_steps, byte_share] = row_of(samples[i].c);
+    const auto column = static_cast<Eigen::Index>(
+        1 + (std::find(kinds.begin(), kinds.end(), samples[i].c) - kinds.begin()));
+    rows(static_cast<Eigen::Index>(i), 0) = alpha_steps / samples[i].seconds;
+    rows(static_cast<Eigen::Index>(i), column) = byte_share * samples[i].bytes / samples[i].seconds;
+  }
+  const Eigen::VectorXd solved = rows.colPivHouseholderQr().solve(ones);
+  tier.alpha_s = std::max(solved(0), 1e-7);
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    const double per_byte = solved(static_cast<Eigen::Index>(1 + k));
+    tier.efficiency[kinds[k]] =
+        per_byte > 0 ? std::clamp(1.0 / (per_byte * tier.bandwidth), 1e-3, 1.0) : 1.0;
+  }
+  // Held out: an all-reduce and an all-gather between the fitted sizes, against the model.
+  double worst = 0;
+  std::vector<int64_t> group(static_cast<size_t>(n));
+  std::iota(group.begin(), group.end(), 0);
+  for (Collective c : {Collective::kAllReduce, Collective::kAllGather}) {
+    const auto elements = static_cast<int64_t>((options_.quick ? 3e6 : 3e7) / 4) / n * n;
+    ASSIGN_OR_RETURN(double t, time_gpu_collective(c, n, elements, replays));
+    t = sweeps_.record(t);
+    const double predicted = collective_cost(p_, c, model_bytes(c, elements), group).seconds;
+    worst = std::max(worst, std::fabs(predicted - t) / t);
+  }
+  cal_.report.push_back(fmt::format(
+      "collectives over {} GPUs (NCCL): alpha {:.2f} µs, all-reduce at {:.0f}%, all-gather "
+      "{:.0f}%, "
+      "reduce-scatter {:.0f}%, all-to-all {:.0f}% of {:.0f} GB/s, {} collectives fitted, held-out "
+      "error {:.1f}%",
+      n, tier.alpha_s * 1e6, tier.efficiency[Collective::kAllReduce] * 100,
+      tier.efficiency[Collective::kAllGather] * 100,
+      tier.efficiency[Collective::kReduceScatter] * 100,
+      tier.efficiency[Collective::kAllToAll] * 100, tier.bandwidth * 1e-9, samples.size(),
+      worst * 100));
+  return worst;
 }
 
 StatusOr<Calibration> calibrate_cuda_sweep(const CalibrationOptions& options,

@@ -28,6 +28,19 @@ std::string cuda_unavailable_reason();
 // One line naming device 0, or the reason there is none.
 std::string cuda_device_description();
 
+// The GPUs this process can use (0 where none).
+int cuda_device_count();
+
+// NCCL, one rank per GPU. A world's id is made by its rank 0 (cuda_nccl_id) and handed to the
+// others (over MPI, or to threads of one process); each rank then joins with
+// open_cuda_nccl, which also splits a communicator for each of `groups` (the global ranks of
+// each group, the same list in the same order on every rank: the splits are collective over
+// the world). The ranks of one world must join concurrently.
+StatusOr<std::string> cuda_nccl_id();
+StatusOr<std::shared_ptr<cuda::NcclComms>> open_cuda_nccl(
+    int device, int rank, int size, const std::string& id,
+    const std::vector<std::vector<int64_t>>& groups);
+
 // Whether the CUDA backend lowers (domain, op_type); every op of the zoo's training graphs
 // and of plans built from them is covered (tests check the list).
 bool cuda_supports(std::string_view domain, std::string_view op_type);

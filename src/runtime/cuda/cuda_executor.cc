@@ -15,6 +15,27 @@ std::string cuda_device_description() {
   return why.empty() ? cuda::device_description(0) : why;
 }
 
+int cuda_device_count() { return cuda::device_count(); }
+
+StatusOr<std::string> cuda_nccl_id() {
+  std::string problem;
+  std::string id = cuda::nccl_unique_id(&problem);
+  if (id.empty()) return error("NCCL: {}", problem);
+  return id;
+}
+
+StatusOr<std::shared_ptr<cuda::NcclComms>> open_cuda_nccl(
+    int device, int rank, int size, const std::string& id,
+    const std::vector<std::vector<int64_t>>& groups) {
+  std::vector<std::vector<int>> narrow;
+  for (const auto& g : groups) narrow.emplace_back(g.begin(), g.end());
+  std::string problem;
+  std::shared_ptr<cuda::NcclComms> comms =
+      cuda::open_nccl(device, rank, size, id, narrow, &problem);
+  if (!comms) return error("{}", problem);
+  return comms;
+}
+
 CudaExecutor::~CudaExecutor() = default;
 
 StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::create(const Graph& graph,

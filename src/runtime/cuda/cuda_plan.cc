@@ -43,9 +43,7 @@ StatusOr<std::shared_ptr<cuda::NcclComms>> bootstrap_nccl(const Plan& plan, Comm
   ASSIGN_OR_RETURN(std::vector<std::vector<int64_t>> groups, plan_comm_groups(plan));
   std::string id;
   if (comm.rank() == 0) {
-    std::string problem;
-    id = cuda::nccl_unique_id(&problem);
-    if (id.empty()) return error("NCCL: {}", problem);
+    ASSIGN_OR_RETURN(id, cuda_nccl_id());
     Tensor bytes(DType::kUInt8, {static_cast<int64_t>(id.size())});
     std::copy(id.begin(), id.end(), bytes.mutable_bytes().begin());
     for (int64_t r = 1; r < comm.size(); ++r) RETURN_IF_ERROR(comm.send(r, kNcclIdTag, bytes));
@@ -53,13 +51,8 @@ StatusOr<std::shared_ptr<cuda::NcclComms>> bootstrap_nccl(const Plan& plan, Comm
     ASSIGN_OR_RETURN(Tensor bytes, comm.recv(0, kNcclIdTag));
     id.assign(bytes.bytes().begin(), bytes.bytes().end());
   }
-  std::vector<std::vector<int>> narrow;
-  for (const auto& g : groups) narrow.emplace_back(g.begin(), g.end());
-  std::string problem;
-  std::shared_ptr<cuda::NcclComms> comms = cuda::open_nccl(
-      device, static_cast<int>(comm.rank()), static_cast<int>(comm.size()), id, narrow, &problem);
-  if (!comms) return error("{}", problem);
-  return comms;
+  return open_cuda_nccl(device, static_cast<int>(comm.rank()), static_cast<int>(comm.size()), id,
+                        groups);
 }
 
 // A program on the CUDA backend: the inputs written to the device, one run (captured after
