@@ -1217,6 +1217,9 @@ Status Lowerer::add_indexing(Launch l, const Node& node, bool scatter) {
 // ---- communication ------------------------------------------------------------------------
 
 Status Lowerer::lower_comm(const Node& node) {
+  if (!other_ops().count({node.domain, node.op_type}))
+    return error("node '{}' ({}): the CUDA backend has no kernel for this op", node.name,
+                 node.op_type);
   switch (options_.communication) {
     case CudaCommunication::kNone:
       return error(
