@@ -297,13 +297,17 @@ TEST(CudaCommLowering, WhatGoesThroughTheHost) {
 
 // Every program of the tensor- and pipeline-parallel plans of the tiny zoo lowers under NCCL
 // for every device; its point-to-point ops are host steps and its collectives kComm launches,
-// one per collective node.
+// one per collective node, each over one of the groups NCCL splits up front (the tp and dp
+// groups of the mesh, in the order the roles first name them).
 TEST(CudaCommLowering, TinyZooPlansLowerForEveryDeviceUnderNccl) {
-  const std::vector<std::pair<std::string, std::string>> cases = {
-      {"gpt-tiny", "mesh: {dp: 2, tp: 2}\nbatch: {global: 4, micro: 2}\ntensor: megatron-sp\n"},
-      {"mlp", "mesh: {pp: 2, dp: 2}\nbatch: {global: 8, micro: 2}\npipeline: {schedule: 1f1b}\n"},
-      {"bert-tiny", "mesh: {dp: 2, tp: 2}\nbatch: {global: 4, micro: 2}\nzero: 3\n"}};
-  for (const auto& [name, yaml] : cases) {
+  const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
+      {"gpt-tiny", "mesh: {dp: 2, tp: 2}\nbatch: {global: 4, micro: 2}\ntensor: megatron-sp\n",
+       "{0,1} {2,3} {0,2} {1,3}"},
+      {"mlp", "mesh: {pp: 2, dp: 2}\nbatch: {global: 8, micro: 2}\npipeline: {schedule: 1f1b}\n",
+       "{0,1} {2,3}"},
+      {"bert-tiny", "mesh: {dp: 2, tp: 2}\nbatch: {global: 4, micro: 2}\nzero: 3\n",
+       "{0,2} {1,3} {0,1} {2,3}"}};
+  for (const auto& [name, yaml, expected_groups] : cases) {
     SCOPED_TRACE(name);
     auto scheme = parse_scheme(yaml, "scheme");
     ASSERT_TRUE(scheme.is_ok()) << scheme.status().message();
@@ -315,6 +319,9 @@ TEST(CudaCommLowering, TinyZooPlansLowerForEveryDeviceUnderNccl) {
     ASSERT_TRUE(plan.is_ok()) << plan.status().message();
     auto groups = plan_comm_groups(*plan);
     ASSERT_TRUE(groups.is_ok()) << groups.status().message();
+    std::vector<std::string> listed;
+    for (const auto& g : *groups) listed.push_back(fmt::format("{{{}}}", fmt::join(g, ",")));
+    EXPECT_EQ(fmt::format("{}", fmt::join(listed, " ")), expected_groups);
     auto world = create_inproc_world(4, std::chrono::milliseconds(5000));
     int64_t collectives = 0, comm_launches = 0, p2p = 0, host_launches = 0;
     for (int64_t d = 0; d < 4; ++d) {
