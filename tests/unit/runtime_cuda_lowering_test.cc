@@ -2,6 +2,7 @@
 // cuBLASLt's strided batches, what elementwise runs fuse into, and the arena planned from the
 // values' lifetimes against the CPU executor's peak.
 #include <algorithm>
+#include <cstring>
 
 #include <gtest/gtest.h>
 
@@ -9,9 +10,11 @@
 #include "autopar/ir/builder.h"
 #include "autopar/parallel/lowering.h"
 #include "autopar/parallel/scheme.h"
+#include "autopar/runtime/communicator.h"
 #include "autopar/runtime/cuda_executor.h"
 #include "autopar/runtime/cuda_plan.h"
 #include "autopar/runtime/executor.h"
+#include "autopar/runtime/kernel.h"
 #include "autopar/runtime/plan_runner.h"
 #include "autopar/runtime/trainer.h"
 #include "autopar/zoo/zoo.h"
@@ -281,32 +284,88 @@ TEST(CudaLowering, PlanProgramsLowerWithCommunicationStubbed) {
   }
 }
 
-// A plan's Dropout on a shard draws by its elements' places in the whole tensor (its `layout`
-// attribute); the CUDA kernel draws by the shard's own index, so the lowering refuses it in one
-// line naming the node. A whole Dropout (one device's training step) lowers.
-TEST(CudaLowering, AShardedDropoutOfAPlanIsRefused) {
+// splitmix64 of (seed, index) as a number in [0, 1): the draw the CPU and CUDA kernels make.
+double uniform(uint64_t seed, uint64_t index) {
+  uint64_t z = seed + 0x9e3779b97f4a7c15ull * (index + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return static_cast<double>(z >> 11) * 0x1.0p-53;
+}
+
+// A plan's Dropout on a shard draws by its elements' places in the whole tensor: the lowering
+// writes, per dim, the whole-tensor offsets of the device's shard, and the draws they give
+// under the run's stream are the CPU kernel's mask, on every device and for every stream.
+TEST(CudaLowering, AShardedDropoutDrawsByItsPlaceInTheWholeTensor) {
   ZooOptions zoo;
   zoo.batch = 4;
   zoo.dropout = 0.1;
   auto model = build_zoo_model("gpt-tiny", zoo);
   ASSERT_TRUE(model.is_ok());
-  auto training = build_training_graph(*model, {default_loss(*model), ""}, OptimizerSpec{});
-  ASSERT_TRUE(training.is_ok()) << training.status().message();
-  EXPECT_NE(lowered(training->graph), nullptr);
   auto scheme = parse_scheme("mesh: {dp: 2}\nbatch: {global: 4, micro: 2}\n", "scheme");
   ASSERT_TRUE(scheme.is_ok());
   auto plan = lower(*model, *scheme, LoweringOptions{});
   ASSERT_TRUE(plan.is_ok()) << plan.status().message();
   auto pg = extract_program(plan->roles.at(0).graph, plan->roles.at(0).programs.at(0));
   ASSERT_TRUE(pg.is_ok());
-  CudaOptions options;
-  options.communication = CudaCommunication::kStub;
-  auto l = lower_for_cuda(pg->graph, options);
-  ASSERT_FALSE(l.is_ok());
-  EXPECT_EQ(l.status().message(),
-            "node 'drop/Dropout' (Dropout): a shard of a split tensor (layout [dp, _, _]) draws "
-            "by its place in the whole tensor, which the CUDA backend does not do; run it on the "
-            "CPU");
+  const Graph& g = pg->graph;
+  auto world = create_inproc_world(2);
+  int64_t checked = 0;
+  for (int64_t d = 0; d < 2; ++d) {
+    world[d]->set_mesh(plan->scheme.mesh);
+    CudaOptions options;
+    options.communication = CudaCommunication::kHost;
+    options.communicator = world[d].get();
+    auto l = lower_for_cuda(g, options);
+    ASSERT_TRUE(l.is_ok()) << l.status().message();
+    ASSERT_TRUE((*l)->random_stream.has_value());
+    for (const cuda::Launch& launch : (*l)->program.launches) {
+      if (launch.kind != cuda::Kind::kDropout) continue;
+      const Node& node = g.node(launch.node_id);
+      ASSERT_FALSE(node.attr_string("layout", "").empty()) << node.name;
+      // The offsets the device reads, from the program's uploads.
+      std::vector<int64_t> table;
+      for (const cuda::Upload& u : (*l)->program.uploads) {
+        if (u.offset != launch.in[1].ref.offset) continue;
+        table.resize(u.bytes.size() / sizeof(int64_t));
+        std::memcpy(table.data(), u.bytes.data(), table.size() * sizeof(int64_t));
+      }
+      const cuda::DropoutParams& p = launch.dropout;
+      int64_t entries = 0;
+      for (int k = 0; k < p.rank; ++k) entries += p.dims[k];
+      ASSERT_EQ(static_cast<int64_t>(table.size()), entries) << node.name;
+      const Value& xv = g.value(node.inputs[0]);
+      Tensor x(xv.dtype, xv.shape.dims);
+      for (int64_t i = 0; i < x.num_elements(); ++i) x.set_from_double(i, 1.0);
+      for (uint64_t stream : {uint64_t{0}, uint64_t{5}}) {
+        std::vector<const Tensor*> inputs;
+        for (ValueId v : node.inputs)
+          inputs.push_back(v == kNoId ? nullptr : g.value(v).data ? g.value(v).data.get() : &x);
+        KernelContext ctx(g, node, inputs, 1);
+        ctx.set_communicator(world[d].get());
+        ctx.set_random_stream(stream);
+        ASSERT_TRUE((*kernel_registry().find("", "Dropout"))(ctx).is_ok());
+        const Tensor& y = *ctx.outputs()[0];
+        const uint64_t key = draw_key(p.seed, stream);
+        int64_t dropped = 0, differ = 0;
+        for (int64_t i = 0; i < p.count; ++i) {
+          int64_t e = 0, rest = i, start = entries;
+          for (int k = p.rank - 1; k >= 0; --k) {
+            start -= p.dims[k];
+            e += table[static_cast<size_t>(start + rest % p.dims[k])];
+            rest /= p.dims[k];
+          }
+          const bool keep = uniform(key, static_cast<uint64_t>(e)) >= p.ratio;
+          dropped += !keep;
+          differ += keep != (y.float_at(i) != 0.0);
+        }
+        EXPECT_EQ(differ, 0) << node.name << " device " << d << " stream " << stream;
+        EXPECT_GT(dropped, 0) << node.name;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 4);
 }
 
 // The CPU kernels the CUDA backend does not run, exactly: none (Shape, Size and Range are

@@ -118,6 +118,9 @@ class CudaExecutor {
 
   // Writes the feeds (graph inputs, or initializers to override) to the device.
   Status feed(const std::vector<Feed>& feeds);
+  // Which draw of the random ops (Dropout) the next runs are (KernelContext::random_stream): a
+  // plan's runner numbers its runs by step and microbatch. 0 until set.
+  Status set_random_stream(uint64_t stream);
   // Runs once: eagerly the first time (libraries choose their algorithms), then as the
   // captured CUDA graph (eagerly every time when communication goes through the host).
   // Returns the run's seconds (device events).

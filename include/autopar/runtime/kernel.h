@@ -106,6 +106,22 @@ class KernelRegistry {
   std::map<std::pair<std::string, std::string>, Kernel> kernels_;
 };
 
+// Where each element of a shard lies in the whole tensor: per dim, the whole tensor's index of
+// each local position, and the whole tensor's row-major strides. A Dropout of a plan carries
+// its input's layout (the `layout` attribute the SPMD lowering writes, `zigzag_axis` for ring
+// attention's chunk pairs), so that every device draws for an element what the single-device
+// graph draws for it; a node without one is whole. `comm` places the device on the mesh (its
+// rank and the plan's mesh); an error says what is wrong without naming the node.
+struct GlobalPositions {
+  std::vector<std::vector<int64_t>> index;  // per dim: whole-tensor index of each position
+  std::vector<int64_t> strides;             // the whole tensor's
+};
+StatusOr<GlobalPositions> global_positions(const Node& node, const std::vector<int64_t>& dims,
+                                           const Communicator* comm);
+// The key of one run's draws of a random op: the node's seed, and from a plan's second run on
+// (`stream`: step and microbatch) the stream mixed in.
+uint64_t draw_key(uint64_t seed, uint64_t stream);
+
 // Fills a registry with every CPU kernel; the one explicit list lives in
 // src/runtime/kernels/register_all_kernels.cc.
 void register_all_kernels(KernelRegistry& registry);

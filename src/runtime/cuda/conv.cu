@@ -309,10 +309,11 @@ std::string enqueue_conv(const Resolved& r, Context& ctx) {
     for (int d = 0; d < p.spatial; ++d) dw_elements *= p.kernel[d];
     if (dw_elements == 0) return "";
     if (out_elements == 0 || in_elements == 0) {
-      return cuda_error(cudaMemsetAsync(r.out[0], 0,
-                                        static_cast<size_t>(dw_elements * dt_size(launch.out[0].ref.dt)),
-                                        ctx.stream),
-                        "conv filter gradient: cudaMemsetAsync");
+      return cuda_error(
+          cudaMemsetAsync(r.out[0], 0,
+                          static_cast<size_t>(dw_elements * dt_size(launch.out[0].ref.dt)),
+                          ctx.stream),
+          "conv filter gradient: cudaMemsetAsync");
     }
   }
   if (out_elements == 0) return "";

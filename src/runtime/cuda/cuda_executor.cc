@@ -82,6 +82,15 @@ Status CudaExecutor::feed(const std::vector<Feed>& feeds) {
   return Status::ok();
 }
 
+Status CudaExecutor::set_random_stream(uint64_t stream) {
+  if (!lowering_->random_stream) return Status::ok();  // nothing draws
+  const auto value = static_cast<int64_t>(stream);
+  if (std::string problem = device_->write(*lowering_->random_stream, &value, sizeof value);
+      !problem.empty())
+    return error("random stream: {}", problem);
+  return Status::ok();
+}
+
 StatusOr<double> CudaExecutor::step() {
   if (device_->has_host_steps()) {
     // Communication through the host cannot be captured: every run is eager.

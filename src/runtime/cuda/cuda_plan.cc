@@ -60,19 +60,11 @@ StatusOr<std::shared_ptr<cuda::NcclComms>> bootstrap_nccl(const Plan& plan, Comm
 class CudaProgramRunner : public ProgramRunner {
  public:
   explicit CudaProgramRunner(std::unique_ptr<CudaExecutor> executor)
-      : executor_(std::move(executor)) {
-    const auto& kinds = executor_->lowering().summary.launches_by_kind;
-    const auto dropout = kinds.find("dropout");
-    draws_ = dropout != kinds.end() && dropout->second > 0;
-  }
+      : executor_(std::move(executor)) {}
 
   StatusOr<std::vector<TensorPtr>> run(const std::vector<TensorPtr>& inputs, RunStats*,
                                        uint64_t stream) override {
-    // The device's Dropout draws by the node's seed alone; the CPU mixes in the run's stream.
-    if (draws_ && stream != 0)
-      return error(
-          "a Dropout of the program draws per microbatch and step, which the CUDA backend does "
-          "not do (the plan's first microbatch of its first step only)");
+    RETURN_IF_ERROR(executor_->set_random_stream(stream));
     const std::vector<ValueId>& ids = executor_->graph().inputs();
     if (ids.size() != inputs.size())
       return error("{} inputs for a program of {}", inputs.size(), ids.size());
@@ -84,7 +76,6 @@ class CudaProgramRunner : public ProgramRunner {
 
  private:
   std::unique_ptr<CudaExecutor> executor_;
-  bool draws_ = false;
 };
 
 }  // namespace

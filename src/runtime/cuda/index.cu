@@ -555,8 +555,7 @@ __global__ void max_pool_grad_kernel(const T* __restrict__ dy, const T* __restri
         if (p1 < 0 || p1 % g.stride[1] != 0 || (o[1] = p1 / g.stride[1]) >= g.out[1].d) continue;
         for (int64_t k2 = g.kernel[2] - 1; k2 >= 0; --k2) {
           const int64_t p2 = at[2] + g.pad_begin[2] - k2 * g.dilation[2];
-          if (p2 < 0 || p2 % g.stride[2] != 0 || (o[2] = p2 / g.stride[2]) >= g.out[2].d)
-            continue;
+          if (p2 < 0 || p2 % g.stride[2] != 0 || (o[2] = p2 / g.stride[2]) >= g.out[2].d) continue;
           if (window_maximum(in, o, g) == offset)
             sum += to_acc(grad[(o[0] * g.out[1].d + o[1]) * g.out[2].d + o[2]]);
         }
@@ -835,8 +834,8 @@ constexpr int kFewRows = 32;
 constexpr int kFewRowsBlock = 128;
 
 template <typename E>
-using SumOf = std::conditional_t<std::is_same_v<E, __half> || std::is_same_v<E, __nv_bfloat16>,
-                                 float, E>;
+using SumOf =
+    std::conditional_t<std::is_same_v<E, __half> || std::is_same_v<E, __nv_bfloat16>, float, E>;
 
 template <typename S, typename E>
 __device__ __forceinline__ S to_sum(E v) {

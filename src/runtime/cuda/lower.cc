@@ -252,6 +252,19 @@ class Lowerer {
     host_.push_back(nullptr);
     return id;
   }
+  // A temporary the host knows (uploaded with the program).
+  ValueId host_temp(Dt dt, std::vector<int64_t> dims, TensorPtr value) {
+    const ValueId id = temp(dt, std::move(dims));
+    host_[id] = std::move(value);
+    return id;
+  }
+  // The program's random stream (one int64 the host writes before each run), made at first use.
+  ValueId random_stream() {
+    if (random_stream_ == kNoId)
+      random_stream_ = host_temp(Dt::kI64, {1},
+                                 std::make_shared<Tensor>(DType::kInt64, std::vector<int64_t>{1}));
+    return random_stream_;
+  }
   Access access(ValueId v, std::vector<int64_t> strides, int64_t base = 0) const {
     Access a;
     a.ref.dt = dt(v);
@@ -332,6 +345,7 @@ class Lowerer {
   std::vector<Launch> launches_;
   std::vector<Operands> operands_;
   int64_t fused_nodes_ = 0, views_ = 0;
+  ValueId random_stream_ = kNoId;
 };
 
 Status Lowerer::evaluate_on_host(NodeId id, bool& done) {
@@ -1681,22 +1695,40 @@ Status Lowerer::lower_node(NodeId id) {
     }
     if (!(ratio > 0 && ratio < 1))
       return error("node '{}' (Dropout): ratio {} is not in [0, 1)", node.name, ratio);
-    // The device kernel draws by the shard's own element index: a plan's shard, which draws by
-    // its elements' places in the whole tensor on the CPU, would drop other elements.
-    if (!node.attr_string("layout", "").empty())
-      return error(
-          "node '{}' (Dropout): a shard of a split tensor (layout {}) draws by its place in the "
-          "whole tensor, which the CUDA backend does not do; run it on the CPU",
-          node.name, node.attr_string("layout", ""));
+    // Each element draws by its place in the whole tensor, as on the CPU: the offsets of this
+    // device's shard, per dim, from the node's layout and the device's place on the mesh. A
+    // role profiled alone (no communicator) draws as if it held the whole tensor.
+    const Communicator* comm =
+        options_.communication == CudaCommunication::kStub ? nullptr : options_.communicator;
+    // A copy: the temporaries below grow the dims the reference would point into.
+    const std::vector<int64_t> xd = dims(x);
+    Node whole_node;
+    auto positions = global_positions(
+        comm || node.attr_string("layout", "").empty() ? node : whole_node, xd, comm);
+    if (!positions.is_ok())
+      return error("node '{}' (Dropout): {}", node.name, positions.status().message());
+    if (xd.size() > static_cast<size_t>(cuda::kMaxRank))
+      return error("node '{}' (Dropout): {} dims (CUDA runs at most {})", node.name, xd.size(),
+                   cuda::kMaxRank);
+    int64_t entries = 0;
+    for (int64_t d : xd) entries += d;
+    auto table = std::make_shared<Tensor>(DType::kInt64, std::vector<int64_t>{entries});
+    int64_t at = 0;
+    for (size_t d = 0; d < xd.size(); ++d)
+      for (int64_t i = 0; i < xd[d]; ++i)
+        table->set_from_int(at++, positions->index[d][i] * positions->strides[d]);
+    const ValueId offsets = host_temp(Dt::kI64, {entries}, std::move(table));
     Launch l;
     l.kind = Kind::kDropout;
     l.dropout.count = count(x);
     l.dropout.ratio = ratio;
     l.dropout.seed = static_cast<uint64_t>(node.attr_int("seed", 0));
-    l.in = {whole(x)};
+    l.dropout.rank = static_cast<int>(xd.size());
+    for (size_t d = 0; d < xd.size(); ++d) l.dropout.dims[d] = xd[d];
+    l.in = {whole(x), whole(offsets), whole(random_stream())};
     l.out = {whole(y)};
     if (mask != kNoId) l.out.push_back(whole(mask));
-    add(std::move(l), {x}, {y, mask}, &node);
+    add(std::move(l), {x, offsets, random_stream()}, {y, mask}, &node);
     return Status::ok();
   }
   if (op == "Clip") {
@@ -1845,6 +1877,7 @@ Status Lowerer::plan(CudaLowering& out) {
     if (value.kind != ValueKind::kIntermediate) persistent[v] = true;
     if (host_[v] && (read[v] || g_.is_output(v))) persistent[v] = true;
   }
+  for (ValueId v = n; v < total; ++v) persistent[v] = host_[v] && read[v];
   // Updates. Where an elementwise launch (a fused optimizer run, Adam) computes the next value
   // after every read of the state, it writes it in place: each element is read before it is
   // written by the same thread. Other next values are copied into the state's storage at the
@@ -1955,6 +1988,8 @@ Status Lowerer::plan(CudaLowering& out) {
   }
   for (const Block& b : blocks)
     out.arena_blocks.push_back({b.value, b.begin, b.end, b.offset, b.bytes});
+  if (random_stream_ != kNoId && persistent[random_stream_])
+    out.random_stream = root_ref[random_stream_];
   for (ValueId v = 0; v < total; ++v)
     if (in_place[v] != kNoId) root_ref[v] = root_ref[in_place[v]];
   for (ValueId v = 0; v < n; ++v) {

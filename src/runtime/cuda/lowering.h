@@ -16,6 +16,9 @@ struct CudaLowering {
   std::vector<std::optional<cuda::Ref>> refs;
   // Graph inputs and initializers the host may feed: their persistent refs.
   std::vector<ValueId> fed;
+  // Where the random ops read the run's stream (one int64 the host writes before a run), if
+  // any op draws.
+  std::optional<cuda::Ref> random_stream;
   // The launches at the program's end that write the updates back into the state.
   int64_t update_launches = 0;
   // The updates written in place by the launch computing them (no copy).

@@ -242,12 +242,19 @@ struct ResizeParams {
   int coordinate = 0;    // 0 half_pixel, 1 asymmetric, 2 align_corners, 3 pytorch_half_pixel
   int nearest_mode = 0;  // 0 round_prefer_floor, 1 round_prefer_ceil, 2 floor, 3 ceil
 };
-// kDropout (training, 0 < ratio < 1): keep = uniform_at(seed, i) >= ratio (the CPU's hash,
-// src/runtime/kernels/kernel_util.h), y = keep ? x / (1 - ratio) : 0; mask (bool) = keep.
+// kDropout (training, 0 < ratio < 1), in = {x, table, stream}: element i of x (of `dims`,
+// row-major) is element e(i) = sum_d table[start_d + index_d(i)] of the whole tensor (start_d:
+// the dims before d summed; the lowering writes each dim's whole-tensor offsets, so a plan's
+// shard draws what one device draws for the element), keep = uniform_at(key, e(i)) >= ratio
+// with key = draw_key(seed, stream[0]) (the CPU's hash and key, src/runtime/kernels/
+// elementwise.cc; the stream is written by the host before each run), y = keep ? x / (1 -
+// ratio) : 0; mask (bool) = keep.
 struct DropoutParams {
   int64_t count = 0;
   double ratio = 0;
   uint64_t seed = 0;
+  int rank = 0;
+  int64_t dims[kMaxRank] = {};
 };
 
 // ---- libraries ---------------------------------------------------------------------------

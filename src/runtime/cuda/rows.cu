@@ -945,7 +945,19 @@ struct DropoutArgs {
   int64_t count;
   double ratio;
   uint64_t seed;
+  const int64_t* table;   // per dim, each position's offset in the whole tensor
+  const int64_t* stream;  // the run's stream (one element)
+  int rank;
+  int64_t dims[kMaxRank];
 };
+
+// The CPU's draw_key (kernel.h): the seed, with a plan's run stream mixed in.
+__device__ __forceinline__ uint64_t draw_key(uint64_t seed, uint64_t stream) {
+  if (stream == 0) return seed;
+  uint64_t z = stream * 0xd1b54a32d192ed03ull;
+  z ^= z >> 29;
+  return seed ^ (z * 0x9e3779b97f4a7c15ull);
+}
 
 // The CPU's uniform_at (kernel_util.h): splitmix64 of (seed, index), the same draw for an
 // element wherever it is computed.
@@ -961,9 +973,19 @@ template <typename T>
 __global__ void __launch_bounds__(256) dropout_kernel(const DropoutArgs a) {
   using A = Acc<T>;
   const A scale = static_cast<A>(1.0 / (1.0 - a.ratio));
+  const uint64_t key = draw_key(a.seed, static_cast<uint64_t>(*a.stream));
+  int64_t table_size = 0;
+  for (int d = 0; d < a.rank; ++d) table_size += a.dims[d];
   for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < a.count;
        i += int64_t{gridDim.x} * blockDim.x) {
-    const bool keep = uniform_at(a.seed, static_cast<uint64_t>(i)) >= a.ratio;
+    // The whole tensor's flat index of element i.
+    int64_t e = 0, rest = i, start = table_size;
+    for (int d = a.rank - 1; d >= 0; --d) {
+      start -= a.dims[d];
+      e += a.table[start + rest % a.dims[d]];
+      rest /= a.dims[d];
+    }
+    const bool keep = uniform_at(key, static_cast<uint64_t>(e)) >= a.ratio;
     const A v = to_acc<A>(static_cast<const T*>(a.x)[i]);
     static_cast<T*>(a.y)[i] = from_acc<T>(keep ? mul_rn(v, scale) : A(0));
     if (a.mask) a.mask[i] = keep ? 1 : 0;
@@ -1182,7 +1204,22 @@ std::string enqueue_dropout(const Resolved& r, Context& ctx) {
   if (l.in.empty() || !r.in[0] || l.out.empty() || !r.out[0]) return "dropout: missing x or y";
   if (!(p.ratio >= 0 && p.ratio < 1))
     return "dropout: ratio " + std::to_string(p.ratio) + " is not in [0, 1)";
-  DropoutArgs a{r.in[0], r.out[0], nullptr, p.count, p.ratio, p.seed};
+  if (l.in.size() < 3 || !r.in[1] || !r.in[2]) return "dropout: missing the offset table or stream";
+  if (p.rank < 0 || p.rank > kMaxRank) return "dropout: rank " + std::to_string(p.rank);
+  DropoutArgs a{r.in[0],
+                r.out[0],
+                nullptr,
+                p.count,
+                p.ratio,
+                p.seed,
+                static_cast<const int64_t*>(r.in[1]),
+                static_cast<const int64_t*>(r.in[2]),
+                p.rank,
+                {}};
+  for (int d = 0; d < p.rank; ++d) {
+    if (p.dims[d] <= 0) return "";  // nothing to draw
+    a.dims[d] = p.dims[d];
+  }
   if (present(r, 1)) {
     const Dt mask_dt = l.out[1].ref.dt;
     if (mask_dt != Dt::kBool && mask_dt != Dt::kU8) return "dropout: the mask is not bool";

@@ -721,8 +721,8 @@ double uniform_at(uint64_t seed, uint64_t index) {
   return static_cast<double>(z >> 11) * 0x1.0p-53;
 }
 
-// The key of one run's draws: the node's seed, and from the second run of a plan on, the
-// run's stream (step and microbatch) mixed in.
+}  // namespace
+
 uint64_t draw_key(uint64_t seed, uint64_t stream) {
   if (stream == 0) return seed;
   uint64_t z = stream * 0xd1b54a32d192ed03ull;
@@ -730,32 +730,20 @@ uint64_t draw_key(uint64_t seed, uint64_t stream) {
   return seed ^ (z * 0x9e3779b97f4a7c15ull);
 }
 
-// Where each element of a shard lies in the whole tensor: per dim, the whole tensor's index of
-// each local position, and the whole tensor's row-major strides. A Dropout of a plan carries
-// its input's layout (the `layout` attribute the SPMD lowering writes, `zigzag_axis` for ring
-// attention's chunk pairs), so that every device draws for an element what the single-device
-// graph draws for it; a node without one is whole.
-struct GlobalPositions {
-  std::vector<std::vector<int64_t>> index;  // per dim: whole-tensor index of each position
-  std::vector<int64_t> strides;             // the whole tensor's
-};
-
-StatusOr<GlobalPositions> global_positions(const KernelContext& ctx,
-                                           const std::vector<int64_t>& dims) {
-  const Node& n = ctx.node();
+StatusOr<GlobalPositions> global_positions(const Node& n, const std::vector<int64_t>& dims,
+                                           const Communicator* comm) {
   GlobalPositions out;
   out.index.resize(dims.size());
   std::vector<int64_t> whole = dims;
   const std::string text = n.attr_string("layout", "");
   Layout layout = Layout::replicated(static_cast<int64_t>(dims.size()));
-  const Communicator* comm = ctx.communicator();
   if (!text.empty()) {
     auto parsed = Layout::parse(text);
-    if (!parsed.is_ok()) return ctx.fail("layout: {}", parsed.status().message());
+    if (!parsed.is_ok()) return error("layout: {}", parsed.status().message());
     layout = std::move(parsed).value();
     if (layout.rank() != static_cast<int64_t>(dims.size()))
-      return ctx.fail("layout {} does not have the input's {} dims", text, dims.size());
-    if (!comm) return ctx.fail("layout {} needs the device's place on a mesh", text);
+      return error("layout {} does not have the input's {} dims", text, dims.size());
+    if (!comm) return error("layout {} needs the device's place on a mesh", text);
   }
   const std::string zigzag = n.attr_string("zigzag_axis", "");
   for (size_t d = 0; d < dims.size(); ++d) {
@@ -768,7 +756,7 @@ StatusOr<GlobalPositions> global_positions(const KernelContext& ctx,
       int64_t parts = 1;
       for (const std::string& axis : axes) {
         const int64_t a = mesh.axis_index(axis);
-        if (a < 0) return ctx.fail("mesh {} has no axis '{}'", mesh.to_string(), axis);
+        if (a < 0) return error("mesh {} has no axis '{}'", mesh.to_string(), axis);
         parts *= mesh.axes()[a].size;
       }
       whole[d] = dims[d] * parts;
@@ -778,8 +766,8 @@ StatusOr<GlobalPositions> global_positions(const KernelContext& ctx,
       positions = shard_of(iota, Layout::split(1, 0, axes), mesh, mesh.coords(comm->rank()),
                            paired ? std::string_view(zigzag) : std::string_view());
       if (positions.num_elements() != dims[d])
-        return ctx.fail("layout {}: dim {} holds {} of {}, the input has {}", text, d,
-                        positions.num_elements(), whole[d], dims[d]);
+        return error("layout {}: dim {} holds {} of {}, the input has {}", text, d,
+                     positions.num_elements(), whole[d], dims[d]);
     }
     out.index[d].resize(dims[d]);
     for (int64_t i = 0; i < dims[d]; ++i) out.index[d][i] = positions.int_at(i);
@@ -788,6 +776,8 @@ StatusOr<GlobalPositions> global_positions(const KernelContext& ctx,
   for (size_t d = dims.size(); d-- > 1;) out.strides[d - 1] = out.strides[d] * whole[d];
   return out;
 }
+
+namespace {
 
 // Before opset 12 Dropout is a copy (the ratio attribute only matters to training
 // runtimes); from 12 it drops elements with probability `ratio` when training_mode is true
@@ -816,7 +806,9 @@ Status dropout_kernel(KernelContext& ctx) {
   if (!(ratio > 0 && ratio < 1)) return ctx.fail("ratio {} is not in [0, 1)", ratio);
   const uint64_t key =
       draw_key(static_cast<uint64_t>(ctx.node().attr_int("seed", 0)), ctx.random_stream());
-  ASSIGN_OR_RETURN(GlobalPositions where, global_positions(ctx, x.dims()));
+  auto positions = global_positions(ctx.node(), x.dims(), ctx.communicator());
+  if (!positions.is_ok()) return ctx.fail("{}", positions.status().message());
+  const GlobalPositions& where = *positions;
   const int64_t rank = x.rank();
   const int64_t columns = rank == 0 ? 1 : x.dims().back();
   const int64_t rows = columns == 0 ? 0 : x.num_elements() / columns;
