@@ -21,6 +21,7 @@ struct PlanCase {
   std::string model;
   std::string scheme;
   int64_t batch;
+  double dropout = 0;
 };
 
 const std::vector<PlanCase>& plan_cases() {
@@ -30,7 +31,10 @@ const std::vector<PlanCase>& plan_cases() {
        8},
       {"bert-tiny", "mesh: {dp: 2, tp: 2}\nbatch: {global: 4, micro: 2}\nzero: 3\n", 4},
       {"resnet-tiny", "mesh: {dp: 2}\nbatch: {global: 4, micro: 2}\n", 4},
-      {"vit-tiny", "mesh: {dp: 2, tp: 2}\nbatch: {global: 4, micro: 2}\ntensor: auto\n", 4}};
+      {"vit-tiny", "mesh: {dp: 2, tp: 2}\nbatch: {global: 4, micro: 2}\ntensor: auto\n", 4},
+      // Sharded Dropout in every microbatch: the device draws what the CPU reference draws.
+      {"gpt-tiny", "mesh: {dp: 2, tp: 2}\nbatch: {global: 4, micro: 2}\ntensor: megatron-sp\n", 4,
+       0.1}};
   return cases;
 }
 
@@ -46,6 +50,7 @@ Lowered float64_plan(const PlanCase& c) {
   ZooOptions zoo;
   zoo.batch = c.batch;
   zoo.with_weights = true;
+  if (c.dropout > 0) zoo.dropout = c.dropout;
   auto model = build_zoo_model(c.model, zoo);
   EXPECT_TRUE(model.is_ok());
   Graph wide = *model;
