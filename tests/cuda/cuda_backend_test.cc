@@ -455,6 +455,67 @@ TEST_F(CudaKernels, TrainingOps) {
                 "Dropout training");
 }
 
+// Llama's fused training ops, lowered as maps, row reductions and GEMMs: RMS norm and its
+// gradient (a scale over part of the normalised dims), rotary embeddings both ways, SwiGLU and
+// its gradient, and attention with grouped-query heads, causal and not, forward and backward.
+TEST_F(CudaKernels, LlamaOps) {
+  const std::string training(kTrainingDomain);
+  for (DType t : {DType::kFloat32, DType::kBFloat16}) {
+    expect_agrees(NodeRun("RMSNormalization", 17, training)
+                      .input(random_tensor(t, {6, 4, 32}, 200))
+                      .input(random_tensor(t, {32}, 201, 0.5, 1.5))
+                      .attr("axis", int64_t{1})
+                      .attr("epsilon", 1e-5f),
+                  label("RMSNormalization", t));
+    expect_agrees(NodeRun("RMSNormalizationGrad", 17, training)
+                      .input(random_tensor(t, {6, 32}, 202))
+                      .input(random_tensor(t, {6, 32}, 203))
+                      .input(random_tensor(t, {32}, 204, 0.5, 1.5))
+                      .outputs(2),
+                  label("RMSNormalizationGrad", t));
+    for (int64_t inverse : {0, 1}) {
+      expect_agrees(NodeRun("RotaryEmbedding", 17, training)
+                        .input(random_tensor(t, {2, 3, 8, 16}, 205))
+                        .input(random_tensor(t, {8, 16}, 206))
+                        .input(random_tensor(t, {8, 16}, 207))
+                        .attr("inverse", inverse),
+                    label("RotaryEmbedding inverse " + std::to_string(inverse), t));
+    }
+    expect_agrees(NodeRun("SwiGLU", 17, training)
+                      .input(random_tensor(t, {4, 50}, 208, -3, 3))
+                      .input(random_tensor(t, {4, 50}, 209)),
+                  label("SwiGLU", t));
+    expect_agrees(NodeRun("SwiGLUGrad", 17, training)
+                      .input(random_tensor(t, {4, 50}, 210))
+                      .input(random_tensor(t, {4, 50}, 211, -3, 3))
+                      .input(random_tensor(t, {4, 50}, 212))
+                      .outputs(2),
+                  label("SwiGLUGrad", t));
+    for (int64_t causal : {0, 1}) {
+      const std::string what = label("Attention causal " + std::to_string(causal), t);
+      expect_agrees(NodeRun("Attention", 17, training)
+                        .input(random_tensor(t, {2, 4, 8, 16}, 213))
+                        .input(random_tensor(t, {2, 2, 8, 16}, 214))
+                        .input(random_tensor(t, {2, 2, 8, 12}, 215))
+                        .attr("causal", causal)
+                        .attr("scale", 0.25f)
+                        .outputs(2),
+                    what);
+      expect_agrees(NodeRun("AttentionGrad", 17, training)
+                        .input(random_tensor(t, {2, 4, 8, 12}, 216))
+                        .input(random_tensor(t, {2, 4, 8, 16}, 213))
+                        .input(random_tensor(t, {2, 2, 8, 16}, 214))
+                        .input(random_tensor(t, {2, 2, 8, 12}, 215))
+                        .input(random_tensor(t, {2, 4, 8, 12}, 217))
+                        .input(random_tensor(t, {2, 4, 8}, 218, 1, 2))
+                        .attr("causal", causal)
+                        .attr("scale", 0.25f)
+                        .outputs(3),
+                    what + " grad");
+    }
+  }
+}
+
 // ‖a − b‖ / ‖b‖, or over sqrt(n)·1e-6 where b is smaller: a gradient that is zero but for
 // round-off (a key bias's: softmax ignores a shift of its row) is noise on both sides.
 double step_error(const Tensor& a, const Tensor& b) {
@@ -519,7 +580,8 @@ void expect_step_agrees(const std::string& name, bool fused) {
 }
 
 TEST(CudaTraining, TinyZooStepsAgreeWithTheCpu) {
-  for (const char* name : {"mlp", "gpt-tiny", "bert-tiny", "resnet-tiny", "vit-tiny"}) {
+  for (const char* name :
+       {"mlp", "gpt-tiny", "bert-tiny", "resnet-tiny", "vit-tiny", "llama-tiny"}) {
     expect_step_agrees(name, false);
     expect_step_agrees(name, true);
   }

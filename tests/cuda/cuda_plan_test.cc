@@ -32,6 +32,13 @@ const std::vector<PlanCase>& plan_cases() {
       {"bert-tiny", "mesh: {dp: 2, tp: 2}\nbatch: {global: 4, micro: 2}\nzero: 3\n", 4},
       {"resnet-tiny", "mesh: {dp: 2}\nbatch: {global: 4, micro: 2}\n", 4},
       {"vit-tiny", "mesh: {dp: 2, tp: 2}\nbatch: {global: 4, micro: 2}\ntensor: auto\n", 4},
+      // Llama: fused attention (grouped-query heads), RMS norm, rotary embeddings and SwiGLU
+      // on the device; the ring attention of context parallelism on the host.
+      {"llama-tiny",
+       "mesh: {dp: 2, tp: 2}\nbatch: {global: 8, micro: 2}\ntensor: megatron-sp\nkernels: "
+       "{attention: flash}\n",
+       8},
+      {"llama-tiny", "mesh: {dp: 2, cp: 2}\ncontext: ring\nbatch: {global: 4, micro: 1}\n", 4},
       // Sharded Dropout in every microbatch: the device draws what the CPU reference draws.
       {"gpt-tiny", "mesh: {dp: 2, tp: 2}\nbatch: {global: 4, micro: 2}\ntensor: megatron-sp\n", 4,
        0.1}};

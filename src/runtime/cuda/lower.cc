@@ -214,7 +214,9 @@ const std::set<std::pair<std::string, std::string>>& other_ops() {
                            "Size",
                            "Range"})
       ops.insert({"", op});
-    for (const char* op : {"Adam", "LayerNormalizationGrad", "MaxPoolGrad"})
+    for (const char* op : {"Adam", "LayerNormalizationGrad", "MaxPoolGrad", "RMSNormalization",
+                           "RMSNormalizationGrad", "RotaryEmbedding", "SwiGLU", "SwiGLUGrad",
+                           "Attention", "AttentionGrad"})
       ops.insert({std::string(kTrainingDomain), op});
     for (const char* op : {"Send", "Recv", "AllReduce", "AllGather", "ReduceScatter", "AllToAll",
                            "Broadcast", "HaloExchange", "Shard"})
@@ -317,8 +319,24 @@ class Lowerer {
   bool lower_conv_filter_grad(const Node& node);
   Status lower_pool(const Node& node);
   Status lower_shape_op(const Node& node, bool& handled);
+  // A kMap operand: a value read or written with these strides over the launch's space.
+  struct Operand {
+    ValueId value;
+    std::vector<int64_t> strides;
+    int64_t base = 0;
+  };
+  void map(const std::vector<int64_t>& space, const std::vector<Operand>& ins,
+           const std::vector<Operand>& outs, std::vector<MapInstr> code, const Node* node);
+  // out[r] = op over the `cols` contiguous elements of row r of x.
+  void row_reduce(ValueId x, ValueId out, cuda::ReduceOp op, int64_t rows, int64_t cols,
+                  const Node* node);
+  Status lower_rms_norm(const Node& node, bool grad);
+  Status lower_rotary(const Node& node);
+  Status lower_swiglu(const Node& node, bool grad);
+  Status lower_attention(const Node& node, bool grad);
   Status lower_comm(const Node& node);
   Status lower_comm_stub(const Node& node);
+  Status lower_host(const Node& node);
   Status lower_shard(const Node& node);
   Status lower_nccl(const Node& node);
   StatusOr<std::vector<int>> comm_group(const Node& node) const;
@@ -1228,10 +1246,324 @@ Status Lowerer::add_indexing(Launch l, const Node& node, bool scatter) {
   return Status::ok();
 }
 
+// ---- fused training ops (Llama's): compositions of maps, reductions, softmax rows and GEMMs --
+
+namespace {
+
+MapInstr instr(MapOp op, int dst, int a = 0, int b = 0, double imm = 0) {
+  return MapInstr{
+      op, static_cast<uint8_t>(dst), static_cast<uint8_t>(a), static_cast<uint8_t>(b), 0, imm, 0};
+}
+MapInstr load(int dst, int input) { return instr(MapOp::kLoad, dst, input); }
+MapInstr store(int output, int reg) { return instr(MapOp::kStore, 0, output, reg); }
+MapInstr constant(int dst, double value) { return instr(MapOp::kConst, dst, 0, 0, value); }
+
+}  // namespace
+
+void Lowerer::map(const std::vector<int64_t>& space, const std::vector<Operand>& ins,
+                  const std::vector<Operand>& outs, std::vector<MapInstr> code, const Node* node) {
+  if (product(space, 0, space.size()) == 0) return;
+  Launch l;
+  l.kind = Kind::kMap;
+  l.space.rank = static_cast<int>(space.size());
+  for (size_t d = 0; d < space.size(); ++d) l.space.dims[d] = space[d];
+  bool wide = false;
+  std::vector<ValueId> in_values, out_values;
+  for (const Operand& o : ins) {
+    l.in.push_back(access(o.value, o.strides, o.base));
+    wide = wide || !is_float_dt(dt(o.value));
+    in_values.push_back(o.value);
+  }
+  for (const Operand& o : outs) {
+    l.out.push_back(access(o.value, o.strides, o.base));
+    wide = wide || !is_float_dt(dt(o.value));
+    out_values.push_back(o.value);
+  }
+  l.map.wide = wide;
+  l.map.code = std::move(code);
+  collapse(l);
+  add(std::move(l), in_values, out_values, node);
+}
+
+void Lowerer::row_reduce(ValueId x, ValueId out, cuda::ReduceOp op, int64_t rows, int64_t cols,
+                         const Node* node) {
+  Launch l;
+  l.kind = Kind::kReduce;
+  l.reduce.op = op;
+  l.reduce.reduced.rank = 1;
+  l.reduce.reduced.dims[0] = cols;
+  l.reduce.reduced_strides[0] = 1;
+  l.space.rank = 1;
+  l.space.dims[0] = rows;
+  l.in.push_back(access(x, {cols}));
+  l.out.push_back(access(out, {1}));
+  add(std::move(l), {x}, {out}, node);
+}
+
+// RMSNormalization(X, Scale) -> Y: the rows' sums of squares, then one map (y = x·r·scale,
+// r = 1/√(sum/cols + ε)). RMSNormalizationGrad(dY, X, Scale) -> dX, X̂: the sums of squares, a
+// map to X̂ and g·x̂ (g = dY·scale), the rows' sums of g·x̂, and dX = r·(g − x̂·mean(g·x̂)).
+// The scale covers the trailing `count` of the row's `cols` elements and repeats over the rest.
+Status Lowerer::lower_rms_norm(const Node& node, bool grad) {
+  const ValueId x = node.inputs[grad ? 1 : 0], scale = node.inputs[grad ? 2 : 1];
+  const std::vector<int64_t> xd = dims(x);
+  const int64_t axis = normalize(node.attr_int("axis", -1), static_cast<int64_t>(xd.size()));
+  const int64_t cols = product(xd, static_cast<size_t>(axis), xd.size());
+  const int64_t rows = cols ? count(x) / cols : 0;
+  const int64_t per = count(scale), lead = per ? cols / per : 0;
+  const double epsilon = node.attr_float("epsilon", 1e-5f);
+  const Dt acc = dt(x) == Dt::kF64 ? Dt::kF64 : Dt::kF32;
+  const ValueId sums = temp(acc, {rows});
+  row_reduce(x, sums, cuda::ReduceOp::kSumSquare, rows, cols, &node);
+  // Registers 0..: x, the row's sum, the scale; r = 1 / sqrt(sum / cols + ε) in register 5.
+  const std::vector<int64_t> space = {rows, lead, per};
+  const std::vector<int64_t> row_strides = {cols, per, 1}, per_row = {1, 0, 0}, cyclic = {0, 0, 1};
+  std::vector<MapInstr> r_code = {load(0, 0),
+                                  load(1, 1),
+                                  load(2, 2),
+                                  constant(3, 1.0 / static_cast<double>(cols)),
+                                  instr(MapOp::kMul, 4, 1, 3),
+                                  constant(3, epsilon),
+                                  instr(MapOp::kAdd, 4, 4, 3),
+                                  instr(MapOp::kSqrt, 4, 4),
+                                  instr(MapOp::kReciprocal, 5, 4),
+                                  instr(MapOp::kMul, 6, 0, 5)};  // x̂ in register 6
+  if (!grad) {
+    std::vector<MapInstr> code = r_code;
+    code.push_back(instr(MapOp::kMul, 7, 6, 2));
+    code.push_back(store(0, 7));
+    map(space, {{x, row_strides}, {sums, per_row}, {scale, cyclic}},
+        {{node.outputs[0], row_strides}}, std::move(code), &node);
+    return Status::ok();
+  }
+  const ValueId dy = node.inputs[0], dx = node.output(0), xhat = node.output(1);
+  // g·x̂ per element, and x̂ where asked for.
+  const ValueId gx = temp(acc, {rows, cols});
+  std::vector<MapInstr> code = r_code;
+  code.push_back(load(7, 3));                   // dY
+  code.push_back(instr(MapOp::kMul, 7, 7, 2));  // g
+  code.push_back(instr(MapOp::kMul, 8, 7, 6));  // g·x̂
+  code.push_back(store(0, 8));
+  std::vector<Operand> outs = {{gx, row_strides}};
+  if (xhat != kNoId) {
+    code.push_back(store(1, 6));
+    outs.push_back({xhat, row_strides});
+  }
+  map(space, {{x, row_strides}, {sums, per_row}, {scale, cyclic}, {dy, row_strides}}, outs,
+      std::move(code), &node);
+  if (dx == kNoId) return Status::ok();
+  const ValueId dots = temp(acc, {rows});
+  row_reduce(gx, dots, cuda::ReduceOp::kMean, rows, cols, &node);
+  code = r_code;
+  code.push_back(load(7, 3));                   // dY
+  code.push_back(instr(MapOp::kMul, 7, 7, 2));  // g
+  code.push_back(load(8, 4));                   // mean(g·x̂)
+  code.push_back(instr(MapOp::kMul, 8, 8, 6));
+  code.push_back(instr(MapOp::kSub, 7, 7, 8));
+  code.push_back(instr(MapOp::kMul, 7, 7, 5));
+  code.push_back(store(0, 7));
+  map(space,
+      {{x, row_strides}, {sums, per_row}, {scale, cyclic}, {dy, row_strides}, {dots, per_row}},
+      {{dx, row_strides}}, std::move(code), &node);
+  return Status::ok();
+}
+
+// RotaryEmbedding(X, Cos, Sin) -> Y in the rotate-half form, one map over [outer, seq, d/2]
+// reading each half of X and of the tables at its offset: y₁ = x₁c₁ − x₂s₁, y₂ = x₂c₂ + x₁s₂;
+// inverse (x·cos − rotate_half(x·sin)): y₁ = x₁c₁ + x₂s₂, y₂ = x₂c₂ − x₁s₁.
+Status Lowerer::lower_rotary(const Node& node) {
+  const ValueId x = node.inputs[0], c = node.inputs[1], s = node.inputs[2], y = node.outputs[0];
+  const std::vector<int64_t> xd = dims(x);
+  const int64_t d = xd.back(), seq = xd[xd.size() - 2], half = d / 2;
+  const int64_t outer = seq * d ? count(x) / (seq * d) : 0;
+  const bool inverse = node.attr_int("inverse", 0) != 0;
+  const std::vector<int64_t> space = {outer, seq, half};
+  const std::vector<int64_t> xs = {seq * d, d, 1}, ts = {0, d, 1};
+  // Registers: x₁ x₂ c₁ c₂ s₁ s₂ (0-5).
+  std::vector<MapInstr> code = {load(0, 0),
+                                load(1, 1),
+                                load(2, 2),
+                                load(3, 3),
+                                load(4, 4),
+                                load(5, 5),
+                                instr(MapOp::kMul, 6, 0, 2),   // x₁c₁
+                                instr(MapOp::kMul, 7, 1, 3)};  // x₂c₂
+  if (!inverse) {
+    code.push_back(instr(MapOp::kMul, 8, 1, 4));  // x₂s₁
+    code.push_back(instr(MapOp::kSub, 6, 6, 8));
+    code.push_back(instr(MapOp::kMul, 8, 0, 5));  // x₁s₂
+    code.push_back(instr(MapOp::kAdd, 7, 7, 8));
+  } else {
+    code.push_back(instr(MapOp::kMul, 8, 1, 5));  // x₂s₂
+    code.push_back(instr(MapOp::kAdd, 6, 6, 8));
+    code.push_back(instr(MapOp::kMul, 8, 0, 4));  // x₁s₁
+    code.push_back(instr(MapOp::kSub, 7, 7, 8));
+  }
+  code.push_back(store(0, 6));
+  code.push_back(store(1, 7));
+  map(space, {{x, xs, 0}, {x, xs, half}, {c, ts, 0}, {c, ts, half}, {s, ts, 0}, {s, ts, half}},
+      {{y, xs, 0}, {y, xs, half}}, std::move(code), &node);
+  return Status::ok();
+}
+
+// SwiGLU(Gate, Up) -> silu(g)·up; SwiGLUGrad(dY, Gate, Up) -> dGate = dY·up·σ(g)·(1 +
+// g·(1 − σ(g))), dUp = dY·silu(g). One map each.
+Status Lowerer::lower_swiglu(const Node& node, bool grad) {
+  const int64_t n = count(node.inputs[grad ? 1 : 0]);
+  const std::vector<int64_t> space = {n}, dense1 = {1};
+  if (!grad) {
+    map(space, {{node.inputs[0], dense1}, {node.inputs[1], dense1}}, {{node.outputs[0], dense1}},
+        {load(0, 0), load(1, 1), instr(MapOp::kSigmoid, 2, 0), instr(MapOp::kMul, 3, 0, 2),
+         instr(MapOp::kMul, 3, 3, 1), store(0, 3)},
+        &node);
+    return Status::ok();
+  }
+  std::vector<MapInstr> code = {load(0, 0),  // dY
+                                load(1, 1),  // g
+                                load(2, 2),  // up
+                                instr(MapOp::kSigmoid, 3, 1),
+                                instr(MapOp::kMul, 4, 1, 3)};  // silu(g)
+  std::vector<Operand> outs;
+  if (node.output(0) != kNoId) {
+    code.push_back(constant(5, 1.0));
+    code.push_back(instr(MapOp::kSub, 6, 5, 3));  // 1 − σ
+    code.push_back(instr(MapOp::kMul, 6, 6, 1));  // g(1 − σ)
+    code.push_back(instr(MapOp::kAdd, 6, 6, 5));  // 1 + g(1 − σ)
+    code.push_back(instr(MapOp::kMul, 6, 6, 3));  // σ(1 + g(1 − σ))
+    code.push_back(instr(MapOp::kMul, 6, 6, 2));  // · up
+    code.push_back(instr(MapOp::kMul, 6, 6, 0));  // · dY
+    code.push_back(store(static_cast<int>(outs.size()), 6));
+    outs.push_back({node.outputs[0], dense1});
+  }
+  if (node.output(1) != kNoId) {
+    code.push_back(instr(MapOp::kMul, 7, 4, 0));
+    code.push_back(store(static_cast<int>(outs.size()), 7));
+    outs.push_back({node.outputs[1], dense1});
+  }
+  map(space, {{node.inputs[0], dense1}, {node.inputs[1], dense1}, {node.inputs[2], dense1}}, outs,
+      std::move(code), &node);
+  return Status::ok();
+}
+
+// Attention(Q, K, V) -> Y, LSE and AttentionGrad(dY, Q, K, V, Y, LSE) -> dQ, dK, dV with the
+// scores held (unlike FlashAttention): GEMMs batched over (batch, key/value head), the group of
+// query heads sharing a key/value head stacked as one matrix of rows, so a group's dK and dV
+// sum over its heads inside the GEMM. Scores and their softmax in f32 (f64 for f64 operands);
+// the probabilities cast to the operands' type for the products with V (as FlashAttention's
+// are), the causal mask a constant added to the scores.
+Status Lowerer::lower_attention(const Node& node, bool grad) {
+  const size_t first = grad ? 1 : 0;
+  const ValueId q = node.inputs[first], k = node.inputs[first + 1], v = node.inputs[first + 2];
+  const std::vector<int64_t> qd = dims(q), kd = dims(k), vd = dims(v);
+  const int64_t b = qd[0], h = qd[1], sq = qd[2], d = qd[3], hk = kd[1], sk = kd[2], dv = vd[3];
+  if (hk < 1 || h % hk != 0)
+    return error("node '{}' ({}): {} query heads over {} key/value heads", node.name, node.op_type,
+                 h, hk);
+  const int64_t group = h / hk, batches = b * hk, rows = group * sq;  // rows per batch
+  const double scale = node.attr_float("scale", 1.0f);
+  const bool causal = node.attr_int("causal", 0) != 0;
+  const Dt in_dt = dt(q), acc = in_dt == Dt::kF64 ? Dt::kF64 : Dt::kF32;
+  const int64_t all_rows = b * h * sq;
+  auto gemm = [&](ValueId a, ValueId bb, ValueId c, int64_t m, int64_t n, int64_t kk, bool ta,
+                  bool tb, int64_t lda, int64_t ldb, int64_t sa, int64_t sb, int64_t sc,
+                  double alpha) {
+    cuda::MatMulParams p;
+    p.m = m;
+    p.n = n;
+    p.k = kk;
+    p.batch = batches;
+    p.trans_a = ta;
+    p.trans_b = tb;
+    p.lda = lda;
+    p.ldb = ldb;
+    p.ldc = n;
+    p.stride_a = sa;
+    p.stride_b = sb;
+    p.stride_c = sc;
+    p.alpha = alpha;
+    matmul(a, bb, c, p, 0, 0, 0, &node);
+  };
+  // Scores: scale·Q·Kᵀ [b·h·sq, sk], plus the mask.
+  const ValueId scores = temp(acc, {all_rows, sk});
+  gemm(q, k, scores, rows, sk, d, false, true, d, d, rows * d, sk * d, rows * sk, scale);
+  const std::vector<int64_t> grid = {b * h, sq, sk};
+  const std::vector<int64_t> grid_strides = {sq * sk, sk, 1};
+  if (causal) {
+    auto mask = std::make_shared<Tensor>(acc == Dt::kF64 ? DType::kFloat64 : DType::kFloat32,
+                                         std::vector<int64_t>{sq, sk});
+    for (int64_t i = 0; i < sq; ++i)
+      for (int64_t j = 0; j < sk; ++j) mask->set_from_double(i * sk + j, j > i ? -INFINITY : 0.0);
+    const ValueId masked = host_temp(acc, {sq, sk}, std::move(mask));
+    map(grid, {{scores, grid_strides}, {masked, {0, sk, 1}}}, {{scores, grid_strides}},
+        {load(0, 0), load(1, 1), instr(MapOp::kAdd, 0, 0, 1), store(0, 0)}, &node);
+  }
+  const std::vector<int64_t> per_row = {sq, 1, 0};
+  // The probabilities in the operands' type, for the GEMMs with V (and dY).
+  const ValueId probs = in_dt == acc ? temp(acc, {all_rows, sk}) : temp(in_dt, {all_rows, sk});
+  if (!grad) {
+    const ValueId y = node.outputs[0], lse = node.output(1);
+    const ValueId top = temp(acc, {all_rows}), sums = temp(acc, {all_rows});
+    const ValueId e = temp(acc, {all_rows, sk});
+    row_reduce(scores, top, cuda::ReduceOp::kMax, all_rows, sk, &node);
+    map(grid, {{scores, grid_strides}, {top, per_row}}, {{e, grid_strides}},
+        {load(0, 0), load(1, 1), instr(MapOp::kSub, 0, 0, 1), instr(MapOp::kExp, 0, 0),
+         store(0, 0)},
+        &node);
+    row_reduce(e, sums, cuda::ReduceOp::kSum, all_rows, sk, &node);
+    map(grid, {{e, grid_strides}, {sums, per_row}}, {{probs, grid_strides}},
+        {load(0, 0), load(1, 1), instr(MapOp::kDiv, 0, 0, 1), store(0, 0)}, &node);
+    if (lse != kNoId)
+      map({all_rows}, {{top, {1}}, {sums, {1}}}, {{lse, {1}}},
+          {load(0, 0), load(1, 1), instr(MapOp::kLog, 1, 1), instr(MapOp::kAdd, 0, 0, 1),
+           store(0, 0)},
+          &node);
+    gemm(probs, v, y, rows, dv, sk, false, false, sk, dv, rows * sk, sk * dv, rows * dv, 1.0);
+    return Status::ok();
+  }
+  const ValueId dy = node.inputs[0], y = node.inputs[4], lse = node.inputs[5];
+  const ValueId dq = node.output(0), dk = node.output(1), dvv = node.output(2);
+  // P = exp(S − LSE), in f32 and in the operands' type.
+  const ValueId p = in_dt == acc ? probs : temp(acc, {all_rows, sk});
+  std::vector<Operand> p_outs = {{p, grid_strides}};
+  std::vector<MapInstr> p_code = {load(0, 0), load(1, 1), instr(MapOp::kSub, 0, 0, 1),
+                                  instr(MapOp::kExp, 0, 0), store(0, 0)};
+  if (p != probs) {
+    p_outs.push_back({probs, grid_strides});
+    p_code.push_back(store(1, 0));
+  }
+  map(grid, {{scores, grid_strides}, {lse, per_row}}, p_outs, std::move(p_code), &node);
+  // dV = Pᵀ·dY over each group's rows.
+  if (dvv != kNoId)
+    gemm(probs, dy, dvv, sk, dv, rows, true, false, sk, dv, rows * sk, rows * dv, sk * dv, 1.0);
+  // dP = dY·Vᵀ, D = rowsum(dY·Y), dS = P·(dP − D).
+  const ValueId dp = temp(acc, {all_rows, sk});
+  gemm(dy, v, dp, rows, sk, dv, false, true, dv, dv, rows * dv, sk * dv, rows * sk, 1.0);
+  const ValueId prod = temp(acc, {all_rows, dv}), delta = temp(acc, {all_rows});
+  map({all_rows, dv}, {{dy, {dv, 1}}, {y, {dv, 1}}}, {{prod, {dv, 1}}},
+      {load(0, 0), load(1, 1), instr(MapOp::kMul, 0, 0, 1), store(0, 0)}, &node);
+  row_reduce(prod, delta, cuda::ReduceOp::kSum, all_rows, dv, &node);
+  const ValueId ds = in_dt == acc ? temp(acc, {all_rows, sk}) : temp(in_dt, {all_rows, sk});
+  map(grid, {{p, grid_strides}, {dp, grid_strides}, {delta, per_row}}, {{ds, grid_strides}},
+      {load(0, 0), load(1, 1), load(2, 2), instr(MapOp::kSub, 1, 1, 2), instr(MapOp::kMul, 0, 0, 1),
+       store(0, 0)},
+      &node);
+  // dQ = scale·dS·K, dK = scale·dSᵀ·Q.
+  if (dq != kNoId)
+    gemm(ds, k, dq, rows, d, sk, false, false, sk, d, rows * sk, sk * d, rows * d, scale);
+  if (dk != kNoId)
+    gemm(ds, q, dk, sk, d, rows, true, false, sk, d, rows * sk, rows * d, sk * d, scale);
+  return Status::ok();
+}
+
 // ---- communication ------------------------------------------------------------------------
 
 Status Lowerer::lower_comm(const Node& node) {
-  if (!other_ops().count({node.domain, node.op_type}))
+  // Ring attention has no device kernel: where the device communicates through a communicator
+  // it runs on the host, as the CPU runtime runs it.
+  const bool ring = node.op_type == "RingAttention" || node.op_type == "RingAttentionGrad";
+  const bool host_only = ring && options_.communication != CudaCommunication::kNone &&
+                         options_.communication != CudaCommunication::kStub;
+  if (!other_ops().count({node.domain, node.op_type}) && !host_only)
     return error("node '{}' ({}): the CUDA backend has no kernel for this op", node.name,
                  node.op_type);
   switch (options_.communication) {
@@ -1251,12 +1583,17 @@ Status Lowerer::lower_comm(const Node& node) {
   const std::string& op = node.op_type;
   const bool zigzag = node.attr_int("zigzag", 0) != 0;
   if (op == "Shard" && !zigzag) return lower_shard(node);
+  if (ring) return lower_host(node);
   // Sends and receives go through the host under NCCL too: the runtime's sends do not wait for
   // the receiver (a pipeline schedule relies on it), and NCCL's do.
   const bool collective = op != "Send" && op != "Recv" && op != "HaloExchange";
   if (options_.communication == CudaCommunication::kNccl && collective && !zigzag)
     return lower_nccl(node);
-  // Through the host: the CPU runtime's kernel on the communicator.
+  return lower_host(node);
+}
+
+// Through the host: the CPU runtime's kernel on the communicator.
+Status Lowerer::lower_host(const Node& node) {
   Launch l;
   l.kind = Kind::kHost;
   for (ValueId v : node.inputs) l.in.push_back(v == kNoId ? Access{} : whole(v));
@@ -1423,6 +1760,12 @@ Status Lowerer::lower_node(NodeId id) {
       return Status::ok();
     }
     if (op == "MaxPoolGrad") return lower_pool(node);
+    if (op == "RMSNormalization" || op == "RMSNormalizationGrad")
+      return lower_rms_norm(node, op == "RMSNormalizationGrad");
+    if (op == "RotaryEmbedding") return lower_rotary(node);
+    if (op == "SwiGLU" || op == "SwiGLUGrad") return lower_swiglu(node, op == "SwiGLUGrad");
+    if (op == "Attention" || op == "AttentionGrad")
+      return lower_attention(node, op == "AttentionGrad");
     if (op == "LayerNormalizationGrad") {
       const auto& xd = dims(node.inputs[1]);
       const int64_t axis = normalize(node.attr_int("axis", -1), static_cast<int64_t>(xd.size()));
