@@ -1,10 +1,9 @@
 // The CUDA backend's communication, tested without a GPU: what a plan's ai.autopar ops become
 // under NCCL (collectives along dim 0 with the copies that permute the members' parts around
-// another axis) and through the host, and, by running the lowered programs of every rank on a
-// small host interpreter of their copies and collectives, that they compute what the CPU
-// runtime's kernels compute on the same communicator groups.
+// another axis) and through the host, and, by running the lowered programs of every rank on
+// the host interpreter of device programs (collectives across the ranks' interpreters), that
+// they compute what the CPU runtime's kernels compute on the same communicator groups.
 #include <algorithm>
-#include <cstring>
 #include <map>
 #include <thread>
 
@@ -20,6 +19,7 @@
 #include "autopar/zoo/zoo.h"
 #include "runtime/cuda/lowering.h"
 #include "runtime/program_runner.h"
+#include "testing/program_interpreter.h"
 
 namespace autopar::runtime {
 namespace {
@@ -95,80 +95,52 @@ std::vector<std::shared_ptr<const CudaLowering>> lowerings(const Graph& g, CudaC
   return out;
 }
 
-// The host interpreter: one rank's regions, and its launches run in step with the other
-// ranks'. It runs copies (kMap of one load and one store) and kComm launches in float32.
-struct RankMemory {
-  std::vector<uint8_t> arena, persistent;
-  float* at(const cuda::Ref& ref, int64_t element) {
-    auto& region = ref.region == cuda::Region::kArena ? arena : persistent;
-    return reinterpret_cast<float*>(region.data() + ref.offset) + element;
-  }
-};
-
-void run_copy(const Launch& l, RankMemory& m) {
-  ASSERT_EQ(l.map.code.size(), 2u) << l.node;
-  ASSERT_EQ(l.map.code[0].op, cuda::MapOp::kLoad);
-  ASSERT_EQ(l.map.code[1].op, cuda::MapOp::kStore);
-  const int rank = l.space.rank;
-  std::vector<int64_t> index(static_cast<size_t>(rank), 0);
-  for (int64_t p = 0; p < l.space.count(); ++p) {
-    int64_t in = l.in[0].base, out = l.out[0].base;
-    for (int d = 0; d < rank; ++d) {
-      in += index[d] * l.in[0].strides[d];
-      out += index[d] * l.out[0].strides[d];
-    }
-    *m.at(l.out[0].ref, out) = *m.at(l.in[0].ref, in);
-    for (int d = rank - 1; d >= 0; --d) {
-      if (++index[d] < l.space.dims[d]) break;
-      index[d] = 0;
-    }
-  }
-}
-
-// Launch i of every rank, all of them kComm: what NCCL does with them.
-void run_collective(const std::vector<const Launch*>& launches, std::vector<RankMemory>& memory) {
+// Launch i of every rank, all of them kComm: what NCCL does with them, on the ranks'
+// interpreters.
+void run_collective(const std::vector<const Launch*>& launches,
+                    std::vector<testing::ProgramInterpreter>& ranks) {
   for (size_t r = 0; r < launches.size(); ++r) {
     const cuda::CommParams& p = launches[r]->comm;
     const int64_t n = static_cast<int64_t>(p.group.size());
     const int64_t me =
         std::find(p.group.begin(), p.group.end(), static_cast<int>(r)) - p.group.begin();
     ASSERT_LT(me, n) << "rank " << r << " outside its group";
-    auto in = [&](int64_t member, int64_t i) {
-      const Launch& l = *launches[static_cast<size_t>(p.group[member])];
-      return *memory[static_cast<size_t>(p.group[member])].at(l.in[0].ref, i);
-    };
-    float* out = memory[r].at(launches[r]->out[0].ref, 0);
     for (int64_t k = 0; k < n; ++k) {
       const cuda::CommParams& other = launches[static_cast<size_t>(p.group[k])]->comm;
       ASSERT_EQ(other.group, p.group);
       ASSERT_EQ(other.count, p.count);
     }
+    auto in = [&](int64_t member, int64_t i) {
+      const auto m = static_cast<size_t>(p.group[member]);
+      return ranks[m].element(launches[m]->in[0].ref, i);
+    };
+    auto out = [&](int64_t i, double v) { ranks[r].set_element(launches[r]->out[0].ref, i, v); };
     const int64_t count = p.count, chunk = count / n;
     switch (p.op) {
       case CommOp::kAllReduce:
         for (int64_t i = 0; i < count; ++i) {
-          float sum = 0;
+          double sum = 0;
           for (int64_t k = 0; k < n; ++k) sum += in(k, i);
-          out[i] = sum;
+          out(i, sum);
         }
         break;
       case CommOp::kReduceScatter:
         for (int64_t i = 0; i < chunk; ++i) {
-          float sum = 0;
+          double sum = 0;
           for (int64_t k = 0; k < n; ++k) sum += in(k, me * chunk + i);
-          out[i] = sum;
+          out(i, sum);
         }
         break;
       case CommOp::kAllGather:
         for (int64_t k = 0; k < n; ++k)
-          for (int64_t i = 0; i < count; ++i) out[k * count + i] = in(k, i);
+          for (int64_t i = 0; i < count; ++i) out(k * count + i, in(k, i));
         break;
       case CommOp::kAllToAll:
         for (int64_t k = 0; k < n; ++k)
-          for (int64_t i = 0; i < chunk; ++i) out[k * chunk + i] = in(k, me * chunk + i);
+          for (int64_t i = 0; i < chunk; ++i) out(k * chunk + i, in(k, me * chunk + i));
         break;
       case CommOp::kBroadcast:
-        for (int64_t i = 0; i < count; ++i) out[i] = in(p.root, i);
+        for (int64_t i = 0; i < count; ++i) out(i, in(p.root, i));
         break;
       default:
         FAIL() << "unexpected op";
@@ -176,38 +148,28 @@ void run_collective(const std::vector<const Launch*>& launches, std::vector<Rank
   }
 }
 
-// Every rank's program run on the interpreter; y of each rank.
+// Every rank's program run on its interpreter, the collectives across them; y of each rank.
 std::vector<Tensor> interpreted(const Graph& g,
                                 const std::vector<std::shared_ptr<const CudaLowering>>& ls) {
-  std::vector<RankMemory> memory(4);
+  std::vector<testing::ProgramInterpreter> ranks;
   const ValueId x = g.inputs()[0], y = g.outputs()[0];
   for (size_t r = 0; r < 4; ++r) {
-    const cuda::Program& p = ls[r]->program;
-    memory[r].arena.assign(static_cast<size_t>(p.arena_bytes), 0xFF);
-    memory[r].persistent.assign(static_cast<size_t>(p.persistent_bytes), 0);
-    for (const cuda::Upload& u : p.uploads)
-      std::copy(u.bytes.begin(), u.bytes.end(), memory[r].persistent.begin() + u.offset);
-    const Tensor t = input_of(static_cast<int64_t>(r));
-    std::memcpy(memory[r].at(*ls[r]->refs[x], 0), t.bytes().data(), t.num_bytes());
-    EXPECT_EQ(p.launches.size(), ls[0]->program.launches.size());
+    ranks.emplace_back(*ls[r]);
+    ranks.back().write(x, input_of(static_cast<int64_t>(r)));
+    EXPECT_EQ(ls[r]->program.launches.size(), ls[0]->program.launches.size());
   }
   for (size_t i = 0; i < ls[0]->program.launches.size(); ++i) {
-    const Kind kind = ls[0]->program.launches[i].kind;
-    if (kind == Kind::kComm) {
+    if (ls[0]->program.launches[i].kind == Kind::kComm) {
       std::vector<const Launch*> launches;
       for (size_t r = 0; r < 4; ++r) launches.push_back(&ls[r]->program.launches[i]);
-      run_collective(launches, memory);
+      run_collective(launches, ranks);
       continue;
     }
-    EXPECT_EQ(kind, Kind::kMap) << cuda::kind_name(kind);
-    for (size_t r = 0; r < 4; ++r) run_copy(ls[r]->program.launches[i], memory[r]);
+    for (size_t r = 0; r < 4; ++r) EXPECT_EQ(ranks[r].step(i), "") << "rank " << r;
   }
   std::vector<Tensor> out;
-  for (size_t r = 0; r < 4; ++r) {
-    Tensor t(DType::kFloat32, g.value(y).shape.dims);
-    std::memcpy(t.mutable_bytes().data(), memory[r].at(*ls[r]->refs[y], 0), t.num_bytes());
-    out.push_back(std::move(t));
-  }
+  for (size_t r = 0; r < 4; ++r)
+    out.push_back(ranks[r].read(y, DType::kFloat32, g.value(y).shape.dims));
   return out;
 }
 
