@@ -117,6 +117,9 @@ Tensor ProgramInterpreter::read(ValueId value, DType dtype,
 
 namespace {
 
+constexpr double kSqrt2OverPi = 0.7978845608028654;
+constexpr double kGeluCubic = 0.044715;
+
 // Calls f(flat point, per-dim index) over a space.
 template <typename F>
 void for_each_point(const cuda::Space& space, F&& f) {
@@ -207,6 +210,63 @@ std::string ProgramInterpreter::map(const Launch& l) {
         case MapOp::kWhere:
           dst = a != 0 ? b : r[in.c];
           break;
+        case MapOp::kSign:
+          dst = a > 0 ? 1 : a < 0 ? -1 : 0;
+          break;
+        case MapOp::kErf:
+          dst = std::erf(a);
+          break;
+        case MapOp::kFloor:
+          dst = std::floor(a);
+          break;
+        case MapOp::kCeil:
+          dst = std::ceil(a);
+          break;
+        case MapOp::kNot:
+          dst = a == 0 ? 1 : 0;
+          break;
+        case MapOp::kLeakyRelu:
+          dst = a < 0 ? in.imm * a : a;
+          break;
+        case MapOp::kGelu:
+          dst = 0.5 * a * (1 + std::erf(a / std::sqrt(2.0)));
+          break;
+        case MapOp::kGeluTanh:
+          dst = 0.5 * a * (1 + std::tanh(kSqrt2OverPi * (a + kGeluCubic * a * a * a)));
+          break;
+        case MapOp::kGeluGrad: {  // dy = a, x = b
+          const double cdf = 0.5 * (1 + std::erf(b / std::sqrt(2.0)));
+          const double pdf = std::exp(-0.5 * b * b) / std::sqrt(2 * M_PI);
+          dst = a * (cdf + b * pdf);
+          break;
+        }
+        case MapOp::kGeluTanhGrad: {
+          const double t = std::tanh(kSqrt2OverPi * (b + kGeluCubic * b * b * b));
+          const double du = kSqrt2OverPi * (1 + 3 * kGeluCubic * b * b);
+          dst = a * (0.5 * (1 + t) + 0.5 * b * (1 - t * t) * du);
+          break;
+        }
+        case MapOp::kEqual:
+          dst = a == b;
+          break;
+        case MapOp::kLess:
+          dst = a < b;
+          break;
+        case MapOp::kGreater:
+          dst = a > b;
+          break;
+        case MapOp::kLessOrEqual:
+          dst = a <= b;
+          break;
+        case MapOp::kGreaterOrEqual:
+          dst = a >= b;
+          break;
+        case MapOp::kAnd:
+          dst = a != 0 && b != 0;
+          break;
+        case MapOp::kOr:
+          dst = a != 0 || b != 0;
+          break;
         default:
           if (failure.empty())
             failure =
@@ -292,6 +352,133 @@ std::string ProgramInterpreter::matmul(const Launch& l) {
   return "";
 }
 
+std::string ProgramInterpreter::layer_norm(const Launch& l) {
+  const cuda::LayerNormParams& p = l.layer_norm;
+  const bool bias = l.in.size() > 2 && p.bias_count > 0;
+  for (int64_t r = 0; r < p.rows; ++r) {
+    double mean = 0, var = 0;
+    for (int64_t c = 0; c < p.cols; ++c) mean += element(l.in[0].ref, r * p.cols + c);
+    mean /= static_cast<double>(p.cols);
+    for (int64_t c = 0; c < p.cols; ++c) {
+      const double d = element(l.in[0].ref, r * p.cols + c) - mean;
+      var += d * d;
+    }
+    const double inv_std = 1.0 / std::sqrt(var / static_cast<double>(p.cols) + p.epsilon);
+    for (int64_t c = 0; c < p.cols; ++c) {
+      double y = (element(l.in[0].ref, r * p.cols + c) - mean) * inv_std *
+                 element(l.in[1].ref, c % p.scale_count);
+      if (bias) y += element(l.in[2].ref, c % p.bias_count);
+      set_element(l.out[0].ref, r * p.cols + c, y);
+    }
+    if (l.out.size() > 1 && l.out[1].ref.offset >= 0) set_element(l.out[1].ref, r, mean);
+    if (l.out.size() > 2 && l.out[2].ref.offset >= 0) set_element(l.out[2].ref, r, inv_std);
+  }
+  return "";
+}
+
+// The CPU kernel's formula: dx = inv_std·(g − mean(g) − x̂·mean(g·x̂)), g = dY·scale.
+std::string ProgramInterpreter::layer_norm_grad(const Launch& l) {
+  const cuda::LayerNormParams& p = l.layer_norm;
+  const double n = static_cast<double>(p.cols);
+  for (int64_t r = 0; r < p.rows; ++r) {
+    auto x = [&](int64_t c) { return element(l.in[1].ref, r * p.cols + c); };
+    auto g = [&](int64_t c) {
+      return element(l.in[0].ref, r * p.cols + c) * element(l.in[2].ref, c % p.scale_count);
+    };
+    double mean = 0, var = 0;
+    for (int64_t c = 0; c < p.cols; ++c) mean += x(c);
+    mean /= n;
+    for (int64_t c = 0; c < p.cols; ++c) var += (x(c) - mean) * (x(c) - mean);
+    const double inv_std = 1.0 / std::sqrt(var / n + p.epsilon);
+    double mean_g = 0, mean_gx = 0;
+    for (int64_t c = 0; c < p.cols; ++c) {
+      mean_g += g(c);
+      mean_gx += g(c) * (x(c) - mean) * inv_std;
+    }
+    mean_g /= n;
+    mean_gx /= n;
+    for (int64_t c = 0; c < p.cols; ++c) {
+      const double xh = (x(c) - mean) * inv_std;
+      if (l.out[0].ref.offset >= 0)
+        set_element(l.out[0].ref, r * p.cols + c, inv_std * (g(c) - mean_g - xh * mean_gx));
+      if (l.out.size() > 1 && l.out[1].ref.offset >= 0)
+        set_element(l.out[1].ref, r * p.cols + c, xh);
+    }
+  }
+  return "";
+}
+
+std::string ProgramInterpreter::cross_entropy(const Launch& l) {
+  const cuda::CrossEntropyParams& p = l.cross_entropy;
+  const bool weights = l.in.size() > 2;
+  double total = 0, total_weight = 0;
+  for (int64_t row = 0; row < p.n * p.inner; ++row) {
+    const int64_t b = row / p.inner, d = row % p.inner;
+    auto score = [&](int64_t c) { return element(l.in[0].ref, (b * p.classes + c) * p.inner + d); };
+    double top = -std::numeric_limits<double>::infinity(), sum = 0;
+    for (int64_t c = 0; c < p.classes; ++c) top = std::max(top, score(c));
+    for (int64_t c = 0; c < p.classes; ++c) sum += std::exp(score(c) - top);
+    const double log_sum = std::log(sum) + top;
+    if (l.out.size() > 1 && l.out[1].ref.offset >= 0)
+      for (int64_t c = 0; c < p.classes; ++c)
+        set_element(l.out[1].ref, (b * p.classes + c) * p.inner + d, score(c) - log_sum);
+    const auto label = static_cast<int64_t>(element(l.in[1].ref, row));
+    double loss = 0, weight = 0;
+    if (!(p.has_ignore && label == p.ignore_index)) {
+      if (label < 0 || label >= p.classes)
+        return "label " + std::to_string(label) + " out of range";
+      weight = weights ? element(l.in[2].ref, label) : 1.0;
+      loss = -(score(label) - log_sum) * weight;
+    }
+    if (p.reduction == 2) set_element(l.out[0].ref, row, loss);
+    total += loss;
+    total_weight += weight;
+  }
+  if (p.reduction == 0) set_element(l.out[0].ref, 0, total_weight > 0 ? total / total_weight : 0);
+  if (p.reduction == 1) set_element(l.out[0].ref, 0, total);
+  return "";
+}
+
+std::string ProgramInterpreter::gather(const Launch& l) {
+  const cuda::GatherParams& p = l.gather;
+  for (int64_t o = 0; o < p.outer; ++o) {
+    for (int64_t j = 0; j < p.index_count; ++j) {
+      auto index = static_cast<int64_t>(element(l.in[1].ref, j));
+      if (index < 0) index += p.axis_dim;
+      if (index < 0 || index >= p.axis_dim) return "index out of range";
+      for (int64_t i = 0; i < p.inner; ++i)
+        set_element(l.out[0].ref, (o * p.index_count + j) * p.inner + i,
+                    element(l.in[0].ref, (o * p.axis_dim + index) * p.inner + i));
+    }
+  }
+  return "";
+}
+
+std::string ProgramInterpreter::scatter_nd(const Launch& l) {
+  const cuda::NdParams& p = l.nd;
+  int64_t data_count = p.slice;
+  for (int d = 0; d < p.k; ++d) data_count *= p.data_dims[d];
+  const bool in_place =
+      l.out[0].ref.region == l.in[0].ref.region && l.out[0].ref.offset == l.in[0].ref.offset;
+  if (!in_place)
+    for (int64_t i = 0; i < data_count; ++i) set_element(l.out[0].ref, i, element(l.in[0].ref, i));
+  for (int64_t t = 0; t < p.index_count; ++t) {
+    int64_t at = 0;
+    for (int d = 0; d < p.k; ++d) {
+      auto index = static_cast<int64_t>(element(l.in[1].ref, t * p.k + d));
+      if (index < 0) index += p.data_dims[d];
+      if (index < 0 || index >= p.data_dims[d]) return "index out of range";
+      at = at * p.data_dims[d] + index;
+    }
+    for (int64_t i = 0; i < p.slice; ++i) {
+      const double u = element(l.in[2].ref, t * p.slice + i);
+      const int64_t o = at * p.slice + i;
+      set_element(l.out[0].ref, o, p.reduction == 1 ? element(l.out[0].ref, o) + u : u);
+    }
+  }
+  return "";
+}
+
 std::string ProgramInterpreter::step(size_t index) {
   const Launch& l = lowering_.program.launches.at(index);
   switch (l.kind) {
@@ -303,6 +490,16 @@ std::string ProgramInterpreter::step(size_t index) {
       return softmax(l);
     case Kind::kMatMul:
       return matmul(l);
+    case Kind::kLayerNorm:
+      return layer_norm(l);
+    case Kind::kLayerNormGrad:
+      return layer_norm_grad(l);
+    case Kind::kCrossEntropy:
+      return cross_entropy(l);
+    case Kind::kGather:
+      return gather(l);
+    case Kind::kScatterND:
+      return scatter_nd(l);
     case Kind::kCopyBytes: {
       for (int64_t i = 0; i < l.bytes; ++i) {
         const auto& from = l.in[0].ref.region == cuda::Region::kArena ? arena_ : persistent_;

@@ -2,8 +2,9 @@
 // lowered program's launches in double precision over byte copies of its two regions, so what
 // the lowering composes (strides, GEMM parameters, the order of launches, the arena's reuse)
 // is checked against the CPU executor. It runs kMap (the common opcodes), kReduce, kSoftmax,
-// kMatMul and kCopyBytes; kComm launches go to a callback; any other kind is an error that
-// names it (the device kernels themselves are checked on a GPU, label cuda).
+// kLayerNorm(Grad), kCrossEntropy, kGather, kScatterND, kMatMul and kCopyBytes; kComm launches go to
+// a callback; any other kind is an error that names it (the device kernels themselves are
+// checked on a GPU, label cuda).
 #pragma once
 
 #include <functional>
@@ -41,6 +42,11 @@ class ProgramInterpreter {
   std::string reduce(const cuda::Launch& l);
   std::string softmax(const cuda::Launch& l);
   std::string matmul(const cuda::Launch& l);
+  std::string layer_norm(const cuda::Launch& l);
+  std::string layer_norm_grad(const cuda::Launch& l);
+  std::string cross_entropy(const cuda::Launch& l);
+  std::string gather(const cuda::Launch& l);
+  std::string scatter_nd(const cuda::Launch& l);
 
   const runtime::CudaLowering& lowering_;
   mutable std::vector<uint8_t> arena_, persistent_;
