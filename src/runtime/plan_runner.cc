@@ -8,8 +8,8 @@
 
 #include "autopar/ir/graph_copy.h"
 #include "autopar/ir/shape_inference.h"
+#include "autopar/runtime/cuda_plan.h"
 #include "autopar/runtime/executor.h"
-#include "program_runner.h"
 
 namespace autopar::runtime {
 namespace {
@@ -171,6 +171,7 @@ class DeviceRun {
 };
 
 StatusOr<std::unique_ptr<ProgramRunner>> DeviceRun::runner(const Graph& program) {
+  if (options_.make_program) return options_.make_program(program, comm_);
   if (options_.backend == PlanBackend::kCuda) {
     if (!cuda_) {
       ASSIGN_OR_RETURN(cuda_, open_cuda_device(plan_, comm_, across_processes_));

@@ -479,6 +479,23 @@ std::string ProgramInterpreter::scatter_nd(const Launch& l) {
   return "";
 }
 
+// The CPU kernel's arithmetic: m' = β1·m + (1 − β1)·g, v' = β2·v + (1 − β2)·g², x' = keep·x −
+// rate·m' / (√v' + ε), with c = [β1, 1 − β1, β2, 1 − β2, keep].
+std::string ProgramInterpreter::adam(const Launch& l) {
+  const double rate = element(l.in[4].ref, 0), epsilon = element(l.in[5].ref, 0);
+  double c[5];
+  for (int k = 0; k < 5; ++k) c[k] = element(l.in[6].ref, k);
+  for (int64_t i = 0; i < l.adam.count; ++i) {
+    const double x = element(l.in[0].ref, i), g = element(l.in[1].ref, i);
+    const double m = c[0] * element(l.in[2].ref, i) + c[1] * g;
+    const double v = c[2] * element(l.in[3].ref, i) + c[3] * g * g;
+    set_element(l.out[1].ref, i, m);
+    set_element(l.out[2].ref, i, v);
+    set_element(l.out[0].ref, i, c[4] * x - rate * (m / (std::sqrt(v) + epsilon)));
+  }
+  return "";
+}
+
 std::string ProgramInterpreter::step(size_t index) {
   const Launch& l = lowering_.program.launches.at(index);
   switch (l.kind) {
@@ -498,6 +515,8 @@ std::string ProgramInterpreter::step(size_t index) {
       return cross_entropy(l);
     case Kind::kGather:
       return gather(l);
+    case Kind::kAdam:
+      return adam(l);
     case Kind::kScatterND:
       return scatter_nd(l);
     case Kind::kCopyBytes: {
@@ -511,6 +530,8 @@ std::string ProgramInterpreter::step(size_t index) {
     }
     case Kind::kComm:
       return on_comm ? on_comm(l) : "a comm launch and no on_comm";
+    case Kind::kHost:
+      return on_host ? on_host(l) : "a host launch and no on_host";
     default:
       return std::string("launch kind ") + cuda::kind_name(l.kind) + " is not interpreted";
   }

@@ -2,9 +2,9 @@
 // lowered program's launches in double precision over byte copies of its two regions, so what
 // the lowering composes (strides, GEMM parameters, the order of launches, the arena's reuse)
 // is checked against the CPU executor. It runs kMap (the common opcodes), kReduce, kSoftmax,
-// kLayerNorm(Grad), kCrossEntropy, kGather, kScatterND, kMatMul and kCopyBytes; kComm launches go to
-// a callback; any other kind is an error that names it (the device kernels themselves are
-// checked on a GPU, label cuda).
+// kLayerNorm(Grad), kCrossEntropy, kAdam, kGather, kScatterND, kMatMul and kCopyBytes; kComm and
+// kHost launches go to callbacks; any other kind is an error that names it (the device kernels
+// themselves are checked on a GPU, label cuda).
 #pragma once
 
 #include <functional>
@@ -30,8 +30,9 @@ class ProgramInterpreter {
   // Every launch; "" or the first failure, prefixed with its launch.
   std::string run();
 
-  // kComm launches: called with the launch; reads and writes through element().
-  std::function<std::string(const cuda::Launch&)> on_comm;
+  // kComm and kHost launches: called with the launch; they read and write through element()
+  // and set_element().
+  std::function<std::string(const cuda::Launch&)> on_comm, on_host;
 
   // Element `i` (in elements from the ref) of a ref's storage, as double / written from one.
   double element(const cuda::Ref& ref, int64_t i) const;
@@ -46,6 +47,7 @@ class ProgramInterpreter {
   std::string layer_norm_grad(const cuda::Launch& l);
   std::string cross_entropy(const cuda::Launch& l);
   std::string gather(const cuda::Launch& l);
+  std::string adam(const cuda::Launch& l);
   std::string scatter_nd(const cuda::Launch& l);
 
   const runtime::CudaLowering& lowering_;

@@ -3,11 +3,14 @@
 // many devices is profiled on one.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "autopar/parallel/plan.h"
+#include "autopar/runtime/communicator.h"
 #include "autopar/runtime/cuda_executor.h"
+#include "autopar/runtime/program_runner.h"
 #include "autopar/support/status.h"
 
 namespace autopar::runtime {
@@ -35,6 +38,24 @@ struct CudaRoleTiming {
 // casts): the data dim a Gather, GatherElements, ScatterElements or ScatterND indexes, the
 // classes of a loss's labels; 0 where nothing says. Profiles draw their stand-in ids from it.
 int64_t index_bound(const Graph& graph, ValueId input);
+
+// Every group a communication op of the plan names, as each device that runs it resolves it,
+// once each, in a fixed order (role by role, node by node, device by device): the groups NCCL
+// splits up front.
+StatusOr<std::vector<std::vector<int64_t>>> plan_comm_groups(const Plan& plan);
+
+// What the programs of one device share on the CUDA backend: its GPU, how its communication
+// runs, and over NCCL the process's communicators.
+struct CudaDeviceContext;
+// The CUDA side of a device of `plan` whose communicator is `comm`: with `nccl` (one process
+// per GPU, under mpirun) an NCCL world bootstrapped over `comm` with every group of the plan
+// split up front, and the GPU of the process's local rank; without, communication through the
+// host and GPU rank % device count. Called by every device of the plan.
+StatusOr<std::shared_ptr<CudaDeviceContext>> open_cuda_device(const Plan& plan, Communicator& comm,
+                                                              bool nccl);
+// A program of that device on the CUDA backend.
+StatusOr<std::unique_ptr<ProgramRunner>> cuda_program_runner(
+    const Graph& program, const std::shared_ptr<CudaDeviceContext>& device);
 
 // `replays` timed replays of every program of every role (after one eager run); with
 // `node_seconds`, each program is also run once launch by launch.

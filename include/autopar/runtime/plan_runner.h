@@ -4,13 +4,16 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "autopar/ir/tensor.h"
 #include "autopar/parallel/plan.h"
 #include "autopar/runtime/communicator.h"
+#include "autopar/runtime/program_runner.h"
 #include "autopar/support/status.h"
 
 namespace autopar::runtime {
@@ -46,8 +49,16 @@ enum class PlanBackend : uint8_t {
   kCuda,
 };
 
+// A program runner of the caller's for one program of the device whose communicator is given
+// (another backend, or an instrumented one in tests). The program graph lives only for the
+// call: a runner keeps a copy of what it needs.
+using ProgramRunnerFactory = std::function<StatusOr<std::unique_ptr<ProgramRunner>>(
+    const Graph& program, Communicator& comm)>;
+
 struct PlanRunOptions {
   PlanBackend backend = PlanBackend::kCpu;
+  // Set: every program runs on the runners it makes, whatever `backend` says.
+  ProgramRunnerFactory make_program;
   int threads_per_device = 1;
   std::chrono::milliseconds timeout{120000};
   // Time every node (PlanResult::node_seconds).

@@ -6,7 +6,6 @@
 #include <cstdlib>
 #include <set>
 
-#include "../program_runner.h"
 #include "autopar/runtime/cuda_executor.h"
 #include "autopar/runtime/plan_runner.h"
 #include "device.h"
