@@ -4,6 +4,8 @@
 #include <cstring>
 #include <limits>
 
+#include "autopar/runtime/kernel.h"
+
 namespace autopar::testing {
 
 using cuda::Dt;
@@ -496,6 +498,31 @@ std::string ProgramInterpreter::adam(const Launch& l) {
   return "";
 }
 
+// The device kernel's draws: element i of the shard is element e(i) of the whole tensor (the
+// lowering's offset table), kept when splitmix64(key, e) >= ratio, key = draw_key(seed, stream).
+std::string ProgramInterpreter::dropout(const Launch& l) {
+  const cuda::DropoutParams& p = l.dropout;
+  const uint64_t key = runtime::draw_key(p.seed, static_cast<uint64_t>(element(l.in[2].ref, 0)));
+  int64_t entries = 0;
+  for (int d = 0; d < p.rank; ++d) entries += p.dims[d];
+  for (int64_t i = 0; i < p.count; ++i) {
+    int64_t e = 0, rest = i, start = entries;
+    for (int d = p.rank - 1; d >= 0; --d) {
+      start -= p.dims[d];
+      e += static_cast<int64_t>(element(l.in[1].ref, start + rest % p.dims[d]));
+      rest /= p.dims[d];
+    }
+    uint64_t z = key + 0x9e3779b97f4a7c15ull * (static_cast<uint64_t>(e) + 1);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    const bool keep = static_cast<double>(z >> 11) * 0x1.0p-53 >= p.ratio;
+    set_element(l.out[0].ref, i, keep ? element(l.in[0].ref, i) / (1.0 - p.ratio) : 0.0);
+    if (l.out.size() > 1 && l.out[1].ref.offset >= 0) set_element(l.out[1].ref, i, keep);
+  }
+  return "";
+}
+
 std::string ProgramInterpreter::step(size_t index) {
   const Launch& l = lowering_.program.launches.at(index);
   switch (l.kind) {
@@ -517,6 +544,8 @@ std::string ProgramInterpreter::step(size_t index) {
       return gather(l);
     case Kind::kAdam:
       return adam(l);
+    case Kind::kDropout:
+      return dropout(l);
     case Kind::kScatterND:
       return scatter_nd(l);
     case Kind::kCopyBytes: {

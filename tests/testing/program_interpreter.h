@@ -2,9 +2,9 @@
 // lowered program's launches in double precision over byte copies of its two regions, so what
 // the lowering composes (strides, GEMM parameters, the order of launches, the arena's reuse)
 // is checked against the CPU executor. It runs kMap (the common opcodes), kReduce, kSoftmax,
-// kLayerNorm(Grad), kCrossEntropy, kAdam, kGather, kScatterND, kMatMul and kCopyBytes; kComm and
-// kHost launches go to callbacks; any other kind is an error that names it (the device kernels
-// themselves are checked on a GPU, label cuda).
+// kLayerNorm(Grad), kCrossEntropy, kAdam, kDropout, kGather, kScatterND, kMatMul and kCopyBytes;
+// kComm and kHost launches go to callbacks; any other kind is an error that names it (the device
+// kernels themselves are checked on a GPU, label cuda).
 #pragma once
 
 #include <functional>
@@ -48,6 +48,7 @@ class ProgramInterpreter {
   std::string cross_entropy(const cuda::Launch& l);
   std::string gather(const cuda::Launch& l);
   std::string adam(const cuda::Launch& l);
+  std::string dropout(const cuda::Launch& l);
   std::string scatter_nd(const cuda::Launch& l);
 
   const runtime::CudaLowering& lowering_;
