@@ -334,6 +334,7 @@ class Lowerer {
   Status lower_rotary(const Node& node);
   Status lower_swiglu(const Node& node, bool grad);
   Status lower_attention(const Node& node, bool grad);
+  Status lower_dropout(const Node& node);
   Status lower_comm(const Node& node);
   Status lower_comm_stub(const Node& node);
   Status lower_host(const Node& node);
@@ -1737,6 +1738,74 @@ Status Lowerer::lower_nccl(const Node& node) {
   return error("node '{}' ({}): no NCCL lowering", node.name, op);
 }
 
+// Dropout: a copy outside training; in training one launch drawing per element of the whole
+// tensor.
+Status Lowerer::lower_dropout(const Node& node) {
+  const ValueId x = node.inputs[0], y = node.outputs[0];
+  double ratio = 0.5;
+  bool training = false;
+  if (g_.opset("") >= 12) {
+    if (node.input(1) != kNoId) {
+      auto r = host_scalar(node.input(1));
+      if (!r)
+        return error("node '{}' (Dropout): its ratio (input 1) must be a constant to run on CUDA",
+                     node.name);
+      ratio = *r;
+    }
+    if (node.input(2) != kNoId) {
+      auto t = host_scalar(node.input(2));
+      if (!t)
+        return error(
+            "node '{}' (Dropout): its training_mode (input 2) must be a constant to run on CUDA",
+            node.name);
+      training = *t != 0;
+    }
+  }
+  const ValueId mask = node.output(1);
+  if (!training || ratio == 0) {
+    copy(y, dense(y), x, dense(x), dims(y), &node);
+    if (mask != kNoId) fill(mask, 1.0, &node);
+    return Status::ok();
+  }
+  if (!(ratio > 0 && ratio < 1))
+    return error("node '{}' (Dropout): ratio {} is not in [0, 1)", node.name, ratio);
+  // Each element draws by its place in the whole tensor, as on the CPU: the offsets of this
+  // device's shard, per dim, from the node's layout and the device's place on the mesh. A
+  // role profiled alone (no communicator) draws as if it held the whole tensor.
+  const Communicator* comm =
+      options_.communication == CudaCommunication::kStub ? nullptr : options_.communicator;
+  // A copy: the temporaries below grow the dims the reference would point into.
+  const std::vector<int64_t> xd = dims(x);
+  Node whole_node;
+  auto positions = global_positions(
+      comm || node.attr_string("layout", "").empty() ? node : whole_node, xd, comm);
+  if (!positions.is_ok())
+    return error("node '{}' (Dropout): {}", node.name, positions.status().message());
+  if (xd.size() > static_cast<size_t>(cuda::kMaxRank))
+    return error("node '{}' (Dropout): {} dims (CUDA runs at most {})", node.name, xd.size(),
+                 cuda::kMaxRank);
+  int64_t entries = 0;
+  for (int64_t d : xd) entries += d;
+  auto table = std::make_shared<Tensor>(DType::kInt64, std::vector<int64_t>{entries});
+  int64_t at = 0;
+  for (size_t d = 0; d < xd.size(); ++d)
+    for (int64_t i = 0; i < xd[d]; ++i)
+      table->set_from_int(at++, positions->index[d][i] * positions->strides[d]);
+  const ValueId offsets = host_temp(Dt::kI64, {entries}, std::move(table));
+  Launch l;
+  l.kind = Kind::kDropout;
+  l.dropout.count = count(x);
+  l.dropout.ratio = ratio;
+  l.dropout.seed = static_cast<uint64_t>(node.attr_int("seed", 0));
+  l.dropout.rank = static_cast<int>(xd.size());
+  for (size_t d = 0; d < xd.size(); ++d) l.dropout.dims[d] = xd[d];
+  l.in = {whole(x), whole(offsets), whole(random_stream())};
+  l.out = {whole(y)};
+  if (mask != kNoId) l.out.push_back(whole(mask));
+  add(std::move(l), {x, offsets, random_stream()}, {y, mask}, &node);
+  return Status::ok();
+}
+
 // ---- one node ----------------------------------------------------------------------------
 
 Status Lowerer::lower_node(NodeId id) {
@@ -2009,71 +2078,7 @@ Status Lowerer::lower_node(NodeId id) {
     add(std::move(l), {x}, {y}, &node);
     return Status::ok();
   }
-  if (op == "Dropout") {
-    const ValueId x = node.inputs[0], y = node.outputs[0];
-    double ratio = 0.5;
-    bool training = false;
-    if (g_.opset("") >= 12) {
-      if (node.input(1) != kNoId) {
-        auto r = host_scalar(node.input(1));
-        if (!r)
-          return error("node '{}' (Dropout): its ratio (input 1) must be a constant to run on CUDA",
-                       node.name);
-        ratio = *r;
-      }
-      if (node.input(2) != kNoId) {
-        auto t = host_scalar(node.input(2));
-        if (!t)
-          return error(
-              "node '{}' (Dropout): its training_mode (input 2) must be a constant to run on CUDA",
-              node.name);
-        training = *t != 0;
-      }
-    }
-    const ValueId mask = node.output(1);
-    if (!training || ratio == 0) {
-      copy(y, dense(y), x, dense(x), dims(y), &node);
-      if (mask != kNoId) fill(mask, 1.0, &node);
-      return Status::ok();
-    }
-    if (!(ratio > 0 && ratio < 1))
-      return error("node '{}' (Dropout): ratio {} is not in [0, 1)", node.name, ratio);
-    // Each element draws by its place in the whole tensor, as on the CPU: the offsets of this
-    // device's shard, per dim, from the node's layout and the device's place on the mesh. A
-    // role profiled alone (no communicator) draws as if it held the whole tensor.
-    const Communicator* comm =
-        options_.communication == CudaCommunication::kStub ? nullptr : options_.communicator;
-    // A copy: the temporaries below grow the dims the reference would point into.
-    const std::vector<int64_t> xd = dims(x);
-    Node whole_node;
-    auto positions = global_positions(
-        comm || node.attr_string("layout", "").empty() ? node : whole_node, xd, comm);
-    if (!positions.is_ok())
-      return error("node '{}' (Dropout): {}", node.name, positions.status().message());
-    if (xd.size() > static_cast<size_t>(cuda::kMaxRank))
-      return error("node '{}' (Dropout): {} dims (CUDA runs at most {})", node.name, xd.size(),
-                   cuda::kMaxRank);
-    int64_t entries = 0;
-    for (int64_t d : xd) entries += d;
-    auto table = std::make_shared<Tensor>(DType::kInt64, std::vector<int64_t>{entries});
-    int64_t at = 0;
-    for (size_t d = 0; d < xd.size(); ++d)
-      for (int64_t i = 0; i < xd[d]; ++i)
-        table->set_from_int(at++, positions->index[d][i] * positions->strides[d]);
-    const ValueId offsets = host_temp(Dt::kI64, {entries}, std::move(table));
-    Launch l;
-    l.kind = Kind::kDropout;
-    l.dropout.count = count(x);
-    l.dropout.ratio = ratio;
-    l.dropout.seed = static_cast<uint64_t>(node.attr_int("seed", 0));
-    l.dropout.rank = static_cast<int>(xd.size());
-    for (size_t d = 0; d < xd.size(); ++d) l.dropout.dims[d] = xd[d];
-    l.in = {whole(x), whole(offsets), whole(random_stream())};
-    l.out = {whole(y)};
-    if (mask != kNoId) l.out.push_back(whole(mask));
-    add(std::move(l), {x, offsets, random_stream()}, {y, mask}, &node);
-    return Status::ok();
-  }
+  if (op == "Dropout") return lower_dropout(node);
   if (op == "Clip") {
     const ValueId x = node.inputs[0], y = node.outputs[0];
     Launch l;
