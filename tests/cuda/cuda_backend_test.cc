@@ -12,6 +12,7 @@
 #include "autopar/runtime/executor.h"
 #include "autopar/runtime/trainer.h"
 #include "autopar/zoo/zoo.h"
+#include "testing/cuda_cases.h"
 #include "testing/run_node.h"
 
 namespace autopar::runtime {
@@ -21,6 +22,7 @@ using testing::boolean;
 using testing::f32;
 using testing::i64;
 using testing::NodeRun;
+using testing::random_tensor;
 
 // Without a GPU the cases still run their host side (the CPU result and the lowering) and
 // the test skips at its end, saying why.
@@ -29,15 +31,6 @@ bool have_gpu() { return cuda_unavailable_reason().empty(); }
   do {                                                                                \
     if (!have_gpu()) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason(); \
   } while (0)
-
-Tensor random_tensor(DType dtype, std::vector<int64_t> dims, uint64_t seed, double lo = -1,
-                     double hi = 1) {
-  Tensor t(dtype, std::move(dims));
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> uniform(lo, hi);
-  for (int64_t i = 0; i < t.num_elements(); ++i) t.set_from_double(i, uniform(rng));
-  return t;
-}
 
 Tensor index_tensor(std::vector<int64_t> dims, int64_t range, uint64_t seed) {
   Tensor t(DType::kInt64, std::move(dims));
@@ -455,64 +448,12 @@ TEST_F(CudaKernels, TrainingOps) {
                 "Dropout training");
 }
 
-// Llama's fused training ops, lowered as maps, row reductions and GEMMs: RMS norm and its
-// gradient (a scale over part of the normalised dims), rotary embeddings both ways, SwiGLU and
-// its gradient, and attention with grouped-query heads, causal and not, forward and backward.
+// Llama's fused training ops, lowered as maps, row reductions and GEMMs (the shared cases:
+// RMS norm and its gradient, rotary embeddings both ways, SwiGLU and its gradient, attention
+// with grouped-query heads, causal and not, forward and backward).
 TEST_F(CudaKernels, LlamaOps) {
-  const std::string training(kTrainingDomain);
   for (DType t : {DType::kFloat32, DType::kBFloat16}) {
-    expect_agrees(NodeRun("RMSNormalization", 17, training)
-                      .input(random_tensor(t, {6, 4, 32}, 200))
-                      .input(random_tensor(t, {32}, 201, 0.5, 1.5))
-                      .attr("axis", int64_t{1})
-                      .attr("epsilon", 1e-5f),
-                  label("RMSNormalization", t));
-    expect_agrees(NodeRun("RMSNormalizationGrad", 17, training)
-                      .input(random_tensor(t, {6, 32}, 202))
-                      .input(random_tensor(t, {6, 32}, 203))
-                      .input(random_tensor(t, {32}, 204, 0.5, 1.5))
-                      .outputs(2),
-                  label("RMSNormalizationGrad", t));
-    for (int64_t inverse : {0, 1}) {
-      expect_agrees(NodeRun("RotaryEmbedding", 17, training)
-                        .input(random_tensor(t, {2, 3, 8, 16}, 205))
-                        .input(random_tensor(t, {8, 16}, 206))
-                        .input(random_tensor(t, {8, 16}, 207))
-                        .attr("inverse", inverse),
-                    label("RotaryEmbedding inverse " + std::to_string(inverse), t));
-    }
-    expect_agrees(NodeRun("SwiGLU", 17, training)
-                      .input(random_tensor(t, {4, 50}, 208, -3, 3))
-                      .input(random_tensor(t, {4, 50}, 209)),
-                  label("SwiGLU", t));
-    expect_agrees(NodeRun("SwiGLUGrad", 17, training)
-                      .input(random_tensor(t, {4, 50}, 210))
-                      .input(random_tensor(t, {4, 50}, 211, -3, 3))
-                      .input(random_tensor(t, {4, 50}, 212))
-                      .outputs(2),
-                  label("SwiGLUGrad", t));
-    for (int64_t causal : {0, 1}) {
-      const std::string what = label("Attention causal " + std::to_string(causal), t);
-      expect_agrees(NodeRun("Attention", 17, training)
-                        .input(random_tensor(t, {2, 4, 8, 16}, 213))
-                        .input(random_tensor(t, {2, 2, 8, 16}, 214))
-                        .input(random_tensor(t, {2, 2, 8, 12}, 215))
-                        .attr("causal", causal)
-                        .attr("scale", 0.25f)
-                        .outputs(2),
-                    what);
-      expect_agrees(NodeRun("AttentionGrad", 17, training)
-                        .input(random_tensor(t, {2, 4, 8, 12}, 216))
-                        .input(random_tensor(t, {2, 4, 8, 16}, 213))
-                        .input(random_tensor(t, {2, 2, 8, 16}, 214))
-                        .input(random_tensor(t, {2, 2, 8, 12}, 215))
-                        .input(random_tensor(t, {2, 4, 8, 12}, 217))
-                        .input(random_tensor(t, {2, 4, 8}, 218, 1, 2))
-                        .attr("causal", causal)
-                        .attr("scale", 0.25f)
-                        .outputs(3),
-                    what + " grad");
-    }
+    for (testing::OpCase& c : testing::llama_op_cases(t)) expect_agrees(std::move(c.node), c.what);
   }
 }
 
@@ -532,31 +473,16 @@ double step_error(const Tensor& a, const Tensor& b) {
 // which turns the round-off of a zero gradient into a full step of either sign; its kernel
 // is checked in TrainingOps and its training in CapturedStepsTrainGptTiny).
 void expect_step_agrees(const std::string& name, bool fused) {
-  ZooOptions zoo;
-  zoo.batch = 4;
-  zoo.with_weights = true;
-  const Graph model = *build_zoo_model(name, zoo);
-  TrainingOptions options;
-  options.fused = fused;
-  OptimizerSpec sgd;
-  sgd.kind = OptimizerKind::kSgd;
-  auto training = build_training_graph(model, {default_loss(model), ""}, sgd, options);
-  ASSERT_TRUE(training.is_ok()) << training.status().message();
-  const Graph& g = training->graph;
-  std::vector<Feed> feeds;
-  const std::vector<TensorPtr> inputs = synthetic_inputs(model, 3);
-  for (size_t i = 0; i < inputs.size(); ++i)
-    feeds.emplace_back(*g.find_value(model.value(model.inputs()[i]).name), inputs[i]);
-  const Value& labels = g.value(training->labels);
-  Tensor label_values(labels.dtype, labels.shape.dims);
-  for (int64_t i = 0; i < label_values.num_elements(); ++i) label_values.set_from_int(i, i % 3);
-  feeds.emplace_back(training->labels, std::make_shared<const Tensor>(std::move(label_values)));
+  const testing::TrainingStep step = testing::tiny_training_step(name, fused);
+  const TrainingGraph& training = step.training;
+  const Graph& g = training.graph;
+  const std::vector<Feed>& feeds = step.feeds;
   ExecutorOptions cpu_options;
   cpu_options.num_threads = 2;
   auto expected = Executor::create(g, cpu_options)->run(feeds);
   ASSERT_TRUE(expected.is_ok()) << expected.status().message();
   CudaOptions cuda_options;
-  cuda_options.updates = training->updates;
+  cuda_options.updates = training.updates;
   cuda_options.poison_arena = true;
   auto lowering = lower_for_cuda(g, cuda_options);
   ASSERT_TRUE(lowering.is_ok()) << name << ": " << lowering.status().message();
@@ -570,7 +496,7 @@ void expect_step_agrees(const std::string& name, bool fused) {
         << name << (fused ? " (fused)" : "") << " output " << g.value(g.outputs()[i]).name;
   }
   // The state written back on the device is the step's result.
-  for (const auto& [state, next] : training->updates) {
+  for (const auto& [state, next] : training.updates) {
     auto now = (*gpu)->read(state);
     ASSERT_TRUE(now.is_ok());
     size_t k = 0;

@@ -9,10 +9,10 @@
 #include "autopar/parallel/lowering.h"
 #include "autopar/parallel/scheme.h"
 #include "autopar/parallel/verify.h"
-#include "autopar/runtime/communicator.h"
 #include "autopar/runtime/cuda_executor.h"
 #include "autopar/runtime/plan_runner.h"
 #include "autopar/zoo/zoo.h"
+#include "testing/cuda_cases.h"
 
 namespace autopar::runtime {
 namespace {
@@ -73,24 +73,14 @@ TEST(CudaPlans, VerifyOnOneGpuThroughTheHost) {
     Lowered l = float64_plan(c);
     const int64_t devices = l.plan.scheme.mesh.num_devices();
     ASSERT_GT(devices, 1);
-    auto world = create_inproc_world(devices);
     int64_t host_steps = 0;
-    for (int64_t d = 0; d < devices; ++d) {
-      world[d]->set_mesh(l.plan.scheme.mesh);
-      const Role& role = l.plan.role_of(d);
-      for (const Program& prog : role.programs) {
-        auto pg = extract_program(role.graph, prog);
-        ASSERT_TRUE(pg.is_ok());
-        CudaOptions options;
-        options.communication = CudaCommunication::kHost;
-        options.communicator = world[d].get();
-        auto lowered = lower_for_cuda(pg->graph, options);
-        ASSERT_TRUE(lowered.is_ok())
-            << "device " << d << " " << prog.name() << ": " << lowered.status().message();
-        const auto& kinds = summarize(**lowered).launches_by_kind;
-        if (kinds.count("host")) host_steps += kinds.at("host");
-      }
-    }
+    const Status lowered = testing::lower_every_program(
+        l.plan, CudaCommunication::kHost,
+        [&](int64_t, const Program&, const Graph&, const CudaLowering& lowering) {
+          const auto& kinds = summarize(lowering).launches_by_kind;
+          if (kinds.count("host")) host_steps += kinds.at("host");
+        });
+    ASSERT_TRUE(lowered.is_ok()) << lowered.message();
     EXPECT_GT(host_steps, 0);
     if (!cuda_unavailable_reason().empty()) continue;
     auto feeds = synthetic_plan_feeds(l.model, l.plan, LoweringOptions{}, 1, 0);

@@ -22,6 +22,7 @@
 #include "autopar/runtime/plan_runner.h"
 #include "autopar/zoo/zoo.h"
 #include "runtime/cuda/lowering.h"
+#include "testing/cuda_cases.h"
 #include "testing/program_interpreter.h"
 
 namespace autopar::runtime {
@@ -287,37 +288,26 @@ TEST(CudaCommLowering, TinyZooPlansLowerForEveryDeviceUnderNccl) {
     std::vector<std::string> listed;
     for (const auto& g : *groups) listed.push_back(fmt::format("{{{}}}", fmt::join(g, ",")));
     EXPECT_EQ(fmt::format("{}", fmt::join(listed, " ")), expected_groups);
-    auto world = create_inproc_world(4, std::chrono::milliseconds(5000));
     int64_t collectives = 0, comm_launches = 0, p2p = 0, host_launches = 0;
-    for (int64_t d = 0; d < 4; ++d) {
-      world[d]->set_mesh(plan->scheme.mesh);
-      const Role& role = plan->role_of(d);
-      for (const Program& prog : role.programs) {
-        auto pg = extract_program(role.graph, prog);
-        ASSERT_TRUE(pg.is_ok());
-        CudaOptions options;
-        options.communication = CudaCommunication::kNccl;
-        options.communicator = world[d].get();
-        auto l = lower_for_cuda(pg->graph, options);
-        ASSERT_TRUE(l.is_ok()) << "device " << d << " " << prog.name() << ": "
-                               << l.status().message();
-        for (const Node& n : pg->graph.nodes()) {
-          if (n.domain != kAutoparDomain || n.op_type == "Shard") continue;
-          const bool point = n.op_type == "Send" || n.op_type == "Recv";
-          (point ? p2p : collectives) += 1;
-        }
-        for (const Launch& launch : (*l)->program.launches) {
-          comm_launches += launch.kind == Kind::kComm;
-          host_launches += launch.kind == Kind::kHost;
-          if (launch.kind == Kind::kComm) {
+    const Status lowered = testing::lower_every_program(
+        *plan, CudaCommunication::kNccl,
+        [&](int64_t, const Program&, const Graph& graph, const CudaLowering& lowering) {
+          for (const Node& n : graph.nodes()) {
+            if (n.domain != kAutoparDomain || n.op_type == "Shard") continue;
+            const bool point = n.op_type == "Send" || n.op_type == "Recv";
+            (point ? p2p : collectives) += 1;
+          }
+          for (const Launch& launch : lowering.program.launches) {
+            comm_launches += launch.kind == Kind::kComm;
+            host_launches += launch.kind == Kind::kHost;
+            if (launch.kind != Kind::kComm) continue;
             const auto& g = launch.comm.group;
             EXPECT_NE(
                 std::find(groups->begin(), groups->end(), std::vector<int64_t>(g.begin(), g.end())),
                 groups->end());
           }
-        }
-      }
-    }
+        });
+    ASSERT_TRUE(lowered.is_ok()) << lowered.message();
     EXPECT_GT(collectives + p2p, 0);
     EXPECT_EQ(comm_launches, collectives);
     EXPECT_EQ(host_launches, p2p);

@@ -2,15 +2,12 @@
 // batched GEMMs), run on the host interpreter of device programs against the CPU kernels:
 // the strides, GEMM parameters and launch order are checked without a GPU.
 #include <cmath>
-#include <random>
 
 #include <gtest/gtest.h>
 
-#include "autopar/autodiff/autodiff.h"
 #include "autopar/runtime/cuda_executor.h"
 #include "autopar/runtime/executor.h"
-#include "autopar/runtime/trainer.h"
-#include "autopar/zoo/zoo.h"
+#include "testing/cuda_cases.h"
 #include "testing/program_interpreter.h"
 #include "testing/run_node.h"
 
@@ -18,15 +15,6 @@ namespace autopar::runtime {
 namespace {
 
 using testing::NodeRun;
-
-Tensor random_tensor(DType dtype, std::vector<int64_t> dims, uint64_t seed, double lo = -1,
-                     double hi = 1) {
-  Tensor t(dtype, std::move(dims));
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> uniform(lo, hi);
-  for (int64_t i = 0; i < t.num_elements(); ++i) t.set_from_double(i, uniform(rng));
-  return t;
-}
 
 // max |a − b| / max |b|, or over `floor` where b is smaller (a gradient that is zero but for
 // round-off, as a key bias's: softmax ignores a shift of its row, is noise on both sides).
@@ -69,126 +57,34 @@ std::string expect_interpreted(NodeRun node, const std::string& what, double tol
   return kinds;
 }
 
-TEST(CudaFusedLowering, RmsNormAndItsGradient) {
-  const std::string training(kTrainingDomain);
+// Every case in f32, f64 and bf16, with the launches the lowering composes.
+TEST(CudaFusedLowering, LlamaOpsAgreeWithTheCpuKernels) {
   for (DType t : {DType::kFloat32, DType::kFloat64, DType::kBFloat16}) {
-    const double tol = t == DType::kBFloat16 ? 2e-2 : 1e-5;
-    EXPECT_EQ(expect_interpreted(NodeRun("RMSNormalization", 17, training)
-                                     .input(random_tensor(t, {6, 4, 32}, 200))
-                                     .input(random_tensor(t, {32}, 201, 0.5, 1.5))
-                                     .attr("axis", int64_t{1})
-                                     .attr("epsilon", 1e-5f),
-                                 "RMSNormalization", tol),
-              "map 1 reduce 1");
-    EXPECT_EQ(expect_interpreted(NodeRun("RMSNormalizationGrad", 17, training)
-                                     .input(random_tensor(t, {6, 32}, 202))
-                                     .input(random_tensor(t, {6, 32}, 203))
-                                     .input(random_tensor(t, {32}, 204, 0.5, 1.5))
-                                     .outputs(2),
-                                 "RMSNormalizationGrad", tol),
-              "map 2 reduce 2");
+    for (testing::OpCase& c : testing::llama_op_cases(t))
+      EXPECT_EQ(expect_interpreted(std::move(c.node), c.what, t == DType::kBFloat16 ? 2e-2 : 1e-6),
+                c.launches)
+          << c.what;
   }
 }
 
-TEST(CudaFusedLowering, RotaryEmbeddingBothWays) {
-  const std::string training(kTrainingDomain);
-  for (int64_t inverse : {0, 1}) {
-    EXPECT_EQ(expect_interpreted(NodeRun("RotaryEmbedding", 17, training)
-                                     .input(random_tensor(DType::kFloat32, {2, 3, 8, 16}, 205))
-                                     .input(random_tensor(DType::kFloat32, {8, 16}, 206))
-                                     .input(random_tensor(DType::kFloat32, {8, 16}, 207))
-                                     .attr("inverse", inverse),
-                                 "RotaryEmbedding inverse " + std::to_string(inverse), 1e-6),
-              "map 1");
-  }
-}
-
-TEST(CudaFusedLowering, SwiGluAndItsGradient) {
-  const std::string training(kTrainingDomain);
-  EXPECT_EQ(expect_interpreted(NodeRun("SwiGLU", 17, training)
-                                   .input(random_tensor(DType::kFloat32, {4, 50}, 208, -3, 3))
-                                   .input(random_tensor(DType::kFloat32, {4, 50}, 209)),
-                               "SwiGLU", 1e-6),
-            "map 1");
-  EXPECT_EQ(expect_interpreted(NodeRun("SwiGLUGrad", 17, training)
-                                   .input(random_tensor(DType::kFloat32, {4, 50}, 210))
-                                   .input(random_tensor(DType::kFloat32, {4, 50}, 211, -3, 3))
-                                   .input(random_tensor(DType::kFloat32, {4, 50}, 212))
-                                   .outputs(2),
-                               "SwiGLUGrad", 1e-6),
-            "map 1");
-}
-
-// Four query heads over two key/value heads, a value width of its own, causal and not.
-TEST(CudaFusedLowering, GroupedQueryAttentionForwardAndBackward) {
-  const std::string training(kTrainingDomain);
-  for (DType t : {DType::kFloat32, DType::kBFloat16}) {
-    const double tol = t == DType::kBFloat16 ? 3e-2 : 1e-5;
-    for (int64_t causal : {0, 1}) {
-      const std::string what =
-          "causal " + std::to_string(causal) + " " + std::string(dtype_name(t));
-      EXPECT_EQ(expect_interpreted(NodeRun("Attention", 17, training)
-                                       .input(random_tensor(t, {2, 4, 8, 16}, 213))
-                                       .input(random_tensor(t, {2, 2, 8, 16}, 214))
-                                       .input(random_tensor(t, {2, 2, 8, 12}, 215))
-                                       .attr("causal", causal)
-                                       .attr("scale", 0.25f)
-                                       .outputs(2),
-                                   "Attention " + what, tol),
-                causal ? "map 4 matmul 2 reduce 2" : "map 3 matmul 2 reduce 2");
-      EXPECT_EQ(expect_interpreted(NodeRun("AttentionGrad", 17, training)
-                                       .input(random_tensor(t, {2, 4, 8, 12}, 216))
-                                       .input(random_tensor(t, {2, 4, 8, 16}, 213))
-                                       .input(random_tensor(t, {2, 2, 8, 16}, 214))
-                                       .input(random_tensor(t, {2, 2, 8, 12}, 215))
-                                       .input(random_tensor(t, {2, 4, 8, 12}, 217))
-                                       .input(random_tensor(t, {2, 4, 8}, 218, 1, 2))
-                                       .attr("causal", causal)
-                                       .attr("scale", 0.25f)
-                                       .outputs(3),
-                                   "AttentionGrad " + what, tol),
-                causal ? "map 4 matmul 5 reduce 1" : "map 3 matmul 5 reduce 1");
-    }
-  }
-}
-
-// One training step of each tiny zoo model that needs no convolution (the interpreter runs no
-// cuDNN launch: resnet-tiny and vit-tiny's patch embedding are left to the GPU), lowered with
-// its updates
-// written back in place and run on the interpreter against the CPU executor: the loss and
-// every updated state. SGD: an update is the gradient itself, so round-off in a gradient that
-// is zero stays round-off (Adam's first step would scale it to the learning rate).
+// One SGD training step of each tiny zoo model that needs no convolution (the interpreter runs
+// no cuDNN launch: resnet-tiny and vit-tiny's patch embedding are left to the GPU), lowered
+// with its updates written back in place and run on the interpreter against the CPU
+// executor: the loss and every updated state.
 TEST(CudaFusedLowering, TinyTrainingStepsRunOnTheInterpreter) {
   for (const char* name : {"mlp", "gpt-tiny", "bert-tiny", "llama-tiny"}) {
     for (bool fused : {false, true}) {
       SCOPED_TRACE(std::string(name) + (fused ? " fused" : ""));
-      ZooOptions zoo;
-      zoo.batch = 4;
-      zoo.with_weights = true;
-      const Graph model = *build_zoo_model(name, zoo);
-      TrainingOptions options;
-      options.fused = fused;
-      OptimizerSpec sgd;
-      sgd.kind = OptimizerKind::kSgd;
-      auto training = build_training_graph(model, {default_loss(model), ""}, sgd, options);
-      ASSERT_TRUE(training.is_ok()) << training.status().message();
-      const Graph& g = training->graph;
-      std::vector<Feed> feeds;
-      const std::vector<TensorPtr> inputs = synthetic_inputs(model, 3);
-      for (size_t i = 0; i < inputs.size(); ++i)
-        feeds.emplace_back(*g.find_value(model.value(model.inputs()[i]).name), inputs[i]);
-      const Value& labels = g.value(training->labels);
-      Tensor label_values(labels.dtype, labels.shape.dims);
-      for (int64_t i = 0; i < label_values.num_elements(); ++i) label_values.set_from_int(i, i % 3);
-      feeds.emplace_back(training->labels, std::make_shared<const Tensor>(std::move(label_values)));
-      auto expected = Executor::create(g, ExecutorOptions{})->run(feeds);
+      const testing::TrainingStep step = testing::tiny_training_step(name, fused);
+      const Graph& g = step.training.graph;
+      auto expected = Executor::create(g, ExecutorOptions{})->run(step.feeds);
       ASSERT_TRUE(expected.is_ok()) << expected.status().message();
       CudaOptions cuda_options;
-      cuda_options.updates = training->updates;
+      cuda_options.updates = step.training.updates;
       auto lowering = lower_for_cuda(g, cuda_options);
       ASSERT_TRUE(lowering.is_ok()) << lowering.status().message();
       testing::ProgramInterpreter device(**lowering);
-      for (const auto& [id, t] : feeds) device.write(id, *t);
+      for (const auto& [id, t] : step.feeds) device.write(id, *t);
       ASSERT_EQ(device.run(), "");
       int64_t compared = 0;
       for (size_t i = 0; i < g.outputs().size(); ++i) {

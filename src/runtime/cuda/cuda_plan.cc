@@ -9,7 +9,6 @@
 #include "autopar/runtime/cuda_executor.h"
 #include "autopar/runtime/plan_runner.h"
 #include "device.h"
-#include "lowering.h"
 
 namespace autopar::runtime {
 
