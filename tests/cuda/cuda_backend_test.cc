@@ -21,6 +21,7 @@ namespace {
 using testing::boolean;
 using testing::f32;
 using testing::i64;
+using testing::index_tensor;
 using testing::NodeRun;
 using testing::random_tensor;
 
@@ -31,14 +32,6 @@ bool have_gpu() { return cuda_unavailable_reason().empty(); }
   do {                                                                                \
     if (!have_gpu()) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason(); \
   } while (0)
-
-Tensor index_tensor(std::vector<int64_t> dims, int64_t range, uint64_t seed) {
-  Tensor t(DType::kInt64, std::move(dims));
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int64_t> uniform(0, range - 1);
-  for (int64_t i = 0; i < t.num_elements(); ++i) t.set_from_int(i, uniform(rng));
-  return t;
-}
 
 // ‖a − b‖ / ‖b‖ (absolute when b is zero); NaN anywhere is infinite.
 double relative_error(const Tensor& a, const Tensor& b) {
@@ -251,15 +244,6 @@ TEST_F(CudaKernels, ReductionsAndRowOps) {
     expect_agrees(NodeRun("GlobalAveragePool").input(random_tensor(t, {2, 8, 9, 9}, 49)),
                   label("GlobalAveragePool", t));
   }
-  expect_agrees(NodeRun("BatchNormalization", 15)
-                    .input(random_tensor(DType::kFloat32, {4, 6, 5, 5}, 50))
-                    .input(random_tensor(DType::kFloat32, {6}, 51))
-                    .input(random_tensor(DType::kFloat32, {6}, 52))
-                    .input(random_tensor(DType::kFloat32, {6}, 53))
-                    .input(random_tensor(DType::kFloat32, {6}, 54, 0.5, 1.5))
-                    .attr("training_mode", int64_t{1})
-                    .outputs(3),
-                "BatchNormalization training");
   expect_agrees(NodeRun("SoftmaxCrossEntropyLoss")
                     .input(random_tensor(DType::kFloat32, {64, 300}, 55, -4, 4))
                     .input(index_tensor({64}, 300, 56))
@@ -316,21 +300,8 @@ TEST_F(CudaKernels, IndexingOps) {
                     .input(i64({3}, {8, -1, 0}))
                     .attr("axis", int64_t{1}),
                 "Gather axis 1, negative index");
-  expect_agrees(NodeRun("GatherElements")
-                    .input(random_tensor(DType::kFloat32, {6, 8}, 73))
-                    .input(index_tensor({6, 3}, 8, 74))
-                    .attr("axis", int64_t{1}),
-                "GatherElements");
-  expect_agrees(NodeRun("ScatterElements", 16)
-                    .input(random_tensor(DType::kFloat32, {64}, 75))
-                    .input(index_tensor({200}, 64, 76))
-                    .input(random_tensor(DType::kFloat32, {200}, 77))
-                    .attr("reduction", std::string("add")),
-                "ScatterElements add", 1e-5);
-  expect_agrees(NodeRun("GatherND")
-                    .input(random_tensor(DType::kFloat32, {5, 6, 7}, 78))
-                    .input(i64({3, 2}, {0, 1, 4, 5, 2, 0})),
-                "GatherND");
+  for (testing::OpCase& c : testing::indexing_op_cases(DType::kFloat32))
+    expect_agrees(std::move(c.node), c.what, 1e-5);
   expect_agrees(NodeRun("ScatterND")
                     .input(random_tensor(DType::kFloat32, {5, 6, 7}, 79))
                     .input(i64({2, 2}, {0, 1, 4, 5}))
@@ -360,65 +331,9 @@ TEST_F(CudaKernels, IndexingOps) {
 
 TEST_F(CudaKernels, ConvolutionsAndPools) {
   for (DType t : float_types()) {
-    const Tensor x = random_tensor(t, {2, 8, 12, 12}, 90);
-    expect_agrees(NodeRun("Conv")
-                      .input(x)
-                      .input(random_tensor(t, {16, 8, 3, 3}, 91))
-                      .input(random_tensor(t, {16}, 92))
-                      .attr("pads", std::vector<int64_t>{1, 1, 1, 1}),
-                  label("Conv 3x3", t));
-    expect_agrees(NodeRun("Conv")
-                      .input(x)
-                      .input(random_tensor(t, {8, 4, 3, 3}, 93))
-                      .attr("strides", std::vector<int64_t>{2, 2})
-                      .attr("group", int64_t{2})
-                      .attr("pads", std::vector<int64_t>{0, 0, 1, 1}),
-                  label("Conv grouped, strided, asymmetric pads", t));
-    // Weight gradients as autodiff writes them (a filter larger than the output): cuDNN's
-    // backward filter, plain and of a strided, padded forward convolution.
-    expect_agrees(NodeRun("Conv")
-                      .input(random_tensor(t, {4, 2, 9, 9}, 97))
-                      .input(random_tensor(t, {5, 2, 4, 4}, 98))
-                      .attr("dilations", std::vector<int64_t>{2, 2}),
-                  label("Conv as a weight gradient", t));
-    expect_agrees(NodeRun("Conv")
-                      .input(random_tensor(t, {3, 2, 10, 10}, 99))
-                      .input(random_tensor(t, {4, 2, 5, 5}, 100))
-                      .attr("dilations", std::vector<int64_t>{2, 2})
-                      .attr("pads", std::vector<int64_t>{1, 1, 1, 1}),
-                  label("Conv as a strided convolution's weight gradient", t));
-    expect_agrees(NodeRun("ConvTranspose")
-                      .input(random_tensor(t, {2, 8, 6, 6}, 94))
-                      .input(random_tensor(t, {8, 4, 3, 3}, 95))
-                      .attr("strides", std::vector<int64_t>{2, 2})
-                      .attr("pads", std::vector<int64_t>{1, 1, 1, 1})
-                      .attr("output_padding", std::vector<int64_t>{1, 1}),
-                  label("ConvTranspose", t));
-    expect_agrees(NodeRun("MaxPool")
-                      .input(x)
-                      .attr("kernel_shape", std::vector<int64_t>{3, 3})
-                      .attr("strides", std::vector<int64_t>{2, 2})
-                      .attr("pads", std::vector<int64_t>{1, 1, 1, 1})
-                      .outputs(2),
-                  label("MaxPool with indices", t));
-    expect_agrees(NodeRun("AveragePool")
-                      .input(x)
-                      .attr("kernel_shape", std::vector<int64_t>{2, 2})
-                      .attr("strides", std::vector<int64_t>{2, 2}),
-                  label("AveragePool", t));
+    for (testing::OpCase& c : testing::conv_op_cases(t)) expect_agrees(std::move(c.node), c.what);
   }
-  expect_agrees(NodeRun("Resize", 13)
-                    .input(random_tensor(DType::kFloat32, {1, 3, 5, 7}, 96))
-                    .omitted()
-                    .constant(f32({4}, {1, 1, 2, 2}))
-                    .attr("mode", std::string("nearest")),
-                "Resize nearest");
-  expect_agrees(NodeRun("Resize", 13)
-                    .input(random_tensor(DType::kFloat32, {1, 3, 5, 7}, 97))
-                    .omitted()
-                    .constant(f32({4}, {1, 1, 2, 2}))
-                    .attr("mode", std::string("linear")),
-                "Resize linear");
+  for (testing::OpCase& c : testing::resize_op_cases()) expect_agrees(std::move(c.node), c.what);
 }
 
 TEST_F(CudaKernels, TrainingOps) {

@@ -41,6 +41,21 @@ struct OpCase {
   std::string launches;
 };
 std::vector<OpCase> llama_op_cases(DType dtype);
+// Convolutions (cuDNN's forward, backward data as ConvTranspose, backward filter as autodiff's
+// weight-gradient Conv; grouped, depthwise, 1-D and 3-D, asymmetric pads), pooling (max with
+// indices, dilated, ceil mode, 1-D, its gradient; average with and without the pads counted)
+// and BatchNormalization (inference in every type; training, opset 15 and opset 9's five
+// outputs, in f32 and f64) in `dtype`.
+std::vector<OpCase> conv_op_cases(DType dtype);
+// GatherElements and ScatterElements (along the last and the first axis, with and without
+// add), GatherND (slices and whole elements, negative indices) and ScatterND in `dtype`.
+std::vector<OpCase> indexing_op_cases(DType dtype);
+// Resize, f32: nearest and linear under each coordinate mode the CUDA backend runs, up and
+// down, and a 1-D nearest with ceil rounding.
+std::vector<OpCase> resize_op_cases();
+
+// `range`-bounded int64 indices uniform from `seed`.
+Tensor index_tensor(std::vector<int64_t> dims, int64_t range, uint64_t seed);
 
 // Every program of every device of `plan` lowered with `communication` on an inproc
 // communicator of the plan's mesh; `visit` gets each device, program, its graph and lowering.

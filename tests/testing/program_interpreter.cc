@@ -1,7 +1,9 @@
 #include "testing/program_interpreter.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 
 #include "autopar/runtime/kernel.h"
@@ -111,7 +113,14 @@ void ProgramInterpreter::write(ValueId value, const Tensor& t) {
 Tensor ProgramInterpreter::read(ValueId value, DType dtype,
                                 const std::vector<int64_t>& dims) const {
   Tensor t(dtype, dims);
-  const cuda::Ref& ref = *lowering_.refs.at(static_cast<size_t>(value));
+  const std::optional<cuda::Ref>& stored = lowering_.refs.at(static_cast<size_t>(value));
+  if (!stored) {
+    const double absent = is_floating(dtype) ? std::numeric_limits<double>::quiet_NaN()
+                                             : std::numeric_limits<int32_t>::min();
+    for (int64_t i = 0; i < t.num_elements(); ++i) t.set_from_double(i, absent);
+    return t;
+  }
+  const cuda::Ref& ref = *stored;
   const auto& region = ref.region == cuda::Region::kArena ? arena_ : persistent_;
   std::memcpy(t.mutable_bytes().data(), region.data() + ref.offset, t.num_bytes());
   return t;
@@ -229,6 +238,37 @@ std::string ProgramInterpreter::map(const Launch& l) {
           break;
         case MapOp::kLeakyRelu:
           dst = a < 0 ? in.imm * a : a;
+          break;
+        case MapOp::kSoftplus:
+          dst = std::log1p(std::exp(-std::fabs(a))) + std::max(a, 0.0);
+          break;
+        case MapOp::kSoftsign:
+          dst = a / (1 + std::fabs(a));
+          break;
+        case MapOp::kElu:
+          dst = a >= 0 ? a : in.imm * std::expm1(a);
+          break;
+        case MapOp::kSelu:
+          dst = in.imm2 * (a > 0 ? a : in.imm * std::expm1(a));
+          break;
+        case MapOp::kHardSigmoid:
+          dst = std::max(0.0, std::min(1.0, in.imm * a + in.imm2));
+          break;
+        case MapOp::kHardSwish:
+          dst = a * std::max(0.0, std::min(1.0, a / 6 + 0.5));
+          break;
+        case MapOp::kRoundHalf: {
+          const auto f = static_cast<float>(a);
+          dst = in.imm == 0 ? half_to_float(float_to_half(f))
+                            : bfloat16_to_float(float_to_bfloat16(f));
+          break;
+        }
+        case MapOp::kPRelu:
+          dst = a < 0 ? b * a : a;
+          break;
+        case MapOp::kIntDiv:
+          dst =
+              b != 0 ? static_cast<double>(static_cast<int64_t>(a) / static_cast<int64_t>(b)) : 0.0;
           break;
         case MapOp::kGelu:
           dst = 0.5 * a * (1 + std::erf(a / std::sqrt(2.0)));
@@ -481,6 +521,340 @@ std::string ProgramInterpreter::scatter_nd(const Launch& l) {
   return "";
 }
 
+// GatherElements: out[i] = data[i with i[axis] = indices[i]]; ScatterElements: out = data, then
+// out[i with i[axis] = indices[i]] = (or += for reduction 1) updates[i], indices in order.
+std::string ProgramInterpreter::elements(const Launch& l, bool scatter) {
+  const cuda::ElementsParams& p = l.elements;
+  const auto rank = static_cast<size_t>(p.rank);
+  std::vector<int64_t> data_strides(rank, 1);
+  int64_t data_count = 1, index_count = 1;
+  for (size_t d = rank; d-- > 0;) {
+    data_strides[d] = data_count;
+    data_count *= p.data_dims[d];
+    index_count *= p.index_dims[d];
+  }
+  const cuda::Ref& out = l.out[0].ref;
+  if (scatter && !(out.region == l.in[0].ref.region && out.offset == l.in[0].ref.offset))
+    for (int64_t i = 0; i < data_count; ++i) set_element(out, i, element(l.in[0].ref, i));
+  std::vector<int64_t> at(rank, 0);
+  for (int64_t i = 0; i < index_count; ++i) {
+    int64_t rest = i;
+    for (size_t d = rank; d-- > 0;) {
+      at[d] = rest % p.index_dims[d];
+      rest /= p.index_dims[d];
+    }
+    auto index = static_cast<int64_t>(element(l.in[1].ref, i));
+    if (index < 0) index += p.data_dims[p.axis];
+    if (index < 0 || index >= p.data_dims[p.axis]) return "index out of range";
+    at[static_cast<size_t>(p.axis)] = index;
+    int64_t e = 0;
+    for (size_t d = 0; d < rank; ++d) e += at[d] * data_strides[d];
+    if (!scatter) {
+      set_element(out, i, element(l.in[0].ref, e));
+      continue;
+    }
+    const double u = element(l.in[2].ref, i);
+    set_element(out, e, p.reduction == 1 ? element(out, e) + u : u);
+  }
+  return "";
+}
+
+// GatherND (batch_dims 0): each index tuple's slice of data, tuples in order.
+std::string ProgramInterpreter::gather_nd(const Launch& l) {
+  const cuda::NdParams& p = l.nd;
+  for (int64_t t = 0; t < p.index_count; ++t) {
+    int64_t at = 0;
+    for (int d = 0; d < p.k; ++d) {
+      auto index = static_cast<int64_t>(element(l.in[1].ref, t * p.k + d));
+      if (index < 0) index += p.data_dims[d];
+      if (index < 0 || index >= p.data_dims[d]) return "index out of range";
+      at = at * p.data_dims[d] + index;
+    }
+    for (int64_t i = 0; i < p.slice; ++i)
+      set_element(l.out[0].ref, t * p.slice + i, element(l.in[0].ref, at * p.slice + i));
+  }
+  return "";
+}
+
+// Resize of the last `spatial` dims of [outer, in...]: each output coordinate mapped to the input
+// by the coordinate mode (resized length = scale · in), then the nearest input (by the rounding
+// mode; an integral position is itself) or the linear blend of its two neighbours (an integral
+// position: itself), neighbours clamped into the input; the dims interpolated innermost first.
+std::string ProgramInterpreter::resize(const Launch& l) {
+  const cuda::ResizeParams& p = l.resize;
+  const int s = p.spatial;
+  if (s < 1 || s > 3) return "resize: bad spatial rank";
+  // Per dim and output position: the (input index, weight) taps.
+  std::vector<std::vector<std::vector<std::pair<int64_t, double>>>> taps(static_cast<size_t>(s));
+  for (int d = 0; d < s; ++d) {
+    const double in = static_cast<double>(p.in[d]), resized = p.scale[d] * in;
+    for (int64_t o = 0; o < p.out[d]; ++o) {
+      const double xo = static_cast<double>(o);
+      double x = 0;
+      switch (p.coordinate) {
+        case 0:
+          x = (xo + 0.5) / p.scale[d] - 0.5;
+          break;
+        case 1:
+          x = xo / p.scale[d];
+          break;
+        case 2:
+          x = resized == 1 ? 0.0 : xo * (in - 1) / (resized - 1);
+          break;
+        case 3:
+          x = resized > 1 ? (xo + 0.5) / p.scale[d] - 0.5 : 0.0;
+          break;
+        default:
+          return "resize: coordinate mode " + std::to_string(p.coordinate);
+      }
+      const double floor_x = std::floor(x);
+      const bool integral = floor_x == x;
+      const int64_t left = static_cast<int64_t>(floor_x) - (integral ? 1 : 0);
+      const double ratio = integral ? 1.0 : x - floor_x;
+      auto clamp = [&](int64_t i) { return std::clamp<int64_t>(i, 0, p.in[d] - 1); };
+      std::vector<std::pair<int64_t, double>> t;
+      if (p.mode == 0) {
+        bool right = true;
+        if (!integral) {
+          if (p.nearest_mode == 0) right = ratio > 0.5;
+          if (p.nearest_mode == 1) right = ratio >= 0.5;
+          if (p.nearest_mode == 2) right = false;
+          if (p.nearest_mode == 3) right = true;
+        }
+        t.emplace_back(clamp(right ? left + 1 : left), 1.0);
+      } else {
+        if (ratio != 1) t.emplace_back(clamp(left), 1 - ratio);
+        if (ratio != 0) t.emplace_back(clamp(left + 1), ratio);
+      }
+      taps[static_cast<size_t>(d)].push_back(std::move(t));
+    }
+  }
+  int64_t in_size = 1, out_size = 1;
+  for (int d = 0; d < s; ++d) {
+    in_size *= p.in[d];
+    out_size *= p.out[d];
+  }
+  // The value at output position `at` from dim d on, the input offset so far `base`.
+  std::function<double(int64_t, int, const int64_t*)> value = [&](int64_t base, int d,
+                                                                  const int64_t* at) -> double {
+    if (d == s) return element(l.in[0].ref, base);
+    int64_t stride = 1;
+    for (int e = d + 1; e < s; ++e) stride *= p.in[e];
+    double sum = 0;
+    for (const auto& [index, weight] : taps[static_cast<size_t>(d)][static_cast<size_t>(at[d])])
+      sum += weight * value(base + index * stride, d + 1, at);
+    return sum;
+  };
+  int64_t at[3] = {};
+  for (int64_t outer = 0; outer < p.outer; ++outer)
+    for (int64_t i = 0; i < out_size; ++i) {
+      int64_t rest = i;
+      for (int d = s; d-- > 0;) {
+        at[d] = rest % p.out[d];
+        rest /= p.out[d];
+      }
+      set_element(l.out[0].ref, outer * out_size + i, value(outer * in_size, 0, at));
+    }
+  return "";
+}
+
+// Per channel over n and the inner dims: the batch's mean and biased variance in training
+// (and the running statistics momentum·running + (1 − momentum)·batch, then the batch's own
+// mean and variance where those outputs are present), the given statistics in inference;
+// y = (x − mean)·scale / √(var + ε) + bias.
+std::string ProgramInterpreter::batch_norm(const Launch& l) {
+  const cuda::BatchNormParams& p = l.batch_norm;
+  if (l.in.size() < 5 || l.out.empty()) return "batch_norm: needs 5 inputs and y";
+  auto at = [&](int64_t b, int64_t ch, int64_t i) { return (b * p.c + ch) * p.inner + i; };
+  const double count = static_cast<double>(p.n * p.inner);
+  for (int64_t ch = 0; ch < p.c; ++ch) {
+    double mean = element(l.in[3].ref, ch), var = element(l.in[4].ref, ch);
+    if (p.training) {
+      double sum = 0, squares = 0;
+      for (int64_t b = 0; b < p.n; ++b)
+        for (int64_t i = 0; i < p.inner; ++i) sum += element(l.in[0].ref, at(b, ch, i));
+      mean = sum / count;
+      for (int64_t b = 0; b < p.n; ++b)
+        for (int64_t i = 0; i < p.inner; ++i) {
+          const double d = element(l.in[0].ref, at(b, ch, i)) - mean;
+          squares += d * d;
+        }
+      var = squares / count;
+      const double stats[4] = {element(l.in[3].ref, ch) * p.momentum + mean * (1 - p.momentum),
+                               element(l.in[4].ref, ch) * p.momentum + var * (1 - p.momentum), mean,
+                               var};
+      for (size_t k = 1; k < l.out.size() && k <= 4; ++k)
+        if (l.out[k].ref.offset >= 0) set_element(l.out[k].ref, ch, stats[k - 1]);
+    }
+    const double a = element(l.in[1].ref, ch) / std::sqrt(var + p.epsilon);
+    const double shift = element(l.in[2].ref, ch) - mean * a;
+    for (int64_t b = 0; b < p.n; ++b)
+      for (int64_t i = 0; i < p.inner; ++i)
+        set_element(l.out[0].ref, at(b, ch, i), element(l.in[0].ref, at(b, ch, i)) * a + shift);
+  }
+  return "";
+}
+
+namespace {
+
+// The three spatial dims of a kConv or kPool launch (unused ones 1) as a flat index.
+struct Spatial {
+  int64_t dims[3];
+  int64_t size() const { return dims[0] * dims[1] * dims[2]; }
+  int64_t flat(const int64_t (&at)[3]) const { return (at[0] * dims[1] + at[1]) * dims[2] + at[2]; }
+  void unflat(int64_t i, int64_t (&at)[3]) const {
+    at[2] = i % dims[2];
+    at[1] = (i / dims[2]) % dims[1];
+    at[0] = i / (dims[1] * dims[2]);
+  }
+};
+
+}  // namespace
+
+// NCHW convolutions over up to three spatial dims, as program.h states them: the forward
+// y[b, o, q] = Σ x[b, g·C/G + i, q·stride − pad + r·dilation]·w[o, i, r] over the group's
+// channels i and the taps r inside the input; the transposed one scatters each input element
+// through w [c, k / group, kernel]; the filter gradient dw[o, i, r] = Σ x[b, i, q·stride − pad +
+// r·dilation]·dy[b, o, q].
+std::string ProgramInterpreter::conv(const Launch& l) {
+  const cuda::ConvParams& p = l.conv;
+  if (l.in.size() < 2 || l.out.empty()) return "conv: needs two inputs and an output";
+  if (p.group < 1 || p.c % p.group != 0 || p.k % p.group != 0) return "conv: bad group";
+  const Spatial in{{p.in[0], p.in[1], p.in[2]}}, out{{p.out[0], p.out[1], p.out[2]}};
+  const Spatial kernel{{p.kernel[0], p.kernel[1], p.kernel[2]}};
+  // The input position of output position q and tap r, or false outside the input.
+  auto source = [&](const int64_t(&q)[3], const int64_t(&r)[3], int64_t(&x)[3]) {
+    for (int d = 0; d < 3; ++d) {
+      x[d] = q[d] * p.stride[d] - p.pad[d] + r[d] * p.dilation[d];
+      if (x[d] < 0 || x[d] >= in.dims[d]) return false;
+    }
+    return true;
+  };
+  const cuda::Ref &a = l.in[0].ref, &b = l.in[1].ref, &y = l.out[0].ref;
+  int64_t q[3], r[3], x[3];
+  if (p.filter_grad) {  // x [n, c, in], dy [n, k, out] -> dw [k, c, kernel]
+    for (int64_t o = 0; o < p.k; ++o)
+      for (int64_t i = 0; i < p.c; ++i)
+        for (int64_t t = 0; t < kernel.size(); ++t) {
+          kernel.unflat(t, r);
+          double sum = 0;
+          for (int64_t n = 0; n < p.n; ++n)
+            for (int64_t j = 0; j < out.size(); ++j) {
+              out.unflat(j, q);
+              if (source(q, r, x))
+                sum += element(a, (n * p.c + i) * in.size() + in.flat(x)) *
+                       element(b, (n * p.k + o) * out.size() + j);
+            }
+          set_element(y, (o * p.c + i) * kernel.size() + t, sum);
+        }
+    return "";
+  }
+  if (p.transpose) {  // x [n, c, in], w [c, k / group, kernel] -> y [n, k, out]
+    const int64_t cg = p.c / p.group, kg = p.k / p.group;
+    std::vector<double> acc(static_cast<size_t>(p.n * p.k * out.size()), 0.0);
+    for (int64_t n = 0; n < p.n; ++n)
+      for (int64_t i = 0; i < p.c; ++i)
+        for (int64_t j = 0; j < in.size(); ++j) {
+          in.unflat(j, q);
+          const double v = element(a, (n * p.c + i) * in.size() + j);
+          for (int64_t t = 0; t < kernel.size(); ++t) {
+            kernel.unflat(t, r);
+            bool inside = true;
+            for (int d = 0; d < 3; ++d) {
+              x[d] = q[d] * p.stride[d] - p.pad[d] + r[d] * p.dilation[d];
+              inside = inside && x[d] >= 0 && x[d] < out.dims[d];
+            }
+            if (!inside) continue;
+            for (int64_t oo = 0; oo < kg; ++oo) {
+              const int64_t o = (i / cg) * kg + oo;
+              acc[static_cast<size_t>((n * p.k + o) * out.size() + out.flat(x))] +=
+                  v * element(b, (i * kg + oo) * kernel.size() + t);
+            }
+          }
+        }
+    for (size_t e = 0; e < acc.size(); ++e) set_element(y, static_cast<int64_t>(e), acc[e]);
+    return "";
+  }
+  const int64_t cg = p.c / p.group, kg = p.k / p.group;  // x [n, c, in], w [k, c / group, kernel]
+  for (int64_t n = 0; n < p.n; ++n)
+    for (int64_t o = 0; o < p.k; ++o)
+      for (int64_t j = 0; j < out.size(); ++j) {
+        out.unflat(j, q);
+        double sum = 0;
+        for (int64_t i = 0; i < cg; ++i)
+          for (int64_t t = 0; t < kernel.size(); ++t) {
+            kernel.unflat(t, r);
+            if (source(q, r, x))
+              sum += element(a, (n * p.c + (o / kg) * cg + i) * in.size() + in.flat(x)) *
+                     element(b, (o * cg + i) * kernel.size() + t);
+          }
+        set_element(y, (n * p.k + o) * out.size() + j, sum);
+      }
+  return "";
+}
+
+// Pooling over each [n, c] plane, taps in row-major kernel order, those outside the input
+// skipped. Max: the first of equal maxima (NaN never beats a number), its flat index into x;
+// a window without taps gives −inf and index −1. Average: the sum over the taps inside the
+// input divided by their count, or with count_include_pad by the taps inside the padded
+// input. MaxPoolGrad: each window's dY added at its maximum.
+std::string ProgramInterpreter::pool(const Launch& l) {
+  const cuda::PoolParams& p = l.pool;
+  const Spatial in{{p.in[0], p.in[1], p.in[2]}}, out{{p.out[0], p.out[1], p.out[2]}};
+  const Spatial kernel{{p.kernel[0], p.kernel[1], p.kernel[2]}};
+  const cuda::Ref& x = l.in[p.grad ? 1 : 0].ref;
+  std::vector<double> grad;
+  if (p.grad) grad.assign(static_cast<size_t>(p.n * p.c * in.size()), 0.0);
+  int64_t q[3], r[3], at[3];
+  for (int64_t plane = 0; plane < p.n * p.c; ++plane)
+    for (int64_t j = 0; j < out.size(); ++j) {
+      out.unflat(j, q);
+      double best = -std::numeric_limits<double>::infinity(), sum = 0;
+      int64_t best_at = -1, taps = 0, padded = 1;
+      for (int d = 0; d < 3; ++d) {
+        int64_t inside = 0;
+        for (int64_t k = 0; k < kernel.dims[d]; ++k) {
+          const int64_t s = q[d] * p.stride[d] - p.pad_begin[d] + k * p.dilation[d];
+          inside += s >= -p.pad_begin[d] && s < in.dims[d] + p.pad_end[d];
+        }
+        padded *= inside;
+      }
+      for (int64_t t = 0; t < kernel.size(); ++t) {
+        kernel.unflat(t, r);
+        bool inside = true;
+        for (int d = 0; d < 3; ++d) {
+          at[d] = q[d] * p.stride[d] - p.pad_begin[d] + r[d] * p.dilation[d];
+          inside = inside && at[d] >= 0 && at[d] < in.dims[d];
+        }
+        if (!inside) continue;
+        const int64_t e = plane * in.size() + in.flat(at);
+        const double v = element(x, e);
+        ++taps;
+        sum += v;
+        if (best_at < 0 || v > best || (std::isnan(best) && !std::isnan(v))) {
+          best = v;
+          best_at = e;
+        }
+      }
+      const int64_t o = plane * out.size() + j;
+      if (p.grad) {
+        if (best_at >= 0) grad[static_cast<size_t>(best_at)] += element(l.in[0].ref, o);
+      } else if (p.max) {
+        set_element(l.out[0].ref, o, best);
+        if (l.out.size() > 1 && l.out[1].ref.offset >= 0)
+          set_element(l.out[1].ref, o, static_cast<double>(best_at));
+      } else {
+        const int64_t count = p.count_include_pad ? padded : taps;
+        set_element(l.out[0].ref, o,
+                    count > 0 ? sum / static_cast<double>(count)
+                              : std::numeric_limits<double>::quiet_NaN());
+      }
+    }
+  for (size_t e = 0; e < grad.size(); ++e)
+    set_element(l.out[0].ref, static_cast<int64_t>(e), grad[e]);
+  return "";
+}
+
 // The CPU kernel's arithmetic: m' = β1·m + (1 − β1)·g, v' = β2·v + (1 − β2)·g², x' = keep·x −
 // rate·m' / (√v' + ε), with c = [β1, 1 − β1, β2, 1 − β2, keep].
 std::string ProgramInterpreter::adam(const Launch& l) {
@@ -548,6 +922,20 @@ std::string ProgramInterpreter::step(size_t index) {
       return dropout(l);
     case Kind::kScatterND:
       return scatter_nd(l);
+    case Kind::kBatchNorm:
+      return batch_norm(l);
+    case Kind::kGatherElements:
+      return elements(l, false);
+    case Kind::kScatterElements:
+      return elements(l, true);
+    case Kind::kGatherND:
+      return gather_nd(l);
+    case Kind::kResize:
+      return resize(l);
+    case Kind::kConv:
+      return conv(l);
+    case Kind::kPool:
+      return pool(l);
     case Kind::kCopyBytes: {
       for (int64_t i = 0; i < l.bytes; ++i) {
         const auto& from = l.in[0].ref.region == cuda::Region::kArena ? arena_ : persistent_;

@@ -1,10 +1,12 @@
 // A host interpreter of the CUDA backend's device programs, for tests without a GPU: it runs a
 // lowered program's launches in double precision over byte copies of its two regions, so what
 // the lowering composes (strides, GEMM parameters, the order of launches, the arena's reuse)
-// is checked against the CPU executor. It runs kMap (the common opcodes), kReduce, kSoftmax,
-// kLayerNorm(Grad), kCrossEntropy, kAdam, kDropout, kGather, kScatterND, kMatMul and kCopyBytes;
-// kComm and kHost launches go to callbacks; any other kind is an error that names it (the device
-// kernels themselves are checked on a GPU, label cuda).
+// is checked against the CPU executor. It runs every kind of launch the lowering makes: kMap
+// (every opcode), kReduce, kSoftmax, kLayerNorm(Grad), kBatchNorm, kCrossEntropy, kAdam,
+// kDropout, kGather, kGatherElements, kScatterElements, kGatherND, kScatterND, kResize,
+// kMatMul, kConv (forward, transposed, filter gradient), kPool (max, average, MaxPoolGrad) and
+// kCopyBytes; kComm and kHost launches go to callbacks (the device kernels and the cuDNN and
+// cuBLASLt calls themselves are checked on a GPU, label cuda).
 #pragma once
 
 #include <functional>
@@ -22,7 +24,9 @@ class ProgramInterpreter {
 
   // Writes a tensor into the storage of graph value `value` (an input or initializer).
   void write(ValueId value, const Tensor& t);
-  // Reads graph value `value` (dtype and dims from the caller's `like`).
+  // Reads graph value `value` (dtype and dims from the caller's `like`); one the lowering gave
+  // no storage reads as NaN (integers: the lowest int32), so that it compares unequal to what
+  // was expected.
   Tensor read(ValueId value, DType dtype, const std::vector<int64_t>& dims) const;
 
   // Launch `index` alone; "" or what could not be run.
@@ -50,6 +54,12 @@ class ProgramInterpreter {
   std::string adam(const cuda::Launch& l);
   std::string dropout(const cuda::Launch& l);
   std::string scatter_nd(const cuda::Launch& l);
+  std::string batch_norm(const cuda::Launch& l);
+  std::string elements(const cuda::Launch& l, bool scatter);
+  std::string gather_nd(const cuda::Launch& l);
+  std::string resize(const cuda::Launch& l);
+  std::string conv(const cuda::Launch& l);
+  std::string pool(const cuda::Launch& l);
 
   const runtime::CudaLowering& lowering_;
   mutable std::vector<uint8_t> arena_, persistent_;

@@ -1,7 +1,9 @@
 // Llama's fused training ops as the CUDA lowering composes them (maps, row reductions,
-// batched GEMMs), run on the host interpreter of device programs against the CPU kernels:
-// the strides, GEMM parameters and launch order are checked without a GPU.
+// batched GEMMs), convolutions, pools and BatchNormalization, and whole training steps, run on
+// the host interpreter of device programs against the CPU kernels: the strides, GEMM and
+// cuDNN parameters and launch order are checked without a GPU.
 #include <cmath>
+#include <limits>
 
 #include <gtest/gtest.h>
 
@@ -17,10 +19,13 @@ namespace {
 using testing::NodeRun;
 
 // max |a − b| / max |b|, or over `floor` where b is smaller (a gradient that is zero but for
-// round-off, as a key bias's: softmax ignores a shift of its row, is noise on both sides).
+// round-off, as a key bias's: softmax ignores a shift of its row, is noise on both sides);
+// infinite where only one of them is NaN.
 double relative_error(const Tensor& a, const Tensor& b, double floor = 1e-12) {
   double diff = 0, scale = 0;
   for (int64_t i = 0; i < b.num_elements(); ++i) {
+    if (std::isnan(a.float_at(i)) != std::isnan(b.float_at(i)))
+      return std::numeric_limits<double>::infinity();
     diff = std::max(diff, std::fabs(a.float_at(i) - b.float_at(i)));
     scale = std::max(scale, std::fabs(b.float_at(i)));
   }
@@ -49,6 +54,11 @@ std::string expect_interpreted(NodeRun node, const std::string& what, double tol
   for (size_t i = 0; i < g.outputs().size(); ++i) {
     const Value& v = g.value(g.outputs()[i]);
     const Tensor got = device.read(g.outputs()[i], v.dtype, v.shape.dims);
+    if (!is_floating(v.dtype)) {
+      EXPECT_EQ(got.to_int64_vector(), (*expected)[i]->to_int64_vector())
+          << what << " output " << v.name;
+      continue;
+    }
     EXPECT_LE(relative_error(got, *(*expected)[i]), tolerance) << what << " output " << v.name;
   }
   std::string kinds;
@@ -67,12 +77,33 @@ TEST(CudaFusedLowering, LlamaOpsAgreeWithTheCpuKernels) {
   }
 }
 
-// One SGD training step of each tiny zoo model that needs no convolution (the interpreter runs
-// no cuDNN launch: resnet-tiny and vit-tiny's patch embedding are left to the GPU), lowered
-// with its updates written back in place and run on the interpreter against the CPU
-// executor: the loss and every updated state.
+// Convolutions as cuDNN is asked to run them (the descriptors' dims, strides, pads, groups and
+// the forward / backward-data / backward-filter choice), pooling and BatchNormalization, in
+// f32, f64 and bf16.
+TEST(CudaFusedLowering, ConvolutionsPoolsAndBatchNormAgreeWithTheCpuKernels) {
+  for (DType t : {DType::kFloat32, DType::kFloat64, DType::kBFloat16}) {
+    for (testing::OpCase& c : testing::conv_op_cases(t))
+      EXPECT_EQ(expect_interpreted(std::move(c.node), c.what, t == DType::kBFloat16 ? 2e-2 : 1e-6),
+                c.launches)
+          << c.what;
+  }
+}
+
+// Gathers and scatters by element and by tuple, and Resize under each mode the backend runs.
+TEST(CudaFusedLowering, IndexingAndResizeAgreeWithTheCpuKernels) {
+  for (DType t : {DType::kFloat32, DType::kFloat64}) {
+    for (testing::OpCase& c : testing::indexing_op_cases(t))
+      EXPECT_EQ(expect_interpreted(std::move(c.node), c.what, 1e-6), c.launches) << c.what;
+  }
+  for (testing::OpCase& c : testing::resize_op_cases())
+    EXPECT_EQ(expect_interpreted(std::move(c.node), c.what, 1e-6), c.launches) << c.what;
+}
+
+// One SGD training step of each tiny zoo model, lowered with its updates written back in
+// place and run on the interpreter against the CPU executor: the loss and every updated state.
 TEST(CudaFusedLowering, TinyTrainingStepsRunOnTheInterpreter) {
-  for (const char* name : {"mlp", "gpt-tiny", "bert-tiny", "llama-tiny"}) {
+  for (const char* name :
+       {"mlp", "gpt-tiny", "bert-tiny", "resnet-tiny", "vit-tiny", "llama-tiny"}) {
     for (bool fused : {false, true}) {
       SCOPED_TRACE(std::string(name) + (fused ? " fused" : ""));
       const testing::TrainingStep step = testing::tiny_training_step(name, fused);

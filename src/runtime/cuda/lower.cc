@@ -1376,7 +1376,7 @@ Status Lowerer::lower_rotary(const Node& node) {
   const ValueId x = node.inputs[0], c = node.inputs[1], s = node.inputs[2], y = node.outputs[0];
   const std::vector<int64_t> xd = dims(x);
   const int64_t d = xd.back(), seq = xd[xd.size() - 2], half = d / 2;
-  const int64_t outer = seq * d ? count(x) / (seq * d) : 0;
+  const int64_t outer = seq * d != 0 ? count(x) / (seq * d) : 0;
   const bool inverse = node.attr_int("inverse", 0) != 0;
   const std::vector<int64_t> space = {outer, seq, half};
   const std::vector<int64_t> xs = {seq * d, d, 1}, ts = {0, d, 1};
@@ -1949,8 +1949,9 @@ Status Lowerer::lower_node(NodeId id) {
     }
     l.batch_norm.training = training;
     for (ValueId v : node.inputs) l.in.push_back(whole(v));
+    // y, the running statistics and (before opset 14) the batch's own mean and variance.
     std::vector<ValueId> outs;
-    for (size_t k = 0; k < 3; ++k) {
+    for (size_t k = 0; k < std::min<size_t>(node.outputs.size(), 5); ++k) {
       const ValueId v = node.output(k);
       outs.push_back(v);
       l.out.push_back(v == kNoId ? Access{} : whole(v));

@@ -166,9 +166,9 @@ struct LayerNormParams {
   double epsilon = 1e-5;
 };
 // kBatchNorm: x [n, c, spatial...] as [n, c, inner]. inputs {x, scale, bias, mean, var},
-// outputs {y, running_mean?, running_var?} (training: batch statistics over n and inner,
-// running = momentum * running + (1 - momentum) * batch, the variance unbiased... as the CPU
-// kernel, src/runtime/kernels/normalization.cc; inference: the given statistics).
+// outputs {y, running_mean?, running_var?, batch_mean?, batch_var?} (training: the batch's mean
+// and biased variance over n and inner, running = momentum * running + (1 - momentum) * batch,
+// as the CPU kernel, src/runtime/kernels/normalization.cc; inference: the given statistics).
 struct BatchNormParams {
   int64_t n = 0, c = 0, inner = 0;
   double epsilon = 1e-5, momentum = 0.9;
@@ -371,7 +371,8 @@ inline const char* kind_name(Kind kind) {
       "cross_entropy", "adam",       "gather",  "gather_elements", "scatter_elements", "gather_nd",
       "scatter_nd",    "pool",       "resize",  "dropout",         "matmul",           "conv",
       "comm",          "copy_bytes", "host"};
-  return kNames[static_cast<int>(kind)];
+  const auto i = static_cast<size_t>(kind);
+  return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "unknown";
 }
 
 // The bytes a launch reads and writes where its form says (0 where it does not): a map reads
