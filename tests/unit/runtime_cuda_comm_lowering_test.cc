@@ -423,8 +423,8 @@ class InterpretedProgram : public ProgramRunner {
 
 // Whole plans as the CUDA backend runs them over NCCL, every device on the interpreter (its
 // collectives on the device's communicator, its sends, receives and ring attention as host
-// steps), against the single-device reference: tensor, data, context and pipeline parallelism,
-// ZeRO-3 and sharded Dropout, in float64.
+// steps), against the single-device reference: tensor, data, context, attribute (spatial) and
+// pipeline parallelism, ZeRO-3 and sharded Dropout, in float64.
 TEST(CudaCommLowering, PlansLoweredForNcclVerifyOnTheInterpreter) {
   const std::string tp_sp =
       "mesh: {dp: 2, tp: 2}\nbatch: {global: 4, micro: 2}\ntensor: megatron-sp\n";
@@ -440,7 +440,12 @@ TEST(CudaCommLowering, PlansLoweredForNcclVerifyOnTheInterpreter) {
       {"llama-tiny",
        "mesh: {dp: 2, tp: 2}\nbatch: {global: 8, micro: 2}\ntensor: megatron-sp\nkernels: "
        "{attention: flash}\n",
-       8, 0.0}};
+       8, 0.0},
+      // Convolutions split over H and W (halo exchanges through the host), BatchNorm's
+      // statistics all-reduced over sp and dp.
+      {"resnet-tiny", "mesh: {sp: 2, dp: 2}\nbatch: {global: 8}\n", 8, 0.0},
+      // The patch embedding's convolution and the encoder's tensor parallelism.
+      {"vit-tiny", "mesh: {dp: 2, tp: 2}\nbatch: {global: 4, micro: 2}\n", 4, 0.0}};
   for (const auto& [name, yaml, batch, dropout] : cases) {
     SCOPED_TRACE(name + (dropout > 0 ? " with dropout" : "") + ": " + yaml);
     auto scheme = parse_scheme(yaml, "scheme");
