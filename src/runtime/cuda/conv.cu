@@ -178,8 +178,10 @@ std::string plan(const Resolved& r, Context& ctx, ConvState* s) {
     e = dnn_error(cudnnSetConvolutionGroupCount(s->conv, static_cast<int>(p.group)),
                   "cudnnSetConvolutionGroupCount", p);
   }
-  // cuDNN's default math lets f32 run as TF32 on tensor cores; FMA keeps f32 exact as
-  // PyTorch's default does. Half types want the tensor cores.
+  // cuDNN's default math lets f32 run as TF32 on tensor cores; FMA keeps f32 to f32 rounding,
+  // which agreement with the CPU executor needs (PyTorch's default, torch.backends.cudnn.
+  // allow_tf32, would take TF32, and the hardware profiles price fp32 convolutions so through
+  // tf32_conv). Half types want the tensor cores.
   const cudnnMathType_t math = dt == Dt::kF16 || dt == Dt::kBF16 ? CUDNN_TENSOR_OP_MATH
                                : dt == Dt::kF32                  ? CUDNN_FMA_MATH
                                                                  : CUDNN_DEFAULT_MATH;
