@@ -69,12 +69,13 @@ Status fold_node(Graph& graph, NodeId id, bool& folded) {
   std::vector<const Tensor*> inputs;
   for (ValueId in : node.inputs)
     inputs.push_back(in == kNoId ? nullptr : graph.value(in).data.get());
-  runtime::KernelContext ctx(graph, graph.node(id), std::move(inputs), 1);
-  RETURN_IF_ERROR((*kernel)(ctx));
+  // Half-type constants fold widened to float32 and rounded back, as the executor runs them.
+  ASSIGN_OR_RETURN(std::vector<std::shared_ptr<Tensor>> outputs,
+                   runtime::run_on_host(graph, id, std::move(inputs)));
   const std::vector<ValueId> outs = graph.node(id).outputs;
-  for (size_t i = 0; i < outs.size(); ++i) {
-    if (outs[i] == kNoId || !ctx.outputs()[i]) continue;
-    graph.make_constant(outs[i], std::move(*ctx.outputs()[i]));
+  for (size_t i = 0; i < outs.size() && i < outputs.size(); ++i) {
+    if (outs[i] == kNoId || !outputs[i]) continue;
+    graph.make_constant(outs[i], std::move(*outputs[i]));
   }
   folded = true;
   return Status::ok();

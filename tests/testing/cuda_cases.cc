@@ -2,6 +2,7 @@
 
 #include <random>
 
+#include "autopar/parallel/lowering.h"
 #include "autopar/runtime/communicator.h"
 #include "autopar/runtime/plan_runner.h"
 #include "autopar/runtime/trainer.h"
@@ -9,11 +10,13 @@
 
 namespace autopar::testing {
 
-TrainingStep tiny_training_step(const std::string& name, bool fused) {
+TrainingStep tiny_training_step(const std::string& name, bool fused, DType precision) {
   ZooOptions zoo;
   zoo.batch = 4;
   zoo.with_weights = true;
-  const Graph model = *build_zoo_model(name, zoo);
+  const Graph zoo_model = *build_zoo_model(name, zoo);
+  const Graph model =
+      precision == DType::kFloat32 ? zoo_model : *to_mixed_precision(zoo_model, precision);
   TrainingOptions options;
   options.fused = fused;
   OptimizerSpec sgd;

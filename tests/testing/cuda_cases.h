@@ -29,7 +29,10 @@ struct TrainingStep {
   TrainingGraph training;
   std::vector<runtime::Feed> feeds;
 };
-TrainingStep tiny_training_step(const std::string& name, bool fused);
+// `precision` bf16 or fp16: the model in mixed precision first (to_mixed_precision: fp32
+// parameters cast down where read, the forward in the half type, the loss back in fp32).
+TrainingStep tiny_training_step(const std::string& name, bool fused,
+                                DType precision = DType::kFloat32);
 
 // Llama's fused training ops in `dtype`: RMS norm and its gradient (a scale over part of the
 // normalised dims), rotary embeddings both ways, SwiGLU and its gradient, attention with four

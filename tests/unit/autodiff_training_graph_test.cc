@@ -167,7 +167,9 @@ Steps step_both_ways(const std::string& name, bool attention = false) {
     const Graph& g = training->graph;
     for (const Node& n : g.nodes()) {
       if (fused == 1 && n.domain == kTrainingDomain) ++steps.fused_ops[n.op_type];
-      if (fused == 0) EXPECT_TRUE(n.domain.empty()) << n.op_type;
+      if (fused == 0) {
+        EXPECT_TRUE(n.domain.empty()) << n.op_type;
+      }
     }
     auto executor = runtime::Executor::create(g, {.num_threads = 1});
     EXPECT_TRUE(executor.is_ok()) << executor.status().message();

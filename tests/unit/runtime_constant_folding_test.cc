@@ -178,6 +178,32 @@ TEST(ConstantFolding, ArithmeticAndGeneration) {
   EXPECT_EQ((*sqrt)->float_at(0), 4.0);
 }
 
+// Half-type constants (a model exported in fp16 or bf16 scales its attention by constants of
+// its own type) fold as the executor runs them: widened to float32, rounded back to the type.
+TEST(ConstantFolding, HalfTypeArithmetic) {
+  for (DType t : {DType::kFloat16, DType::kBFloat16}) {
+    auto half = [t](std::vector<int64_t> dims, std::vector<double> values) {
+      Tensor x(t, std::move(dims));
+      for (size_t i = 0; i < values.size(); ++i)
+        x.set_from_double(static_cast<int64_t>(i), values[i]);
+      return x;
+    };
+    auto mul =
+        FoldCase("Mul").constant(half({2}, {3.0, -0.5})).constant(half({}, {1.0 / 3})).fold();
+    ASSERT_TRUE(mul.is_ok()) << mul.status().message();
+    ASSERT_TRUE(mul->has_value());
+    EXPECT_EQ((*mul)->dtype(), t);
+    // 1/3 rounded to the type first, the product rounded again: exactly what the type holds.
+    const double third = half({}, {1.0 / 3}).float_at(0);
+    EXPECT_EQ((*mul)->float_at(0), half({}, {3.0 * third}).float_at(0));
+    EXPECT_EQ((*mul)->float_at(1), half({}, {-0.5 * third}).float_at(0));
+    auto root = FoldCase("Sqrt").constant(half({}, {64.0})).fold();
+    ASSERT_TRUE(root.is_ok()) << root.status().message();
+    EXPECT_EQ((*root)->dtype(), t);
+    EXPECT_EQ((*root)->float_at(0), 8.0);
+  }
+}
+
 TEST(ConstantFolding, LeavesRuntimeValuesAlone) {
   // A graph input's data is not known: only Shape may read it.
   auto t = FoldCase("Relu").input({2}).fold();

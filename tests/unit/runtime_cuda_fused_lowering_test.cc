@@ -129,5 +129,42 @@ TEST(CudaFusedLowering, TinyTrainingStepsRunOnTheInterpreter) {
   }
 }
 
+// The same steps in mixed precision (bf16 and fp16 forward and backward, fp32 parameters and
+// loss), as the GPU plans of scripts/gpu-check.sh run: the half-type casts, the rounding of
+// fused maps and the half GEMMs' f32 accumulation as the lowering composes them. The
+// interpreter rounds each stored value to the half type as the device does and computes in
+// double between stores, the CPU executor in float: they differ by half-type rounding.
+// resnet-tiny runs in bf16 only: in fp16 one of layer4.0's 4096 ReLU inputs lies within
+// round-off of 0, its sign differs between the two, and the flipped gradient element moves the
+// BatchNorm gradients behind it by 3-13% (a kink of the function, not the lowering).
+TEST(CudaFusedLowering, MixedPrecisionStepsRunOnTheInterpreter) {
+  for (DType low : {DType::kBFloat16, DType::kFloat16}) {
+    for (const char* name :
+         {"mlp", "gpt-tiny", "bert-tiny", "resnet-tiny", "vit-tiny", "llama-tiny"}) {
+      if (low == DType::kFloat16 && std::string(name) == "resnet-tiny") continue;
+      SCOPED_TRACE(std::string(name) + " " + std::string(dtype_name(low)));
+      const testing::TrainingStep step = testing::tiny_training_step(name, true, low);
+      const Graph& g = step.training.graph;
+      auto expected = Executor::create(g, ExecutorOptions{})->run(step.feeds);
+      ASSERT_TRUE(expected.is_ok()) << expected.status().message();
+      CudaOptions cuda_options;
+      cuda_options.updates = step.training.updates;
+      auto lowering = lower_for_cuda(g, cuda_options);
+      ASSERT_TRUE(lowering.is_ok()) << lowering.status().message();
+      testing::ProgramInterpreter device(**lowering);
+      for (const auto& [id, t] : step.feeds) device.write(id, *t);
+      ASSERT_EQ(device.run(), "");
+      int64_t compared = 0;
+      for (size_t i = 0; i < g.outputs().size(); ++i) {
+        const Value& v = g.value(g.outputs()[i]);
+        const Tensor got = device.read(g.outputs()[i], v.dtype, v.shape.dims);
+        EXPECT_LE(relative_error(got, *(*expected)[i], 1e-3), 3e-2) << v.name;
+        ++compared;
+      }
+      EXPECT_GT(compared, 2);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace autopar::runtime

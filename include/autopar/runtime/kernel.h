@@ -106,6 +106,15 @@ class KernelRegistry {
   std::map<std::pair<std::string, std::string>, Kernel> kernels_;
 };
 
+// Runs node `id` of `graph` once on host tensors (`inputs` as KernelContext takes them) through
+// its CPU kernel, as the executor runs it: a node over half types (but Cast, which converts
+// them, and the ai.autopar communication ops) runs widened to float32 on a graph of its own,
+// and its outputs are rounded back to their half types. For constant folding and host-known
+// values, where there is no executor. The outputs in the node's order (null where omitted); an
+// op without a CPU kernel is an error naming the node.
+StatusOr<std::vector<std::shared_ptr<Tensor>>> run_on_host(const Graph& graph, NodeId id,
+                                                           std::vector<const Tensor*> inputs);
+
 // Where each element of a shard lies in the whole tensor: per dim, the whole tensor's index of
 // each local position, and the whole tensor's row-major strides. A Dropout of a plan carries
 // its input's layout (the `layout` attribute the SPMD lowering writes, `zigzag_axis` for ring

@@ -409,13 +409,13 @@ Status Lowerer::evaluate_on_host(NodeId id, bool& done) {
   for (ValueId out : node.outputs) {
     if (out != kNoId && g_.value(out).shape.num_elements() > kMaxFoldElements) return Status::ok();
   }
-  const Kernel* kernel = kernel_registry().find(node.domain, node.op_type);
-  if (!kernel) return Status::ok();
-  KernelContext ctx(g_, node, std::move(inputs), 1);
-  RETURN_IF_ERROR((*kernel)(ctx));
-  for (size_t i = 0; i < node.outputs.size(); ++i) {
-    if (node.outputs[i] == kNoId || !ctx.outputs()[i]) continue;
-    host_[node.outputs[i]] = ctx.outputs()[i];
+  if (!kernel_registry().find(node.domain, node.op_type)) return Status::ok();
+  // Over half types it runs widened to float32 and rounds back, as the CPU executor runs it.
+  ASSIGN_OR_RETURN(std::vector<std::shared_ptr<Tensor>> outputs,
+                   run_on_host(g_, id, std::move(inputs)));
+  for (size_t i = 0; i < node.outputs.size() && i < outputs.size(); ++i) {
+    if (node.outputs[i] == kNoId || !outputs[i]) continue;
+    host_[node.outputs[i]] = std::move(outputs[i]);
   }
   done = true;
   return Status::ok();
