@@ -44,6 +44,8 @@ bool is_floating(DType dtype) {
          dtype == DType::kFloat64;
 }
 
+bool is_half(DType dtype) { return dtype == DType::kFloat16 || dtype == DType::kBFloat16; }
+
 bool is_integer(DType dtype) {
   switch (dtype) {
     case DType::kInt8:

@@ -35,6 +35,12 @@ std::optional<std::vector<int64_t>> broadcast_shapes(const std::vector<int64_t>&
   return out;
 }
 
+Tensor float_converted(const Tensor& t, DType to) {
+  Tensor out(to, t.dims());
+  for (int64_t i = 0; i < t.num_elements(); ++i) out.set_from_double(i, t.float_at(i));
+  return out;
+}
+
 Tensor::Tensor(DType dtype, std::vector<int64_t> dims)
     : dtype_(dtype),
       dims_(std::move(dims)),

@@ -18,15 +18,6 @@ std::string type_text(DType dtype, const std::vector<int64_t>& dims) {
   return fmt::format("{}[{}]", dtype_name(dtype), fmt::join(dims, ","));
 }
 
-bool is_half(DType dtype) { return dtype == DType::kFloat16 || dtype == DType::kBFloat16; }
-
-// Converts between float types element by element (round to nearest even when narrowing).
-Tensor converted(const Tensor& t, DType to) {
-  Tensor out(to, t.dims());
-  for (int64_t i = 0; i < t.num_elements(); ++i) out.set_from_double(i, t.float_at(i));
-  return out;
-}
-
 }  // namespace
 
 Status check_feed(const Value& value, const Tensor& tensor) {
@@ -75,7 +66,7 @@ StatusOr<Executor> Executor::create(Graph graph, const ExecutorOptions& options)
       if (!is_half(value.dtype)) continue;
       value.dtype = DType::kFloat32;
       if (value.data)
-        value.data = std::make_shared<const Tensor>(converted(*value.data, DType::kFloat32));
+        value.data = std::make_shared<const Tensor>(float_converted(*value.data, DType::kFloat32));
     }
     e.wide_graph_ = std::make_shared<const Graph>(std::move(wide));
   }
@@ -241,7 +232,7 @@ StatusOr<std::vector<TensorPtr>> Executor::run(const std::vector<Feed>& feeds, R
         wide_inputs.reserve(node.inputs.size());
         for (size_t i = 0; i < inputs.size(); ++i) {
           if (!inputs[i] || !is_half(inputs[i]->dtype())) continue;
-          wide_inputs.push_back(converted(*inputs[i], DType::kFloat32));
+          wide_inputs.push_back(float_converted(*inputs[i], DType::kFloat32));
           inputs[i] = &wide_inputs.back();
         }
       }
@@ -266,7 +257,7 @@ StatusOr<std::vector<TensorPtr>> Executor::run(const std::vector<Feed>& feeds, R
           return;
         }
         if (widen && produced->dtype() != g.value(out).dtype)
-          produced = std::make_shared<Tensor>(converted(*produced, g.value(out).dtype));
+          produced = std::make_shared<Tensor>(float_converted(*produced, g.value(out).dtype));
         assert(produced->dtype() == g.value(out).dtype &&
                produced->dims() == g.value(out).shape.dims);
         live += produced->num_bytes();

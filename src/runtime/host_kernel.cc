@@ -4,18 +4,6 @@
 #include "autopar/runtime/kernel.h"
 
 namespace autopar::runtime {
-namespace {
-
-bool is_half(DType dtype) { return dtype == DType::kFloat16 || dtype == DType::kBFloat16; }
-
-// Between float types element by element (round to nearest even when narrowing).
-Tensor converted(const Tensor& t, DType to) {
-  Tensor out(to, t.dims());
-  for (int64_t i = 0; i < t.num_elements(); ++i) out.set_from_double(i, t.float_at(i));
-  return out;
-}
-
-}  // namespace
 
 StatusOr<std::vector<std::shared_ptr<Tensor>>> run_on_host(const Graph& graph, NodeId id,
                                                            std::vector<const Tensor*> inputs) {
@@ -58,7 +46,7 @@ StatusOr<std::vector<std::shared_ptr<Tensor>>> run_on_host(const Graph& graph, N
   wide_inputs.reserve(inputs.size());
   for (const Tensor*& t : inputs) {
     if (!t || !is_half(t->dtype())) continue;
-    wide_inputs.push_back(converted(*t, DType::kFloat32));
+    wide_inputs.push_back(float_converted(*t, DType::kFloat32));
     t = &wide_inputs.back();
   }
   KernelContext ctx(wide, wide.node(wide_id), std::move(inputs), 1);
@@ -68,7 +56,7 @@ StatusOr<std::vector<std::shared_ptr<Tensor>>> run_on_host(const Graph& graph, N
     if (!outputs[i] || node.outputs[i] == kNoId) continue;
     const DType want = graph.value(node.outputs[i]).dtype;
     if (outputs[i]->dtype() != want)
-      outputs[i] = std::make_shared<Tensor>(converted(*outputs[i], want));
+      outputs[i] = std::make_shared<Tensor>(float_converted(*outputs[i], want));
   }
   return outputs;
 }

@@ -28,6 +28,8 @@ enum class DType : uint8_t {
 // Bytes per element; 0 for kUndefined and kString.
 int64_t dtype_size(DType dtype);
 bool is_floating(DType dtype);
+// float16 or bfloat16: the types the CPU runtime computes in float32 and rounds back to.
+bool is_half(DType dtype);
 bool is_integer(DType dtype);
 
 // Short text name used by the graph text form: f32, f16, bf16, f64, i8 ... bool, str.

@@ -75,6 +75,10 @@ class Tensor {
 
 using TensorPtr = std::shared_ptr<const Tensor>;
 
+// `t` (a float tensor) in float type `to`, element by element (round to nearest even when
+// narrowing).
+Tensor float_converted(const Tensor& t, DType to);
+
 // float16 / bfloat16 conversions used by constant folding and data generation.
 float half_to_float(uint16_t h);
 uint16_t float_to_half(float f);
