@@ -1581,11 +1581,15 @@ std::string profile_yaml(const HardwareProfile& p, const std::string& header) {
   y += fmt::format("name: {}\n", p.name);
   if (p.memory_policy != MemoryPolicy::kAutopar)
     y += fmt::format("memory_policy: {}\n", memory_policy_name(p.memory_policy));
-  if (p.attention != AttentionKernel::kUnfused || !p.fusions.empty()) {
+  if (p.attention != AttentionKernel::kUnfused || !p.fusions.empty() ||
+      p.memory_format != MemoryFormat::kNhwc) {
     std::vector<std::string> fusions;
     for (Fusion f : p.fusions) fusions.emplace_back(fusion_name(f));
-    y += fmt::format("kernels: {{attention: {}, fusions: [{}]}}\n",
-                     attention_kernel_name(p.attention), fmt::join(fusions, ", "));
+    y += fmt::format("kernels: {{attention: {}, fusions: [{}]{}}}\n",
+                     attention_kernel_name(p.attention), fmt::join(fusions, ", "),
+                     p.memory_format != MemoryFormat::kNhwc
+                         ? fmt::format(", memory_format: {}", memory_format_name(p.memory_format))
+                         : "");
   }
   y += fmt::format("device:\n  name: {}\n  peak_flops: {{", p.device.name);
   bool first = true;
@@ -1602,6 +1606,7 @@ std::string profile_yaml(const HardwareProfile& p, const std::string& header) {
   if (!p.device.overlap_communication) y += "  overlap_communication: false\n";
   if (p.device.tf32_matmul) y += "  tf32_matmul: true\n";
   if (p.device.tf32_conv) y += "  tf32_conv: true\n";
+  if (p.device.nhwc_convolutions) y += "  nhwc_convolutions: true\n";
   if (p.device.l2_bytes > 0) y += fmt::format("  l2_bytes: {:.0f}\n", p.device.l2_bytes);
   if (p.device.free_views) y += "  free_views: true\n";
   if (p.device.fused_op_element_s > 0)

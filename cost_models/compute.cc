@@ -106,12 +106,59 @@ const char* peak_key(DType dtype) {
   }
 }
 
+namespace {
+
+// A convolution on tensor cores over NCHW activations where the device's kernels want NHWC:
+// the seconds of transposing each operand in and the result out, one kernel each.
+double layout_transposes(const DeviceSpec& device, const Graph& g, const Node& node) {
+  DType dtype = DType::kFloat32;
+  if (node.output(0) != kNoId) dtype = g.value(node.output(0)).dtype;
+  const bool tensor_cores = is_half(dtype) || (dtype == DType::kFloat32 && device.tf32_conv);
+  if (!tensor_cores) return 0.0;
+  double seconds = 0;
+  auto transpose = [&](ValueId v) {
+    if (v == kNoId || g.value(v).num_bytes() == 0) return;
+    NodeWork work;
+    work.op_class = OpClass::kElementwise;
+    work.bytes = 2.0 * static_cast<double>(g.value(v).num_bytes());
+    seconds += work.cost(device).seconds;
+  };
+  for (ValueId v : node.inputs) transpose(v);
+  for (ValueId v : node.outputs) transpose(v);
+  return seconds;
+}
+
+// The NCHW layout's transposes added to each convolution's seconds (`seconds` may be empty:
+// every node priced alone).
+void add_layout_transposes(const HardwareProfile& profile, const Graph& g,
+                           std::optional<MemoryFormat> memory_format,
+                           std::vector<double>& seconds) {
+  if (!profile.device.nhwc_convolutions ||
+      memory_format.value_or(profile.memory_format) != MemoryFormat::kNchw)
+    return;
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    const Node& node = g.node(n);
+    if (op_class_of(g, node) != OpClass::kConv) continue;
+    const double extra = layout_transposes(profile.device, g, node);
+    if (extra <= 0) continue;
+    if (seconds.empty()) seconds.assign(static_cast<size_t>(g.num_nodes()), -1.0);
+    seconds[n] = (seconds[n] >= 0 ? seconds[n] : node_cost(profile, g, node).seconds) + extra;
+  }
+}
+
+}  // namespace
+
 std::vector<double> fused_node_seconds(const HardwareProfile& profile, const Graph& g,
                                        const std::vector<NodeId>& cut_before,
-                                       const std::set<Fusion>* fusions) {
+                                       const std::set<Fusion>* fusions,
+                                       std::optional<MemoryFormat> memory_format) {
   const DeviceSpec& device = profile.device;
-  if (device.fused_op_element_s <= 0)
-    return framework_kernel_seconds(profile, g, cut_before, fusions ? *fusions : profile.fusions);
+  if (device.fused_op_element_s <= 0) {
+    std::vector<double> seconds =
+        framework_kernel_seconds(profile, g, cut_before, fusions ? *fusions : profile.fusions);
+    add_layout_transposes(profile, g, memory_format, seconds);
+    return seconds;
+  }
   std::vector<double> seconds(static_cast<size_t>(g.num_nodes()), -1.0);
   const auto curve = device.efficiency.find(OpClass::kElementwise);
   for (const runtime::FusedRun& run : runtime::fused_runs(g, cut_before, device.fuses_half_types)) {
@@ -143,6 +190,7 @@ std::vector<double> fused_node_seconds(const HardwareProfile& profile, const Gra
             : node_flops(g, node) * device.fused_op_element_s;
     seconds[n] = std::max(memory, compute) + device.launch_overhead_s;
   }
+  add_layout_transposes(profile, g, memory_format, seconds);
   return seconds;
 }
 

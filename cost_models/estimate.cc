@@ -62,7 +62,8 @@ const std::vector<std::pair<int32_t, int32_t>>& LayerCosts::balanced(int64_t sta
 }
 
 std::vector<double> compute_seconds_of(const SpmdLowering& lowered, const HardwareProfile& profile,
-                                       const std::set<Fusion>& fusions) {
+                                       const std::set<Fusion>& fusions,
+                                       MemoryFormat memory_format) {
   const Graph& g = lowered.spmd.graph;
   // Where the runtime fuses elementwise runs, as the simulator prices them (a plan's programs
   // begin where the phase does).
@@ -70,7 +71,8 @@ std::vector<double> compute_seconds_of(const SpmdLowering& lowered, const Hardwa
   for (NodeId n = 1; n < g.num_nodes(); ++n) {
     if (g.node(n).phase != g.node(n - 1).phase) phase_starts.push_back(n);
   }
-  std::vector<double> seconds = fused_node_seconds(profile, g, phase_starts, &fusions);
+  std::vector<double> seconds =
+      fused_node_seconds(profile, g, phase_starts, &fusions, memory_format);
   seconds.resize(static_cast<size_t>(g.num_nodes()), -1.0);
   for (NodeId n = 0; n < g.num_nodes(); ++n) {
     if (seconds[n] < 0 && g.node(n).domain != kAutoparDomain)
@@ -107,7 +109,8 @@ class LayerCostBuilder {
     if (costs_.stage_costs.empty()) costs_.stage_costs = {1.0};
     costs_.model_flops = model_flops;
     if (!compute_) {
-      own_compute_ = compute_seconds_of(lowered, profile, fusions_of(scheme, profile));
+      own_compute_ = compute_seconds_of(lowered, profile, fusions_of(scheme, profile),
+                                        memory_format_of(scheme, profile));
       compute_ = &own_compute_;
     }
   }
@@ -554,6 +557,8 @@ std::string spmd_structure_key(const Scheme& scheme) {
     key += "|fusions";
     for (Fusion f : *scheme.fusions) key += fmt::format(" {}", fusion_name(f));
   }
+  if (scheme.memory_format)
+    key += fmt::format("|memory_format {}", memory_format_name(*scheme.memory_format));
   for (const OpOverride& o : scheme.overrides) key += fmt::format("|{}={}", o.pattern, o.strategy);
   for (const auto& [field, value] : scheme.extensions) key += fmt::format("|{}: {}", field, value);
   return key;
@@ -697,7 +702,8 @@ StatusOr<const LayerCosts*> Estimator::layer_costs(const Scheme& scheme) {
         [&] {
           std::call_once(structure_of->compute_once, [&] {
             structure_of->compute =
-                compute_seconds_of(structure_of->lowered, profile(), fusions_of(scheme, profile()));
+                compute_seconds_of(structure_of->lowered, profile(), fusions_of(scheme, profile()),
+                                   memory_format_of(scheme, profile()));
           });
           return &structure_of->compute;
         }(),

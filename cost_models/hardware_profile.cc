@@ -209,6 +209,8 @@ Status parse_device(const Reader& r, const YAML::Node& device, HardwareProfile& 
   RETURN_IF_ERROR(r.flag(device["free_views"], "device.free_views", p.device.free_views));
   RETURN_IF_ERROR(r.flag(device["tf32_matmul"], "device.tf32_matmul", p.device.tf32_matmul));
   RETURN_IF_ERROR(r.flag(device["tf32_conv"], "device.tf32_conv", p.device.tf32_conv));
+  RETURN_IF_ERROR(
+      r.flag(device["nhwc_convolutions"], "device.nhwc_convolutions", p.device.nhwc_convolutions));
   RETURN_IF_ERROR(r.flag(device["overlap_communication"], "device.overlap_communication",
                          p.device.overlap_communication));
   if (p.device.reserved_bytes >= p.device.memory_bytes)
@@ -298,12 +300,22 @@ StatusOr<HardwareProfile> parse_hardware_profile(std::string_view yaml, std::str
     p.memory_policy = *named;
   }
   if (const YAML::Node kernels = root["kernels"]) {
-    constexpr const char* kShape = "expected {{attention: flash|unfused, fusions: [op_kernels]}}";
+    constexpr const char* kShape =
+        "expected {{attention: flash|unfused, fusions: [op_kernels], memory_format: nhwc|nchw}}";
     if (!kernels.IsMap()) return r.fail("kernels", kShape);
     for (const auto& entry : kernels) {
       const std::string field = entry.first.Scalar();
-      if (field != "attention" && field != "fusions")
-        return r.fail("kernels." + field, "unknown field (known: attention, fusions)");
+      if (field != "attention" && field != "fusions" && field != "memory_format")
+        return r.fail("kernels." + field,
+                      "unknown field (known: attention, fusions, memory_format)");
+    }
+    if (const YAML::Node format = kernels["memory_format"]) {
+      const auto named = format.IsScalar() ? memory_format_named(format.Scalar()) : std::nullopt;
+      if (!named) {
+        return r.fail("kernels.memory_format", "'{}' is not one of nhwc, nchw",
+                      format.IsScalar() ? format.Scalar() : std::string("?"));
+      }
+      p.memory_format = *named;
     }
     if (const YAML::Node attention = kernels["attention"]) {
       const auto named =

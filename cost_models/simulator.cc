@@ -124,7 +124,8 @@ NodeSeconds profile_costs(const Plan& plan, const HardwareProfile& profile) {
     std::vector<NodeId> starts;
     for (const Program& p : role.programs) starts.push_back(p.begin);
     (*fused)[role.id] =
-        fused_node_seconds(profile, role.graph, starts, &fusions_of(plan.scheme, profile));
+        fused_node_seconds(profile, role.graph, starts, &fusions_of(plan.scheme, profile),
+                           memory_format_of(plan.scheme, profile));
   }
   return [mesh, fused, &profile](const Role& role, NodeId n, int64_t device) -> double {
     const std::vector<double>& kernels = fused->at(role.id);

@@ -192,6 +192,8 @@ std::string Scheme::to_yaml() const {
     for (Fusion f : *fusions) names.emplace_back(fusion_name(f));
     kernels.push_back(fmt::format("fusions: [{}]", fmt::join(names, ", ")));
   }
+  if (memory_format)
+    kernels.push_back(fmt::format("memory_format: {}", memory_format_name(*memory_format)));
   if (!kernels.empty()) out += fmt::format("kernels: {{{}}}\n", fmt::join(kernels, ", "));
   for (const auto& [field, value] : extensions) out += fmt::format("{}: {}\n", field, value);
   return out;

@@ -163,8 +163,9 @@ TEST_F(PlanErrors, ContextParallelism) {
                "1x4x16x16 and keys 1x2x16x16 do not split over cp = 4 with the other axes");
 }
 
-// The kernels: an unknown attention kernel or fusion, fusions not as a list, an unknown field of
-// `kernels`, and unfused attention under context parallelism (which runs the fused form).
+// The kernels: an unknown attention kernel, fusion or memory format, fusions not as a list, an
+// unknown field of `kernels`, and unfused attention under context parallelism (which runs the
+// fused form).
 TEST_F(PlanErrors, AttentionKernel) {
   expect_transform_error(
       "gpt-tiny", "kernels: {attention: fast}\n",
@@ -178,10 +179,13 @@ TEST_F(PlanErrors, AttentionKernel) {
       "autopar: error: s.yaml: kernels.fusions: expected a list, e.g. [op_kernels] ([] for none)");
   expect_transform_error("gpt-tiny", "kernels: {fuse: [op_kernels]}\n",
                          "autopar: error: s.yaml: kernels.fuse: unknown field (known: attention, "
-                         "fusions)");
+                         "fusions, memory_format)");
   expect_transform_error("gpt-tiny", "kernels: flash\n",
                          "autopar: error: s.yaml: kernels: expected {attention: flash|unfused, "
-                         "fusions: [op_kernels]}");
+                         "fusions: [op_kernels], memory_format: nhwc|nchw}");
+  expect_transform_error(
+      "resnet-tiny", "kernels: {memory_format: channels_first}\n",
+      "autopar: error: s.yaml: kernels.memory_format: 'channels_first' is not one of nhwc, nchw");
   expect_transform_error(
       "llama-tiny", "mesh: {cp: 2}\nkernels: {attention: unfused}\n",
       "autopar: error: s.yaml: kernels.attention: unfused, but context parallelism (mesh.cp 2) "

@@ -55,6 +55,8 @@ struct Case {
   const char* scheme;
   // A runtime like autopar's CPU one: a cost per program run, collectives in line.
   bool inline_runtime = false;
+  // Convolutions on NHWC kernels (cuDNN's), so that an nchw scheme pays their transposes.
+  bool nhwc_convolutions = false;
 };
 
 class EstimateAgreesWithSimulation : public ::testing::TestWithParam<Case> {};
@@ -72,6 +74,7 @@ TEST_P(EstimateAgreesWithSimulation, StepTimeAndMemory) {
     profile.device.program_overhead_s = 50e-6;
     profile.device.overlap_communication = false;
   }
+  profile.device.nhwc_convolutions = c.nhwc_convolutions;
   // The plan is lowered for the hardware it is simulated on, as the estimate lowers it.
   options.profile = std::make_shared<const HardwareProfile>(profile);
 
@@ -129,6 +132,10 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"mlp", "mesh: {dp: 2}\nbatch: {global: 8, micro: 4}\n"},
         Case{"resnet-tiny", "mesh: {dp: 2}\nbatch: {global: 8, micro: 4}\n"},
         Case{"resnet-tiny", "mesh: {sp: 2}\nbatch: {global: 4, micro: 4}\n"},
+        Case{"resnet-tiny",
+             "mesh: {dp: 2}\nbatch: {global: 8, micro: 4}\nprecision: bf16\nkernels: "
+             "{memory_format: nchw}\n",
+             false, true},
         Case{"vit-tiny", "mesh: {pp: 2, tp: 2}\nbatch: {global: 8, micro: 2}\n"},
         Case{"mlp", "mesh: {dp: 2}\nbatch: {global: 8, micro: 4}\n", true},
         Case{"gpt-tiny", "mesh: {dp: 2}\nbatch: {global: 8, micro: 4}\n", true},

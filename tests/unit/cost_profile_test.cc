@@ -91,6 +91,13 @@ TEST(HardwareProfile, WrittenProfilesReadBackAsTheyWere) {
     EXPECT_GT(back->device.l2_bytes, 0);
     EXPECT_EQ(back->device.peak_flops, shipped->device.peak_flops);
     EXPECT_EQ(back->device.free_views, shipped->device.free_views);
+    EXPECT_TRUE(back->device.nhwc_convolutions);
+    EXPECT_EQ(back->memory_format, shipped->memory_format);
+    // A stack keeping NCHW says so in what is written.
+    shipped->memory_format = MemoryFormat::kNchw;
+    auto nchw = parse_hardware_profile(profile_yaml(*shipped, "# written\n"), "written.yaml");
+    ASSERT_TRUE(nchw.is_ok()) << nchw.status().message();
+    EXPECT_EQ(nchw->memory_format, MemoryFormat::kNchw);
     EXPECT_EQ(back->device.efficiency.at(OpClass::kGemm).points().size(),
               shipped->device.efficiency.at(OpClass::kGemm).points().size());
     EXPECT_EQ(back->tiers.size(), shipped->tiers.size());
@@ -151,7 +158,11 @@ TEST(HardwareProfile, ErrorsNameTheField) {
   EXPECT_EQ(with("name: fixture", "name: fixture\nkernels: {fusions: op_kernels}"),
             "p.yaml: kernels.fusions: expected a list, e.g. [op_kernels]");
   EXPECT_EQ(with("name: fixture", "name: fixture\nkernels: {fuse: [op_kernels]}"),
-            "p.yaml: kernels.fuse: unknown field (known: attention, fusions)");
+            "p.yaml: kernels.fuse: unknown field (known: attention, fusions, memory_format)");
+  EXPECT_EQ(with("name: fixture", "name: fixture\nkernels: {memory_format: chwn}"),
+            "p.yaml: kernels.memory_format: 'chwn' is not one of nhwc, nchw");
+  EXPECT_EQ(with("reserved_bytes: 2e9", "reserved_bytes: 2e9\n  nhwc_convolutions: 1x"),
+            "p.yaml: device.nhwc_convolutions: expected true or false");
   EXPECT_EQ(with("    attention: [[1e6, 0.1], [1e12, 0.7]]",
                  "    attention: [[1e6, 0.1], [1e12, 0.7]]\n    flash_atention: [[1e6, 0.1]]"),
             "p.yaml: device.efficiency.flash_atention: unknown curve (known: gemm, conv, "
@@ -161,7 +172,8 @@ TEST(HardwareProfile, ErrorsNameTheField) {
            "    attention: [[1e6, 0.1], [1e12, 0.7]]\n    flash_attention_backward: [[1e6, 2]]"),
       "p.yaml: device.efficiency.flash_attention_backward: 2 is not a fraction in (0, 1]");
   EXPECT_EQ(with("name: fixture", "name: fixture\nkernels: flash"),
-            "p.yaml: kernels: expected {attention: flash|unfused, fusions: [op_kernels]}");
+            "p.yaml: kernels: expected {attention: flash|unfused, fusions: [op_kernels], "
+            "memory_format: nhwc|nchw}");
   auto flash = parse_hardware_profile(
       std::string(kFixture).replace(std::string(kFixture).find("name: fixture"), 13,
                                     "name: fixture\nkernels: {attention: flash}"),
@@ -185,6 +197,8 @@ TEST(HardwareProfile, ErrorsNameTheField) {
   EXPECT_EQ(p->device.fused_op_element_s, 0.0);
   EXPECT_EQ(p->device.optimizer_element_s, 0.0);
   EXPECT_FALSE(p->device.free_views);
+  EXPECT_FALSE(p->device.nhwc_convolutions);
+  EXPECT_EQ(p->memory_format, MemoryFormat::kNhwc);
   EXPECT_FALSE(p->device.flash_attention);
   EXPECT_FALSE(p->device.flash_attention_backward);
 }
@@ -522,6 +536,39 @@ TEST(Compute, OpKernelsOfGemmsReadTheirOperandsInPlace) {
   HardwareProfile p = fixture();
   p.fusions.insert(Fusion::kOpKernels);
   EXPECT_EQ(fused_node_seconds(p, g), (std::vector<double>{0, 0, -1, 0}));
+}
+
+// NCHW activations on a device whose convolutions run on NHWC operands: each tensor-core
+// convolution (bf16 here; fp32 only where it runs as TF32) also transposes x, w and y, one
+// kernel each reading and writing the tensor at the elementwise curve; nothing where the device
+// convolves NCHW itself or the stack keeps NHWC.
+TEST(Compute, NchwConvolutionsTransposeTheirOperandsOnNhwcKernels) {
+  for (DType t : {DType::kBFloat16, DType::kFloat32}) {
+    GraphBuilder b("conv");
+    const ValueId x = b.input("x", t, {8, 16, 14, 14});
+    const ValueId w = b.input("w", t, {32, 16, 3, 3});
+    b.output(b.op1("Conv", {x, w}, {{"kernel_shape", std::vector<int64_t>{3, 3}}}), "y");
+    const Graph g = b.finish();
+    HardwareProfile p = fixture();
+    EXPECT_TRUE(fused_node_seconds(p, g, {}, nullptr, MemoryFormat::kNchw).empty());
+    p.device.nhwc_convolutions = true;
+    EXPECT_TRUE(fused_node_seconds(p, g, {}, nullptr, MemoryFormat::kNhwc).empty());
+    EXPECT_TRUE(fused_node_seconds(p, g).empty());  // the profile's own: nhwc
+    const std::vector<double> nchw = fused_node_seconds(p, g, {}, nullptr, MemoryFormat::kNchw);
+    if (t == DType::kFloat32) {
+      EXPECT_TRUE(nchw.empty());  // fp32 convolutions on the FP32 units: NCHW kernels
+      p.device.tf32_conv = true;
+    }
+    const std::vector<double> s = fused_node_seconds(p, g, {}, nullptr, MemoryFormat::kNchw);
+    ASSERT_EQ(s.size(), 1u);
+    const double size = static_cast<double>(dtype_size(t));
+    double transposes = 0;
+    for (double elements : {8.0 * 16 * 14 * 14, 32.0 * 16 * 3 * 3, 8.0 * 32 * 12 * 12}) {
+      const double bytes = 2 * elements * size;
+      transposes += bytes / (2e12 * p.device.efficiency.at(OpClass::kElementwise).at(bytes)) + 5e-6;
+    }
+    EXPECT_NEAR(s[0], node_cost(p, g, g.node(0)).seconds + transposes, 1e-15);
+  }
 }
 
 // bf16 runs are fused only where the profile says its runtime fuses half types (the CUDA

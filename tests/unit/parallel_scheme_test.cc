@@ -88,6 +88,12 @@ TEST(Scheme, KernelChoices) {
   EXPECT_NE(none.to_yaml().find("kernels: {fusions: []}\n"), std::string::npos);
   EXPECT_EQ(parse(none.to_yaml()), none);
   EXPECT_FALSE(parse("").fusions);
+  const Scheme nchw = parse("kernels: {memory_format: nchw}\n");
+  EXPECT_EQ(nchw.memory_format, MemoryFormat::kNchw);
+  EXPECT_FALSE(nchw.fusions);
+  EXPECT_NE(nchw.to_yaml().find("kernels: {memory_format: nchw}\n"), std::string::npos);
+  EXPECT_EQ(parse(nchw.to_yaml()), nchw);
+  EXPECT_FALSE(parse("").memory_format);
 }
 
 TEST(Scheme, Errors) {

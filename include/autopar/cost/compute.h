@@ -73,10 +73,15 @@ std::vector<bool> gemm_accumulation(const Graph& graph);
 // operations (Adam at the profile's optimizer_element_s per parameter element when it has
 // one). Where instead the profile's stack runs op kernels (kernels.fusions: op_kernels), what
 // framework_kernel_seconds gives. Empty when the profile does neither.
-// `fusions`, when given, stands for the profile's (a scheme's kernels.fusions).
+// `fusions`, when given, stands for the profile's (a scheme's kernels.fusions), and
+// `memory_format` for its memory format: where the device's convolutions run on NHWC operands
+// (device.nhwc_convolutions) and the activations are NCHW, each convolution on tensor cores
+// costs, beyond its own kernel, a transpose of each operand in and of its result out (one
+// kernel each, reading and writing the tensor at the elementwise curve).
 std::vector<double> fused_node_seconds(const HardwareProfile& profile, const Graph& graph,
                                        const std::vector<NodeId>& cut_before = {},
-                                       const std::set<Fusion>* fusions = nullptr);
+                                       const std::set<Fusion>* fusions = nullptr,
+                                       std::optional<MemoryFormat> memory_format = std::nullopt);
 
 // Where the profile's stack runs op kernels (`kernels: {fusions: [op_kernels]}`): per node, its
 // share of the one kernel that the nodes carrying out its source op (Node::source) in its

@@ -226,8 +226,9 @@ LayerCosts layer_costs_of(const SpmdLowering& lowered, const Graph& model, const
                           std::optional<double> model_flops = std::nullopt);
 // Per node of the lowered graph: its seconds on `profile` where they do not depend on the mesh
 // (its arithmetic, or its share of a fused run), -1 for communication.
-// The fusions are the scheme's or the profile's (fusions_of).
+// The fusions and the memory format are the scheme's or the profile's (fusions_of,
+// memory_format_of).
 std::vector<double> compute_seconds_of(const SpmdLowering& lowered, const HardwareProfile& profile,
-                                       const std::set<Fusion>& fusions);
+                                       const std::set<Fusion>& fusions, MemoryFormat memory_format);
 
 }  // namespace autopar

@@ -88,6 +88,11 @@ struct DeviceSpec {
   // default (since 1.12) and torch.backends.cudnn.allow_tf32 on. Optional, false by default.
   bool tf32_matmul = false;
   bool tf32_conv = false;
+  // Whether its convolutions on tensor cores (half types; fp32 where tf32_conv) run on NHWC
+  // operands, so that a stack keeping activations NCHW (kernels.memory_format) transposes each
+  // convolution's operands in and its result out: cuDNN's tensor-core kernels. Optional, false
+  // by default (autopar's CPU runtime convolves NCHW itself).
+  bool nhwc_convolutions = false;
   double reserved_bytes = 0;  // held by the runtime and framework, not available to a plan
   // The last-level cache: a kernel's second pass over inputs that fit in it reads them from
   // the cache; over larger ones it streams them from memory again. Optional, 0 by default.
@@ -134,6 +139,9 @@ struct HardwareProfile {
   // The fused kernels it runs (`kernels: {fusions: [...]}`): none unless the profile says so.
   std::set<Fusion> fusions;
   bool fuses(Fusion fusion) const { return fusions.count(fusion) > 0; }
+  // The layout its stack keeps convolutional activations in (`kernels: {memory_format: ...}`; a
+  // scheme may name its own): nhwc unless the profile says so.
+  MemoryFormat memory_format = MemoryFormat::kNhwc;
 
   int64_t num_devices() const { return devices_per_node * nodes; }
   // The innermost tier whose groups hold every device of `group` (device ids, nodes of

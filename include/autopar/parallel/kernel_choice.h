@@ -48,8 +48,22 @@ std::optional<Fusion> fusion_named(std::string_view name);
 // Every fusion's name, comma-separated, for messages.
 std::string fusion_names();
 
+// The layout the framework keeps a convolutional net's activations in: nhwc (channels last:
+// TensorFlow's default, PyTorch's torch.channels_last, NVIDIA's tuned examples) or nchw
+// (PyTorch's default, torch.contiguous_format). Where the device's convolution kernels run on
+// NHWC operands (device.nhwc_convolutions: cuDNN's tensor-core kernels), an nchw stack pays a
+// transpose of each convolution's operands in and of its result out (NVIDIA, "Convolutional
+// Layers User's Guide", Tensor Layouts In Memory: NCHW vs NHWC). A profile names its stack's
+// (`kernels: {memory_format: ...}`, nhwc where it does not); a scheme may override it.
+enum class MemoryFormat : uint8_t { kNhwc, kNchw };
+const char* memory_format_name(MemoryFormat format);
+// The layout of a name (nhwc, nchw); nullopt for any other.
+std::optional<MemoryFormat> memory_format_named(std::string_view name);
+
 struct HardwareProfile;
 struct Scheme;
+// The layout a plan of `scheme` keeps activations in: the scheme's, else the profile's.
+MemoryFormat memory_format_of(const Scheme& scheme, const HardwareProfile& profile);
 // The fusions a plan of `scheme` is priced with: the scheme's `kernels.fusions` where it names
 // them (an empty list: none), the profile's otherwise.
 const std::set<Fusion>& fusions_of(const Scheme& scheme, const HardwareProfile& profile);

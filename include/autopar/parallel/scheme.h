@@ -61,6 +61,8 @@ struct Scheme {
   // (kernel_choice.h).
   std::optional<AttentionKernel> attention;
   std::optional<std::set<Fusion>> fusions;
+  // `kernels: {memory_format: nhwc|nchw}`; unset: the hardware profile's.
+  std::optional<MemoryFormat> memory_format;
   // Fields of paradigms without a parse function of their own (Paradigm::parse), as a
   // registered paradigm may be: field name → its value's YAML text, read and checked by the
   // paradigm's configure.

@@ -17,8 +17,20 @@ const std::initializer_list<std::pair<const char*, Fusion>> kFusions = {
     {"bias_dropout_add", Fusion::kBiasDropoutAdd},
     {"scale_mask_softmax", Fusion::kScaleMaskSoftmax},
     {"cross_entropy", Fusion::kCrossEntropy}};
+const std::initializer_list<std::pair<const char*, MemoryFormat>> kMemoryFormats = {
+    {"nhwc", MemoryFormat::kNhwc}, {"nchw", MemoryFormat::kNchw}};
 
 }  // namespace
+
+const char* memory_format_name(MemoryFormat format) { return name_of(format, kMemoryFormats); }
+
+std::optional<MemoryFormat> memory_format_named(std::string_view name) {
+  return value_named(name, kMemoryFormats);
+}
+
+MemoryFormat memory_format_of(const Scheme& scheme, const HardwareProfile& profile) {
+  return scheme.memory_format.value_or(profile.memory_format);
+}
 
 const char* attention_kernel_name(AttentionKernel kernel) {
   return name_of(kernel, kAttentionKernels);
@@ -77,8 +89,13 @@ Status parse_kernels(const YAML::Node& root, const SchemeReader& r, Scheme& s) {
   const YAML::Node kernels = root["kernels"];
   if (!kernels) return Status::ok();
   if (!kernels.IsMap())
-    return r.fail("kernels", "expected {{attention: flash|unfused, fusions: [op_kernels]}}");
-  RETURN_IF_ERROR(r.known_keys(kernels, "kernels", {"attention", "fusions"}));
+    return r.fail("kernels",
+                  "expected {{attention: flash|unfused, fusions: [op_kernels], memory_format: "
+                  "nhwc|nchw}}");
+  RETURN_IF_ERROR(r.known_keys(kernels, "kernels", {"attention", "fusions", "memory_format"}));
+  if (const YAML::Node format = kernels["memory_format"]) {
+    ASSIGN_OR_RETURN(s.memory_format, r.choice(format, "kernels.memory_format", kMemoryFormats));
+  }
   if (const YAML::Node attention = kernels["attention"]) {
     ASSIGN_OR_RETURN(s.attention, r.choice(attention, "kernels.attention", kAttentionKernels));
   }
