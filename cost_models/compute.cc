@@ -109,7 +109,8 @@ const char* peak_key(DType dtype) {
 namespace {
 
 // A convolution on tensor cores over NCHW activations where the device's kernels want NHWC:
-// the seconds of transposing each operand in and the result out, one kernel each.
+// the seconds of transposing each operand in and the result out (its tensors of rank 3 and up;
+// a bias is laid out alike either way), one kernel each.
 double layout_transposes(const DeviceSpec& device, const Graph& g, const Node& node) {
   DType dtype = DType::kFloat32;
   if (node.output(0) != kNoId) dtype = g.value(node.output(0)).dtype;
@@ -117,7 +118,7 @@ double layout_transposes(const DeviceSpec& device, const Graph& g, const Node& n
   if (!tensor_cores) return 0.0;
   double seconds = 0;
   auto transpose = [&](ValueId v) {
-    if (v == kNoId || g.value(v).num_bytes() == 0) return;
+    if (v == kNoId || g.value(v).shape.rank() < 3 || g.value(v).num_bytes() == 0) return;
     NodeWork work;
     work.op_class = OpClass::kElementwise;
     work.bytes = 2.0 * static_cast<double>(g.value(v).num_bytes());

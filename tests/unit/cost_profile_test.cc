@@ -547,7 +547,8 @@ TEST(Compute, NchwConvolutionsTransposeTheirOperandsOnNhwcKernels) {
     GraphBuilder b("conv");
     const ValueId x = b.input("x", t, {8, 16, 14, 14});
     const ValueId w = b.input("w", t, {32, 16, 3, 3});
-    b.output(b.op1("Conv", {x, w}, {{"kernel_shape", std::vector<int64_t>{3, 3}}}), "y");
+    const ValueId bias = b.input("b", t, {32});  // not transposed: one layout either way
+    b.output(b.op1("Conv", {x, w, bias}, {{"kernel_shape", std::vector<int64_t>{3, 3}}}), "y");
     const Graph g = b.finish();
     HardwareProfile p = fixture();
     EXPECT_TRUE(fused_node_seconds(p, g, {}, nullptr, MemoryFormat::kNchw).empty());
