@@ -55,6 +55,18 @@ TEST_F(EstimateErrors, UnknownEfficiencyCurve) {
                "typo.yaml");
 }
 
+// A profile's stack layout that is neither nhwc nor nchw, through the CLI.
+TEST_F(EstimateErrors, UnknownMemoryFormatInTheProfile) {
+  std::ifstream in(dir_ + "/hw.yaml");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_EQ(text.find("kernels:"), std::string::npos);
+  std::ofstream(dir_ + "/layout.yaml") << text << "kernels: {memory_format: channels_last}\n";
+  expect_error("mesh: {dp: 2}\n", {},
+               "autopar: error: layout.yaml: kernels.memory_format: 'channels_last' is not one of "
+               "nhwc, nchw",
+               "layout.yaml");
+}
+
 TEST_F(EstimateErrors, TooFewNodes) {
   expect_error("mesh: {dp: 16}\nbatch: {global: 16}\n", {"--nodes", "1"},
                "autopar: error: --nodes 1: 1 nodes of 8 devices hold 8, the scheme needs 16");

@@ -99,6 +99,30 @@ TEST(CudaFusedLowering, IndexingAndResizeAgreeWithTheCpuKernels) {
     EXPECT_EQ(expect_interpreted(std::move(c.node), c.what, 1e-6), c.launches) << c.what;
 }
 
+// The step lowered with its updates written back in place and run on the interpreter against
+// the CPU executor: the loss and every updated state within `tolerance` (relative_error with
+// `floor`).
+void expect_step_on_interpreter(const testing::TrainingStep& step, double floor, double tolerance) {
+  const Graph& g = step.training.graph;
+  auto expected = Executor::create(g, ExecutorOptions{})->run(step.feeds);
+  ASSERT_TRUE(expected.is_ok()) << expected.status().message();
+  CudaOptions cuda_options;
+  cuda_options.updates = step.training.updates;
+  auto lowering = lower_for_cuda(g, cuda_options);
+  ASSERT_TRUE(lowering.is_ok()) << lowering.status().message();
+  testing::ProgramInterpreter device(**lowering);
+  for (const auto& [id, t] : step.feeds) device.write(id, *t);
+  ASSERT_EQ(device.run(), "");
+  int64_t compared = 0;
+  for (size_t i = 0; i < g.outputs().size(); ++i) {
+    const Value& v = g.value(g.outputs()[i]);
+    const Tensor got = device.read(g.outputs()[i], v.dtype, v.shape.dims);
+    EXPECT_LE(relative_error(got, *(*expected)[i], floor), tolerance) << v.name;
+    ++compared;
+  }
+  EXPECT_GT(compared, 2);
+}
+
 // One SGD training step of each tiny zoo model, lowered with its updates written back in
 // place and run on the interpreter against the CPU executor: the loss and every updated state.
 TEST(CudaFusedLowering, TinyTrainingStepsRunOnTheInterpreter) {
@@ -106,25 +130,7 @@ TEST(CudaFusedLowering, TinyTrainingStepsRunOnTheInterpreter) {
        {"mlp", "gpt-tiny", "bert-tiny", "resnet-tiny", "vit-tiny", "llama-tiny"}) {
     for (bool fused : {false, true}) {
       SCOPED_TRACE(std::string(name) + (fused ? " fused" : ""));
-      const testing::TrainingStep step = testing::tiny_training_step(name, fused);
-      const Graph& g = step.training.graph;
-      auto expected = Executor::create(g, ExecutorOptions{})->run(step.feeds);
-      ASSERT_TRUE(expected.is_ok()) << expected.status().message();
-      CudaOptions cuda_options;
-      cuda_options.updates = step.training.updates;
-      auto lowering = lower_for_cuda(g, cuda_options);
-      ASSERT_TRUE(lowering.is_ok()) << lowering.status().message();
-      testing::ProgramInterpreter device(**lowering);
-      for (const auto& [id, t] : step.feeds) device.write(id, *t);
-      ASSERT_EQ(device.run(), "");
-      int64_t compared = 0;
-      for (size_t i = 0; i < g.outputs().size(); ++i) {
-        const Value& v = g.value(g.outputs()[i]);
-        const Tensor got = device.read(g.outputs()[i], v.dtype, v.shape.dims);
-        EXPECT_LE(relative_error(got, *(*expected)[i], 1e-6), 1e-4) << v.name;
-        ++compared;
-      }
-      EXPECT_GT(compared, 2);
+      expect_step_on_interpreter(testing::tiny_training_step(name, fused), 1e-6, 1e-4);
     }
   }
 }
@@ -143,25 +149,7 @@ TEST(CudaFusedLowering, MixedPrecisionStepsRunOnTheInterpreter) {
          {"mlp", "gpt-tiny", "bert-tiny", "resnet-tiny", "vit-tiny", "llama-tiny"}) {
       if (low == DType::kFloat16 && std::string(name) == "resnet-tiny") continue;
       SCOPED_TRACE(std::string(name) + " " + std::string(dtype_name(low)));
-      const testing::TrainingStep step = testing::tiny_training_step(name, true, low);
-      const Graph& g = step.training.graph;
-      auto expected = Executor::create(g, ExecutorOptions{})->run(step.feeds);
-      ASSERT_TRUE(expected.is_ok()) << expected.status().message();
-      CudaOptions cuda_options;
-      cuda_options.updates = step.training.updates;
-      auto lowering = lower_for_cuda(g, cuda_options);
-      ASSERT_TRUE(lowering.is_ok()) << lowering.status().message();
-      testing::ProgramInterpreter device(**lowering);
-      for (const auto& [id, t] : step.feeds) device.write(id, *t);
-      ASSERT_EQ(device.run(), "");
-      int64_t compared = 0;
-      for (size_t i = 0; i < g.outputs().size(); ++i) {
-        const Value& v = g.value(g.outputs()[i]);
-        const Tensor got = device.read(g.outputs()[i], v.dtype, v.shape.dims);
-        EXPECT_LE(relative_error(got, *(*expected)[i], 1e-3), 3e-2) << v.name;
-        ++compared;
-      }
-      EXPECT_GT(compared, 2);
+      expect_step_on_interpreter(testing::tiny_training_step(name, true, low), 1e-3, 3e-2);
     }
   }
 }
