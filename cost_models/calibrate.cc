@@ -1077,6 +1077,8 @@ class CudaSweep {
     ASSIGN_OR_RETURN(const double fused_error, fused());
     stage("optimizer");
     ASSIGN_OR_RETURN(const double adam_error, optimizer());
+    stage("GEMMs by shape");
+    ASSIGN_OR_RETURN(const double shape_error, gemm_shapes());
     stage("unaligned GEMMs");
     RETURN_IF_ERROR(unaligned_gemm());
     double comm_error = 0;
@@ -1087,8 +1089,8 @@ class CudaSweep {
       cal_.report.push_back(
           "collectives: not measured (one GPU); the profile's intra-node tier is the base's");
     }
-    cal_.worst_held_out_error = std::max({gemm_error, attention_error, conv_error, memory_error,
-                                          fused_error, adam_error, comm_error});
+    cal_.worst_held_out_error = std::max({gemm_error, shape_error, attention_error, conv_error,
+                                          memory_error, fused_error, adam_error, comm_error});
     return std::move(cal_);
   }
 
@@ -1119,6 +1121,7 @@ class CudaSweep {
   StatusOr<double> memory_bound();
   StatusOr<double> fused();
   StatusOr<double> optimizer();
+  StatusOr<double> gemm_shapes();
   Status unaligned_gemm();
   StatusOr<double> collectives();
 
@@ -1427,9 +1430,52 @@ StatusOr<double> CudaSweep::optimizer() {
   return adam_error;
 }
 
+// bf16 GEMMs by shape, the profile's gemm_shapes (which prices half-precision GEMMs in place of
+// the gemm curve, so a base profile's table never outlives this calibration): every (m, n, k) of
+// a grid from 256 to 4096, each as a fraction of the peak net of the launch overhead. Held out:
+// products between and beyond the grid points (a tp-split projection, a skinny one, one of
+// 12288 rows), each predicted by the table.
+StatusOr<double> CudaSweep::gemm_shapes() {
+  const std::vector<int64_t> dims = options_.quick
+                                        ? std::vector<int64_t>{256, 1024, 4096}
+                                        : std::vector<int64_t>{256, 512, 1024, 2048, 4096};
+  using Shape3 = std::array<int64_t, 3>;
+  auto product = [](const Shape3& s) { return one_op("MatMul", {{s[0], s[2]}, {s[2], s[1]}}); };
+  std::vector<std::array<double, 4>> rows;
+  double largest = 0;
+  for (int64_t m : dims) {
+    for (int64_t n : dims) {
+      for (int64_t k : dims) {
+        ASSIGN_OR_RETURN(Sample s, measure(product({m, n, k}), kBf16, true, kMatMulCopies));
+        const double busy = std::max(s.seconds - overhead_, 0.05 * s.seconds);
+        rows.push_back({static_cast<double>(m), static_cast<double>(n), static_cast<double>(k),
+                        std::clamp(s.work / busy / peak_, 1e-4, 1.0)});
+        largest = tflops(s);
+      }
+    }
+  }
+  ASSIGN_OR_RETURN(p_.device.gemm_shapes, GemmShapeTable::create(rows));
+  const std::vector<Shape3> held = {{768, 3072, 768}, {6144, 384, 1536}, {12288, 1536, 6144}};
+  double worst = 0;
+  for (const Shape3& h : held) {
+    ASSIGN_OR_RETURN(Sample s, measure(product(h), kBf16, true, kMatMulCopies));
+    const double predicted =
+        s.work /
+            (peak_ * p_.device.gemm_shapes->at(static_cast<double>(h[0]), static_cast<double>(h[1]),
+                                               static_cast<double>(h[2]))) +
+        overhead_;
+    worst = std::max(worst, std::fabs(predicted - s.seconds) / s.seconds);
+  }
+  cal_.report.push_back(fmt::format(
+      "gemm shapes: bf16 m, n, k each {} to {} ({} products), {:.1f} TFLOP/s at {}³, held-out "
+      "error {:.1f}% ({} products between and beyond the grid points)",
+      dims.front(), dims.back(), rows.size(), largest, dims.back(), worst * 100, held.size()));
+  return worst;
+}
+
 // GEMMs whose rows are not whole 16-byte units (a vocabulary projection over an odd
 // vocabulary): its forward Y = X·Wᵀ and gradients dX = dY·W, dW = dYᵀ·X, timed together
-// against what the aligned curve predicts for them.
+// against what the aligned GEMMs' rates (the shape table's) predict for them.
 Status CudaSweep::unaligned_gemm() {
   const int64_t tokens = 8192, hidden = 1024, vocab = 32001;
   GraphBuilder b("unaligned_gemms");
@@ -1446,8 +1492,16 @@ Status CudaSweep::unaligned_gemm() {
   const double measured =
       std::max(sweeps_.record(timed.value()) - p_.device.program_overhead_s, 1e-9);
   const double flops = 2.0 * tokens * hidden * vocab;
-  const double aligned =
-      3 * (flops / (peak_ * p_.device.efficiency[OpClass::kGemm].at(flops)) + overhead_);
+  // (m, n, k) of the forward and of the two gradients.
+  const std::array<std::array<double, 3>, 3> shapes = {{{1.0 * tokens, 1.0 * vocab, 1.0 * hidden},
+                                                        {1.0 * tokens, 1.0 * hidden, 1.0 * vocab},
+                                                        {1.0 * vocab, 1.0 * hidden, 1.0 * tokens}}};
+  double aligned = 0;
+  for (const auto& [m, n, k] : shapes) {
+    const double rate = p_.device.gemm_shapes ? p_.device.gemm_shapes->at(m, n, k)
+                                              : p_.device.efficiency[OpClass::kGemm].at(flops);
+    aligned += flops / (peak_ * rate) + overhead_;
+  }
   p_.device.gemm_unaligned_efficiency = std::clamp(aligned / measured, 0.01, 1.0);
   cal_.report.push_back(fmt::format(
       "unaligned gemm: bf16 vocabulary projection ({} tokens, hidden {}, vocabulary {}) and "
@@ -1626,6 +1680,12 @@ std::string profile_yaml(const HardwareProfile& p, const std::string& header) {
   if (p.device.flash_attention_backward) {
     y += fmt::format("    flash_attention_backward: {}\n",
                      points(*p.device.flash_attention_backward));
+  }
+  if (p.device.gemm_shapes) {
+    std::vector<std::string> rows;
+    for (const auto& [m, n, k, eff] : p.device.gemm_shapes->rows())
+      rows.push_back(fmt::format("[{:.0f}, {:.0f}, {:.0f}, {:.4g}]", m, n, k, eff));
+    y += fmt::format("    gemm_shapes: [{}]\n", fmt::join(rows, ", "));
   }
   y += fmt::format("topology:\n  devices_per_node: {}\n  tiers:\n", p.devices_per_node);
   for (const Tier& t : p.tiers) {

@@ -44,6 +44,21 @@ bool unaligned_half_gemm(const Graph& g, const Node& n) {
          (!n.outputs.empty() && unaligned(n.outputs[0]));
 }
 
+// A MatMul's or Gemm's (m, n, k): k its reduction length, n its result's columns, m the rest
+// of its FLOPs (rows times any batch dims); zeros where an operand is not a matrix.
+std::array<double, 3> gemm_shape(const Graph& g, const Node& n, double flops) {
+  if (n.inputs.size() < 2 || n.inputs[0] == kNoId || n.inputs[1] == kNoId) return {};
+  const Shape& a = g.value(n.inputs[0]).shape;
+  const Shape& b = g.value(n.inputs[1]).shape;
+  if (a.rank() < 2 || b.rank() < 2 || (b.rank() > 2 && n.op_type == "Gemm")) return {};
+  const bool gemm = n.op_type == "Gemm";
+  const int64_t k = gemm && n.attr_int("transA", 0) ? a.dims[0] : a.dims.back();
+  const int64_t cols = gemm && n.attr_int("transB", 0) ? b.dims[0] : b.dims.back();
+  if (k <= 0 || cols <= 0 || !(flops > 0)) return {};
+  const double kd = static_cast<double>(k), nd = static_cast<double>(cols);
+  return {flops / (2 * nd * kd), nd, kd};
+}
+
 }  // namespace
 
 std::optional<OpClass> op_class_of(const Graph& g, const Node& n) {
@@ -297,6 +312,8 @@ NodeWork node_work(const HardwareProfile& profile, const Graph& g, const Node& n
                                                          *work.op_class == OpClass::kAttention) &&
                                                             device.tf32_matmul);
   work.peak = device.peak(tf32 ? "tf32" : peak_key(dtype));
+  if (*work.op_class == OpClass::kGemm && is_half(dtype) && device.gemm_shapes)
+    work.gemm_shape = gemm_shape(g, n, work.flops);
   if (device.gemm_unaligned_efficiency < 1 && unaligned_half_gemm(g, n))
     work.aligned = device.gemm_unaligned_efficiency;
   return work;
@@ -318,9 +335,12 @@ NodeCost NodeWork::cost(const DeviceSpec& device, double degree) const {
   // Compute classes: the curve is the fraction of peak FLOP/s at the kernel's FLOPs; memory
   // classes: the fraction of memory bandwidth at the kernel's bytes.
   const EfficiencyCurve& curve = this->curve(device);
+  const double rate =
+      gemm_shape[0] > 0 && device.gemm_shapes
+          ? device.gemm_shapes->at(gemm_shape[0] / degree, gemm_shape[1], gemm_shape[2])
+          : curve.at(part_flops);
   const double compute =
-      part_flops > 0 ? part_flops / (peak * (arithmetic ? curve.at(part_flops) * aligned : 1.0))
-                     : 0.0;
+      part_flops > 0 ? part_flops / (peak * (arithmetic ? rate * aligned : 1.0)) : 0.0;
   const double memory =
       part_bytes > 0
           ? part_bytes / (device.memory_bandwidth * (arithmetic ? 1.0 : curve.at(part_bytes)))

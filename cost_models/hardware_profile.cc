@@ -129,6 +129,104 @@ double EfficiencyCurve::at(double work) const {
   return points_.back().second;
 }
 
+StatusOr<GemmShapeTable> GemmShapeTable::create(const std::vector<std::array<double, 4>>& rows) {
+  if (rows.empty()) return error("a GEMM shape table needs at least one row");
+  GemmShapeTable table;
+  for (const auto& row : rows) {
+    for (int d = 0; d < 3; ++d) {
+      if (!(row[d] > 0))
+        return error("row [{}]: m, n and k must be positive", fmt::join(row, ", "));
+      table.dims_[d].push_back(row[d]);
+    }
+    if (!(row[3] > 0) || row[3] > 1)
+      return error("row [{}]: the efficiency must be in (0, 1]", fmt::join(row, ", "));
+  }
+  for (std::vector<double>& dim : table.dims_) {
+    std::sort(dim.begin(), dim.end());
+    dim.erase(std::unique(dim.begin(), dim.end()), dim.end());
+  }
+  const size_t points = table.dims_[0].size() * table.dims_[1].size() * table.dims_[2].size();
+  if (rows.size() != points) {
+    return error(
+        "{} rows for a grid of {} m x {} n x {} k values ({} points): every combination "
+        "must appear exactly once",
+        rows.size(), table.dims_[0].size(), table.dims_[1].size(), table.dims_[2].size(), points);
+  }
+  table.efficiency_.assign(points, 0.0);
+  for (const auto& row : rows) {
+    size_t index = 0;
+    for (int d = 0; d < 3; ++d) {
+      const std::vector<double>& dim = table.dims_[d];
+      index = index * dim.size() +
+              static_cast<size_t>(std::lower_bound(dim.begin(), dim.end(), row[d]) - dim.begin());
+    }
+    if (table.efficiency_[index] > 0)
+      return error("row [{}]: the shape appears twice", fmt::join(row, ", "));
+    table.efficiency_[index] = row[3];
+  }
+  return table;
+}
+
+double GemmShapeTable::at(double m, double n, double k) const {
+  if (efficiency_.empty()) return 1.0;
+  // Per dim: the two grid points around it and the weight of the upper one, in log space; and
+  // what a dim below the grid keeps of the rate.
+  // Rows and columns beyond the grid trade against each other: a product's rate follows the
+  // output tiles it spreads over the device, so an m above the grid reads as its largest m with
+  // n grown by the same factor (and an n above it likewise), up to the grid's corner.
+  const double m_max = dims_[0].back(), n_max = dims_[1].back();
+  if (m > m_max && n < n_max) {
+    n = std::min(n_max, n * m / m_max);
+    m = m_max;
+  } else if (n > n_max && m < m_max) {
+    m = std::min(m_max, m * n / n_max);
+    n = n_max;
+  }
+  std::array<size_t, 3> lo{}, hi{};
+  std::array<double, 3> t{};
+  double padded = 1.0;
+  const std::array<double, 3> x = {m, n, k};
+  for (int d = 0; d < 3; ++d) {
+    const std::vector<double>& dim = dims_[d];
+    if (x[d] <= dim.front()) {
+      lo[d] = hi[d] = 0;
+      if (x[d] > 0) padded *= x[d] / dim.front();
+      continue;
+    }
+    if (x[d] >= dim.back()) {
+      lo[d] = hi[d] = dim.size() - 1;
+      continue;
+    }
+    hi[d] = static_cast<size_t>(std::upper_bound(dim.begin(), dim.end(), x[d]) - dim.begin());
+    lo[d] = hi[d] - 1;
+    t[d] = std::log(x[d] / dim[lo[d]]) / std::log(dim[hi[d]] / dim[lo[d]]);
+  }
+  auto value = [&](size_t i, size_t j, size_t l) {
+    return efficiency_[(i * dims_[1].size() + j) * dims_[2].size() + l];
+  };
+  double eff = 0;
+  for (int corner = 0; corner < 8; ++corner) {
+    const bool um = corner & 1, un = corner & 2, uk = corner & 4;
+    const double w = (um ? t[0] : 1 - t[0]) * (un ? t[1] : 1 - t[1]) * (uk ? t[2] : 1 - t[2]);
+    if (w == 0) continue;
+    eff += w * value(um ? hi[0] : lo[0], un ? hi[1] : lo[1], uk ? hi[2] : lo[2]);
+  }
+  return eff * padded;
+}
+
+std::vector<std::array<double, 4>> GemmShapeTable::rows() const {
+  std::vector<std::array<double, 4>> rows;
+  for (size_t i = 0; i < dims_[0].size(); ++i) {
+    for (size_t j = 0; j < dims_[1].size(); ++j) {
+      for (size_t l = 0; l < dims_[2].size(); ++l) {
+        rows.push_back({dims_[0][i], dims_[1][j], dims_[2][l],
+                        efficiency_[(i * dims_[1].size() + j) * dims_[2].size() + l]});
+      }
+    }
+  }
+  return rows;
+}
+
 double DeviceSpec::peak(std::string_view dtype) const {
   auto it = peak_flops.find(std::string(dtype));
   if (it != peak_flops.end()) return it->second;
@@ -148,6 +246,7 @@ namespace {
 
 constexpr const char* kFlashForward = "flash_attention";
 constexpr const char* kFlashBackward = "flash_attention_backward";
+constexpr const char* kGemmShapes = "gemm_shapes";
 
 // One efficiency curve, curves[name]: [[work, efficiency], ...].
 StatusOr<EfficiencyCurve> parse_curve(const Reader& r, const YAML::Node& curves, const char* name) {
@@ -166,6 +265,27 @@ StatusOr<EfficiencyCurve> parse_curve(const Reader& r, const YAML::Node& curves,
   auto curve = EfficiencyCurve::create(std::move(xy));
   if (!curve.is_ok()) return r.fail(field, "{}", curve.status().message());
   return std::move(curve).value();
+}
+
+// The GEMM shape table, curves[gemm_shapes]: [[m, n, k, efficiency], ...].
+StatusOr<GemmShapeTable> parse_gemm_shapes(const Reader& r, const YAML::Node& curves) {
+  const std::string field = fmt::format("device.efficiency.{}", kGemmShapes);
+  const YAML::Node rows = curves[kGemmShapes];
+  if (!rows.IsSequence()) return r.fail(field, "expected [[m, n, k, efficiency], ...]");
+  std::vector<std::array<double, 4>> table;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const YAML::Node row = rows[i];
+    if (!row.IsSequence() || row.size() != 4)
+      return r.fail(field, "row {} is not [m, n, k, efficiency]", i);
+    std::array<double, 4>& out = table.emplace_back();
+    for (size_t d = 0; d < 3; ++d) {
+      ASSIGN_OR_RETURN(out[d], r.positive(row[d], field));
+    }
+    ASSIGN_OR_RETURN(out[3], r.fraction(row[3], field));
+  }
+  auto parsed = GemmShapeTable::create(table);
+  if (!parsed.is_ok()) return r.fail(field, "{}", parsed.status().message());
+  return std::move(parsed).value();
 }
 
 // The device: its peaks, memory, overheads and flags, then its efficiency curves.
@@ -226,9 +346,12 @@ Status parse_device(const Reader& r, const YAML::Node& device, HardwareProfile& 
     if (!curves[name]) continue;
     ASSIGN_OR_RETURN(*curve, parse_curve(r, curves, name));
   }
+  if (curves[kGemmShapes]) {
+    ASSIGN_OR_RETURN(p.device.gemm_shapes, parse_gemm_shapes(r, curves));
+  }
   std::vector<std::string> known;
   for (const auto& [op_class, name] : kOpClasses) known.emplace_back(name);
-  known.insert(known.end(), {kFlashForward, kFlashBackward});
+  known.insert(known.end(), {kFlashForward, kFlashBackward, kGemmShapes});
   for (const auto& kv : curves) {
     const std::string name = kv.first.Scalar();
     if (std::find(known.begin(), known.end(), name) == known.end()) {

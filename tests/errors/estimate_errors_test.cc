@@ -51,8 +51,24 @@ TEST_F(EstimateErrors, UnknownEfficiencyCurve) {
   expect_error("mesh: {dp: 2}\n", {},
                "autopar: error: typo.yaml: device.efficiency.flash_atention: unknown curve (known: "
                "gemm, conv, elementwise, norm, attention, flash_attention, "
-               "flash_attention_backward)",
+               "flash_attention_backward, gemm_shapes)",
                "typo.yaml");
+}
+
+// A GEMM shape table with a hole in its grid would read rates from nowhere between its points.
+TEST_F(EstimateErrors, GemmShapeTableWithAHole) {
+  std::ifstream in(dir_ + "/hw.yaml");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string line = "    attention: [[1e6, 0.1], [1e12, 0.7]]\n";
+  ASSERT_NE(text.find(line), std::string::npos);
+  text.insert(text.find(line) + line.size(),
+              "    gemm_shapes: [[256, 256, 256, 0.01], [256, 4096, 256, 0.1], "
+              "[4096, 256, 256, 0.1]]\n");
+  std::ofstream(dir_ + "/hole.yaml") << text;
+  expect_error("mesh: {dp: 2}\n", {},
+               "autopar: error: hole.yaml: device.efficiency.gemm_shapes: 3 rows for a grid of 2 m "
+               "x 2 n x 1 k values (4 points): every combination must appear exactly once",
+               "hole.yaml");
 }
 
 // A profile's stack layout that is neither nhwc nor nchw, through the CLI.

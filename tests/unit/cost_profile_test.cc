@@ -1,5 +1,6 @@
 // Hardware profiles (parsing, validation, efficiency curves) and the α–β communication model
 // against closed forms. The profile here is a fixture with round numbers, not a real machine.
+#include <array>
 #include <cmath>
 
 #include <gtest/gtest.h>
@@ -100,6 +101,10 @@ TEST(HardwareProfile, WrittenProfilesReadBackAsTheyWere) {
     EXPECT_EQ(nchw->memory_format, MemoryFormat::kNchw);
     EXPECT_EQ(back->device.efficiency.at(OpClass::kGemm).points().size(),
               shipped->device.efficiency.at(OpClass::kGemm).points().size());
+    EXPECT_EQ(back->device.gemm_shapes.has_value(), shipped->device.gemm_shapes.has_value());
+    if (shipped->device.gemm_shapes) {
+      EXPECT_EQ(back->device.gemm_shapes->rows(), shipped->device.gemm_shapes->rows());
+    }
     EXPECT_EQ(back->tiers.size(), shipped->tiers.size());
   }
 }
@@ -166,7 +171,8 @@ TEST(HardwareProfile, ErrorsNameTheField) {
   EXPECT_EQ(with("    attention: [[1e6, 0.1], [1e12, 0.7]]",
                  "    attention: [[1e6, 0.1], [1e12, 0.7]]\n    flash_atention: [[1e6, 0.1]]"),
             "p.yaml: device.efficiency.flash_atention: unknown curve (known: gemm, conv, "
-            "elementwise, norm, attention, flash_attention, flash_attention_backward)");
+            "elementwise, norm, attention, flash_attention, flash_attention_backward, "
+            "gemm_shapes)");
   EXPECT_EQ(
       with("    attention: [[1e6, 0.1], [1e12, 0.7]]",
            "    attention: [[1e6, 0.1], [1e12, 0.7]]\n    flash_attention_backward: [[1e6, 2]]"),
@@ -624,6 +630,125 @@ TEST(Compute, UnalignedHalfGemmsRunAtTheProfilesFraction) {
       << bad.status().message();
 }
 
+// A GEMM shape table on a 2 x 2 x 2 grid (m, n, k each 256 or 4096): exact at its points,
+// linear in the logarithms between them, padded below the grid, rows traded for columns above
+// it, k held at its largest.
+TEST(HardwareProfile, GemmShapeTablesReadBetweenTheirPoints) {
+  std::vector<std::array<double, 4>> rows;
+  for (double m : {256.0, 4096.0}) {
+    for (double n : {256.0, 4096.0}) {
+      for (double k : {256.0, 4096.0}) {
+        // 0.1 at the smallest corner, +0.2 for a large m, +0.3 for a large n, +0.1 for a large k.
+        rows.push_back(
+            {m, n, k, 0.1 + (m > 256 ? 0.2 : 0) + (n > 256 ? 0.3 : 0) + (k > 256 ? 0.1 : 0)});
+      }
+    }
+  }
+  auto table = GemmShapeTable::create(rows);
+  ASSERT_TRUE(table.is_ok()) << table.status().message();
+  EXPECT_DOUBLE_EQ(table->at(256, 256, 256), 0.1);
+  EXPECT_DOUBLE_EQ(table->at(4096, 4096, 4096), 0.7);
+  EXPECT_DOUBLE_EQ(table->at(4096, 256, 4096), 0.4);
+  EXPECT_DOUBLE_EQ(table->at(1024, 256, 256), 0.2);  // half-way in log2 between 256 and 4096
+  EXPECT_DOUBLE_EQ(table->at(1024, 1024, 1024), 0.4);
+  // Below the grid a dim is padded to its smallest value: an eighth of the rows, an eighth of
+  // the rate (the same time).
+  EXPECT_DOUBLE_EQ(table->at(32, 256, 256), 0.1 / 8);
+  EXPECT_DOUBLE_EQ(table->at(32, 128, 256), 0.1 / 16);
+  // Rows above the grid grow the columns by the same factor: 16384 x 256 reads as 4096 x 1024.
+  EXPECT_DOUBLE_EQ(table->at(16384, 256, 256), table->at(4096, 1024, 256));
+  EXPECT_DOUBLE_EQ(table->at(256, 16384, 4096), table->at(1024, 4096, 4096));
+  EXPECT_DOUBLE_EQ(table->at(65536, 1024, 256), 0.6);   // up to the grid's corner
+  EXPECT_DOUBLE_EQ(table->at(4096, 4096, 65536), 0.7);  // a long k reads as the largest
+  // Rows come back m slowest, k fastest.
+  EXPECT_EQ(table->rows(), rows);
+
+  auto message = [](std::vector<std::array<double, 4>> r) {
+    auto t = GemmShapeTable::create(r);
+    return t.is_ok() ? std::string("ok") : t.status().message();
+  };
+  std::vector<std::array<double, 4>> missing = rows;
+  missing.pop_back();
+  EXPECT_EQ(message(missing),
+            "7 rows for a grid of 2 m x 2 n x 2 k values (8 points): every combination must "
+            "appear exactly once");
+  std::vector<std::array<double, 4>> twice = rows;
+  twice.back() = twice.front();
+  EXPECT_EQ(message(twice), "row [256, 256, 256, 0.1]: the shape appears twice");
+  std::vector<std::array<double, 4>> zero = rows;
+  zero[0][2] = 0;
+  EXPECT_EQ(message(zero), "row [256, 256, 0, 0.1]: m, n and k must be positive");
+  std::vector<std::array<double, 4>> over = rows;
+  over[0][3] = 1.5;
+  EXPECT_EQ(message(over), "row [256, 256, 256, 1.5]: the efficiency must be in (0, 1]");
+  EXPECT_EQ(message({}), "a GEMM shape table needs at least one row");
+
+  // From YAML, with the field named in errors.
+  auto with_table = [](const std::string& table_yaml) {
+    std::string text = kFixture;
+    text.replace(text.find("    attention:"), 0, "    gemm_shapes: " + table_yaml + "\n");
+    auto p = parse_hardware_profile(text, "p.yaml");
+    return p;
+  };
+  auto parsed = with_table("[[256, 256, 256, 0.1], [256, 256, 4096, 0.2]]");
+  ASSERT_TRUE(parsed.is_ok()) << parsed.status().message();
+  ASSERT_TRUE(parsed->device.gemm_shapes.has_value());
+  EXPECT_DOUBLE_EQ(parsed->device.gemm_shapes->at(256, 256, 1024), 0.15);
+  EXPECT_EQ(with_table("[[256, 256, 256]]").status().message(),
+            "p.yaml: device.efficiency.gemm_shapes: row 0 is not [m, n, k, efficiency]");
+  EXPECT_EQ(with_table("[[256, 256, 256, 0.1], [512, 512, 256, 0.2]]").status().message(),
+            "p.yaml: device.efficiency.gemm_shapes: 2 rows for a grid of 2 m x 2 n x 1 k values "
+            "(4 points): every combination must appear exactly once");
+  EXPECT_EQ(with_table("7").status().message(),
+            "p.yaml: device.efficiency.gemm_shapes: expected [[m, n, k, efficiency], ...]");
+}
+
+// Where the profile has a GEMM shape table, bf16 and fp16 GEMMs are priced at its rate for
+// their (m, n, k), batch dims folded into m and a Gemm's transposes read; fp32 GEMMs and
+// batched activation products stay on their curves.
+TEST(Compute, HalfGemmsRunAtTheirShapesRate) {
+  GraphBuilder b("shapes");
+  const ValueId x = b.input("x", DType::kBFloat16, {4, 512, 1024});
+  const ValueId w = b.input("w", DType::kBFloat16, {1024, 256});
+  const ValueId wt = b.input("wt", DType::kFloat16, {256, 1024});
+  const ValueId x2 = b.input("x2", DType::kFloat16, {2048, 1024});
+  const ValueId x32 = b.input("x32", DType::kFloat32, {2048, 1024});
+  const ValueId w32 = b.input("w32", DType::kFloat32, {1024, 256});
+  const ValueId q = b.input("q", DType::kBFloat16, {8, 512, 64});
+  const ValueId kt = b.input("kt", DType::kBFloat16, {8, 64, 512});
+  b.output(b.op1("MatMul", {x, w}));
+  b.output(b.op1("Gemm", {x2, wt}, {{"transB", int64_t{1}}}));
+  b.output(b.op1("MatMul", {x32, w32}));
+  b.output(b.op1("MatMul", {q, kt}));
+  const Graph g = b.finish();
+  HardwareProfile p = fixture();
+  std::vector<double> before;
+  for (NodeId n = 0; n < 4; ++n) before.push_back(node_cost(p, g, g.node(n)).seconds);
+  std::vector<std::array<double, 4>> rows;
+  for (double m : {256.0, 4096.0}) {
+    for (double n : {256.0, 4096.0}) {
+      for (double k : {256.0, 4096.0})
+        rows.push_back({m, n, k, m * n * k / (4096.0 * 4096 * 4096)});
+    }
+  }
+  p.device.gemm_shapes = GemmShapeTable::create(rows).value();
+  const double flops = 2.0 * 2048 * 256 * 1024;
+  // 2048 x 256 x 1024 (m the 4 x 512 rows): three quarters of the way up from 256 to 4096 in
+  // log m, half-way in log k, at the grid's n; weights 1/8, 3/8, 1/8, 3/8 on the four corners
+  // (m, k) = (256, 256), (4096, 256), (256, 4096), (4096, 4096).
+  const double rate = p.device.gemm_shapes->at(2048, 256, 1024);
+  EXPECT_NEAR(rate, 0.125 / 4096 + 0.375 / 256 + 0.125 / 256 + 0.375 / 16, 1e-15);
+  EXPECT_NEAR(node_cost(p, g, g.node(0)).seconds, flops / (320e12 * rate) + 5e-6, 1e-12);
+  // The fp16 Gemm with transB: the same (m, n, k), at the fp16 peak (the fixture's fp32 one).
+  EXPECT_NEAR(node_cost(p, g, g.node(1)).seconds, flops / (20e12 * rate) + 5e-6, 1e-12);
+  EXPECT_EQ(node_cost(p, g, g.node(2)).seconds, before[2]);
+  EXPECT_EQ(node_cost(p, g, g.node(3)).seconds, before[3]);
+  // Split over 4 devices, a part has a quarter of the rows.
+  const NodeWork work = node_work(p, g, g.node(0));
+  EXPECT_NEAR(work.cost(p.device, 4).seconds,
+              flops / 4 / (320e12 * p.device.gemm_shapes->at(512, 256, 1024)) + 5e-6, 1e-12);
+}
+
 // Where views are free (GPU frameworks), reshapes cost nothing, and so does a transpose of the
 // last two dims that only GEMMs read; a transpose that moves other dims, or that something
 // else reads, is a kernel.
@@ -799,6 +924,28 @@ TEST(ShippedProfiles, EightGpuAllReduceIsTheRingFormula) {
 
 // Large bf16 GEMMs reach the measured maximum achievable matmul FLOP/s (stas00/ml-engineering:
 // 271.2 TF on A100 SXM, 794.5 TF on H100 SXM, "H200 is the same"); small ones are far below.
+// The Hopper profiles price bf16 GEMMs by shape, from OpenXLA's measured sm_90 table: its
+// entries come back at their points (786 TF at 4096³, 631 TF at 2048³, 399 TF at
+// 4096x256x4096), and a narrow product runs well below a square one of the same FLOPs.
+TEST(ShippedProfiles, HopperGemmsRunAtTheirMeasuredShapeRates) {
+  for (const char* name : {"dgx-h100", "hgx-h200"}) {
+    SCOPED_TRACE(name);
+    const HardwareProfile p = shipped(name);
+    ASSERT_TRUE(p.device.gemm_shapes.has_value());
+    const GemmShapeTable& t = *p.device.gemm_shapes;
+    EXPECT_EQ(t.rows().size(), 125u);
+    const double peak = p.device.peak("bf16");
+    EXPECT_NEAR(t.at(4096, 4096, 4096) * peak, 786e12, 1e12);
+    EXPECT_NEAR(t.at(2048, 2048, 2048) * peak, 631e12, 1e12);
+    EXPECT_NEAR(t.at(4096, 256, 4096) * peak, 399e12, 1e12);
+    // 4096 x 256 x 4096 and 1024 x 1024 x 4096 have the same FLOPs.
+    EXPECT_LT(t.at(4096, 256, 4096), 0.9 * t.at(1024, 1024, 4096));
+    // Beyond the grid no rate exceeds the measured matmul peak (794.5 TF).
+    EXPECT_LE(t.at(16384, 16384, 16384) * peak, 794.5e12);
+  }
+  EXPECT_FALSE(shipped("dgx-a100-80g").device.gemm_shapes.has_value());  // no public sm_80 table
+}
+
 TEST(ShippedProfiles, LargeGemmsReachTheMeasuredMatmulPeak) {
   const struct {
     const char* name;

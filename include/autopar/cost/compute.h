@@ -3,6 +3,7 @@
 // the profile's curve for the node's op class at the node's work.
 #pragma once
 
+#include <array>
 #include <optional>
 #include <set>
 
@@ -37,13 +38,17 @@ struct NodeWork {
   double peak = 0;     // FLOP/s of the node's arithmetic type
   double aligned = 1;  // gemm_unaligned_efficiency for an unaligned half-precision GEMM
   bool view = false;   // priced 0 where the device has free views
+  // A bf16 or fp16 GEMM's (m, n, k), batch dims folded into m, read on the device's GEMM shape
+  // table where it has one; zeros for other nodes.
+  std::array<double, 3> gemm_shape{};
   // A fused attention kernel (Attention, RingAttention; their gradients backward): read on the
   // device's FlashAttention curves where it has them.
   enum class Flash : uint8_t { kNo, kForward, kBackward } flash = Flash::kNo;
   // The curve the node's work is read on: its FlashAttention curve, else its class's.
   const EfficiencyCurve& curve(const DeviceSpec& device) const;
   // One device's part when the work divides evenly over `degree` devices: the roofline at the
-  // part's FLOPs and bytes (the curves read at the part's work), plus one launch.
+  // part's FLOPs and bytes (the curves read at the part's work; a GEMM's shape table at m over
+  // `degree`), plus one launch.
   NodeCost cost(const DeviceSpec& device, double degree = 1) const;
 };
 NodeWork node_work(const HardwareProfile& profile, const Graph& graph, const Node& node);

@@ -2,6 +2,7 @@
 // from configs/hw/*.yaml. Every number in a shipped profile carries its public source.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -31,6 +32,28 @@ class EfficiencyCurve {
 
  private:
   std::vector<std::pair<double, double>> points_;
+};
+
+// Achieved fraction of the half-precision peak of a GEMM by its shape: (m, n, k) for an m x k by
+// k x n product, measured at every point of a grid of m, n and k values and read between them
+// linearly in the logarithms of the three dims. Rows above the grid read as its largest m with
+// the columns grown by the same factor, and columns above it likewise (the rate follows the
+// output tiles spread over the device), up to the grid's corner; a k above it reads as its
+// largest k. A dim below its smallest value costs what the smallest does, so the rate falls in
+// proportion: the kernel's tiles are padded, and a smaller product does not take less time.
+class GemmShapeTable {
+ public:
+  GemmShapeTable() = default;
+  // Rows [m, n, k, efficiency]: every combination of their distinct m, n and k values exactly
+  // once, each dim positive and each efficiency in (0, 1].
+  static StatusOr<GemmShapeTable> create(const std::vector<std::array<double, 4>>& rows);
+  double at(double m, double n, double k) const;
+  // The rows, m slowest and k fastest.
+  std::vector<std::array<double, 4>> rows() const;
+
+ private:
+  std::array<std::vector<double>, 3> dims_;  // the grid's m, n and k values, ascending
+  std::vector<double> efficiency_;           // at (m_i, n_j, k_l): [(i · |n| + j) · |k| + l]
 };
 
 enum class OpClass : uint8_t { kGemm, kConv, kElementwise, kNorm, kAttention };
@@ -104,6 +127,11 @@ struct DeviceSpec {
   // FLOPs. Optional (`efficiency.flash_attention`, `efficiency.flash_attention_backward`); the
   // attention curve where absent.
   std::optional<EfficiencyCurve> flash_attention, flash_attention_backward;
+  // A bf16 or fp16 GEMM's rate by its shape where the profile has one measured
+  // (`efficiency.gemm_shapes`): a product with a short dim (a column-split weight under tp 8, a
+  // microbatch of few tokens) runs below a square one of the same FLOPs. It stands for the gemm
+  // curve at those types; the curve prices the rest (fp32, tf32).
+  std::optional<GemmShapeTable> gemm_shapes;
 
   // Peak FLOP/s for arithmetic in `dtype`.
   double peak(std::string_view dtype) const;
