@@ -1089,6 +1089,12 @@ class CudaSweep {
       cal_.report.push_back(
           "collectives: not measured (one GPU); the profile's intra-node tier is the base's");
     }
+    if (p_.device.overlap_slowdown > 0) {
+      cal_.report.push_back(fmt::format(
+          "overlap slowdown: not measured; compute beside a collective loses the base's {:.2f} "
+          "of its rate",
+          p_.device.overlap_slowdown));
+    }
     cal_.worst_held_out_error = std::max({gemm_error, shape_error, attention_error, conv_error,
                                           memory_error, fused_error, adam_error, comm_error});
     return std::move(cal_);
@@ -1658,6 +1664,8 @@ std::string profile_yaml(const HardwareProfile& p, const std::string& header) {
   if (p.device.program_overhead_s > 0)
     y += fmt::format("  program_overhead_s: {:.6g}\n", p.device.program_overhead_s);
   if (!p.device.overlap_communication) y += "  overlap_communication: false\n";
+  if (p.device.overlap_slowdown > 0)
+    y += fmt::format("  overlap_slowdown: {:.4g}\n", p.device.overlap_slowdown);
   if (p.device.tf32_matmul) y += "  tf32_matmul: true\n";
   if (p.device.tf32_conv) y += "  tf32_conv: true\n";
   if (p.device.nhwc_convolutions) y += "  nhwc_convolutions: true\n";

@@ -807,6 +807,8 @@ std::vector<StageCost> stage_costs(const LayerCosts& costs, const Scheme& scheme
   // The runtime's cost per program run, and whether collectives overlap compute at all.
   const double dispatch = profile.device.program_overhead_s;
   const bool overlap = profile.device.overlap_communication;
+  // Compute beside a running collective keeps this much of its rate.
+  const double beside = overlap ? 1.0 - profile.device.overlap_slowdown : 1.0;
   for (int64_t s = 0; s < stages; ++s) {
     StageCost& st = stage[s];
     const auto [first, last] = ranges[s];
@@ -840,7 +842,10 @@ std::vector<StageCost> stage_costs(const LayerCosts& costs, const Scheme& scheme
       const double compute = c.backward_compute - recast - accumulation + partial.compute;
       const double blocking = c.backward_comm + partial.comm;
       st.backward_compute += compute;
-      t += compute;
+      // The layer's compute runs beside the reductions still queued (until comm_free), at the
+      // rate they leave it, then at its own.
+      const double queued = beside < 1.0 ? std::max(0.0, comm_free - t) : 0.0;
+      t += compute <= queued * beside ? compute / beside : compute + queued * (1.0 - beside);
       if (blocking > 0) t = comm_free = std::max(t, comm_free) + blocking;
       if (c.gradient_comm > 0) comm_free = std::max(t, comm_free) + c.gradient_comm;
       if (!overlap) t = comm_free = std::max(t, comm_free);  // collectives run in line

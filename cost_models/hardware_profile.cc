@@ -26,7 +26,7 @@ struct Reader {
     return error("{}: {}: {}", source, field, fmt::format(format, std::forward<Args>(args)...));
   }
 
-  StatusOr<double> positive(const YAML::Node& node, std::string_view field) const {
+  StatusOr<double> number(const YAML::Node& node, std::string_view field) const {
     if (!node) return fail(field, "missing");
     if (!node.IsScalar()) return fail(field, "expected a number");
     double v = 0;
@@ -35,7 +35,13 @@ struct Reader {
     } catch (const YAML::Exception&) {
       return fail(field, "'{}' is not a number", node.Scalar());
     }
-    if (!(v > 0) || !std::isfinite(v)) return fail(field, "{} must be positive", node.Scalar());
+    if (!std::isfinite(v)) return fail(field, "{} is not a finite number", node.Scalar());
+    return v;
+  }
+
+  StatusOr<double> positive(const YAML::Node& node, std::string_view field) const {
+    ASSIGN_OR_RETURN(double v, number(node, field));
+    if (!(v > 0)) return fail(field, "{} must be positive", node.Scalar());
     return v;
   }
 
@@ -62,10 +68,11 @@ struct Reader {
     return Status::ok();
   }
 
-  // An optional positive number: `value` unchanged where the node is absent.
-  Status optional_positive(const YAML::Node& node, std::string_view field, double& value) const {
+  // An optional number, 0 by default: `value` unchanged where the node is absent.
+  Status optional_nonnegative(const YAML::Node& node, std::string_view field, double& value) const {
     if (!node) return Status::ok();
-    ASSIGN_OR_RETURN(value, positive(node, field));
+    ASSIGN_OR_RETURN(value, number(node, field));
+    if (value < 0) return fail(field, "{} must not be negative", node.Scalar());
     return Status::ok();
   }
 };
@@ -318,7 +325,7 @@ Status parse_device(const Reader& r, const YAML::Node& device, HardwareProfile& 
         std::pair{"optimizer_element_s", &p.device.optimizer_element_s},
         std::pair{"collective_overhead_s", &p.device.collective_overhead_s},
         std::pair{"l2_bytes", &p.device.l2_bytes}}) {
-    RETURN_IF_ERROR(r.optional_positive(device[key], fmt::format("device.{}", key), *value));
+    RETURN_IF_ERROR(r.optional_nonnegative(device[key], fmt::format("device.{}", key), *value));
   }
   if (const YAML::Node unaligned = device["gemm_unaligned_efficiency"]) {
     ASSIGN_OR_RETURN(p.device.gemm_unaligned_efficiency,
@@ -333,6 +340,12 @@ Status parse_device(const Reader& r, const YAML::Node& device, HardwareProfile& 
       r.flag(device["nhwc_convolutions"], "device.nhwc_convolutions", p.device.nhwc_convolutions));
   RETURN_IF_ERROR(r.flag(device["overlap_communication"], "device.overlap_communication",
                          p.device.overlap_communication));
+  RETURN_IF_ERROR(r.optional_nonnegative(device["overlap_slowdown"], "device.overlap_slowdown",
+                                         p.device.overlap_slowdown));
+  if (p.device.overlap_slowdown >= 1) {
+    return r.fail("device.overlap_slowdown", "{} must be below 1 (compute would never finish)",
+                  p.device.overlap_slowdown);
+  }
   if (p.device.reserved_bytes >= p.device.memory_bytes)
     return r.fail("device.reserved_bytes", "leaves no memory for a plan");
   const YAML::Node curves = device["efficiency"];

@@ -135,7 +135,12 @@ NodeSeconds profile_costs(const Plan& plan, const HardwareProfile& profile) {
 }
 
 StreamModel stream_model(const HardwareProfile& profile) {
-  return {profile.device.program_overhead_s, profile.device.overlap_communication};
+  StreamModel streams;
+  streams.program_overhead_s = profile.device.program_overhead_s;
+  streams.overlap_communication = profile.device.overlap_communication;
+  streams.overlap_slowdown =
+      profile.device.overlap_communication ? profile.device.overlap_slowdown : 0.0;
+  return streams;
 }
 
 StatusOr<Simulation> simulate(const Plan& plan, const HardwareProfile& profile,
@@ -173,6 +178,7 @@ class Simulator {
         next_(roles_, 0),
         compute_free_(roles_, 0.0),
         comm_free_(roles_, 0.0),
+        comm_busy_(roles_),
         kept_(roles_),
         weight_cast_(roles_),
         accumulation_(roles_) {
@@ -219,6 +225,9 @@ class Simulator {
   double ready_at(const Run& run, ValueId v) const;
   void run_node(Run& run, NodeId n);
   void run_program(Run& run);
+  // When a compute node of `seconds` starting at `start` on role r ends: at the full rate where
+  // the role's communication stream is idle, slowed by overlap_slowdown where it is busy.
+  double compute_end(size_t r, double start, double seconds) const;
 
   const Plan& plan_;
   const NodeSeconds& costs_;
@@ -228,6 +237,8 @@ class Simulator {
   Simulation sim_;
   std::vector<size_t> next_;
   std::vector<double> compute_free_, comm_free_;
+  // Per role, the communication stream's busy intervals, in order (it runs one at a time).
+  std::vector<std::vector<std::pair<double, double>>> comm_busy_;
   // Ready times of values that cross programs, by (value, microbatch), per role.
   std::vector<std::map<std::pair<ValueId, int32_t>, double>> kept_;
   // Messages sent and not yet received: when each arrives, and its transfer's seconds.
@@ -250,6 +261,30 @@ bool Simulator::ready(const Role& role, const Program& program) {
     if (in_flight_[channel].size() < count) return false;
   }
   return true;
+}
+
+double Simulator::compute_end(size_t r, double start, double seconds) const {
+  const double rate = 1.0 - streams_.overlap_slowdown;
+  if (rate >= 1.0 || seconds <= 0) return start + seconds;
+  const auto& busy = comm_busy_[r];
+  // The first interval still running at `start`.
+  auto it =
+      std::upper_bound(busy.begin(), busy.end(), start,
+                       [](double t, const std::pair<double, double>& b) { return t < b.second; });
+  double t = start, left = seconds;
+  for (; it != busy.end(); ++it) {
+    const auto [from, to] = *it;
+    if (from > t) {  // idle until the next collective: full rate
+      if (left <= from - t) return t + left;
+      left -= from - t;
+      t = from;
+    }
+    const double done = (to - t) * rate;  // beside the collective
+    if (left <= done) return t + left / rate;
+    left -= done;
+    t = to;
+  }
+  return t + left;
 }
 
 double Simulator::ready_at(const Run& run, ValueId v) const {
@@ -290,6 +325,7 @@ void Simulator::run_node(Run& run, NodeId n) {
     if (!streams_.overlap_communication) start = std::max(start, compute_free_[r]);
     end = start + costs_(role, n, run.device);
     comm_free_[r] = end;
+    if (end > start) comm_busy_[r].emplace_back(start, end);
     if (!streams_.overlap_communication) compute_free_[r] = end;
     sim_.roles[r].comm_busy += end - start;
     if (node.op_type == "Send") {
@@ -312,7 +348,7 @@ void Simulator::run_node(Run& run, NodeId n) {
       sim_.roles[r].exposed_comm += std::min(wait, transfer);
       sim_.roles[r].pipeline_wait += wait - std::min(wait, transfer);
     }
-    end = start + costs_(role, n, run.device);
+    end = compute_end(r, start, costs_(role, n, run.device));
     compute_free_[r] = end;
     sim_.roles[r].compute_busy += end - start;
   }

@@ -510,16 +510,16 @@ TEST_F(CliErrors, Profile) {
   expect_error({"profile", "one", "--hw", "views.yaml"},
                "autopar: error: views.yaml: device.free_views: expected true or false");
   {
-    // The same profile with an L2 cache of no size.
+    // The same profile with an L2 cache of a negative size.
     std::ifstream shipped(std::string(AUTOPAR_SOURCE_DIR) + "/configs/hw/dgx-h100.yaml");
     std::string text((std::istreambuf_iterator<char>(shipped)), std::istreambuf_iterator<char>());
     const size_t at = text.find("l2_bytes: 52428800");
     ASSERT_NE(at, std::string::npos);
-    text.replace(at, 18, "l2_bytes: 0");
+    text.replace(at, 18, "l2_bytes: -1");
     std::ofstream(dir_ + "/l2.yaml") << text;
   }
   expect_error({"profile", "one", "--hw", "l2.yaml"},
-               "autopar: error: l2.yaml: device.l2_bytes: 0 must be positive");
+               "autopar: error: l2.yaml: device.l2_bytes: -1 must not be negative");
   expect_error({"profile", "one", "--hw", "dgx-h100", "--steps", "0"},
                "autopar: error: --steps 0: must be at least 1");
   const int64_t cores = std::max<unsigned>(1, std::thread::hardware_concurrency());

@@ -57,6 +57,8 @@ struct Case {
   bool inline_runtime = false;
   // Convolutions on NHWC kernels (cuDNN's), so that an nchw scheme pays their transposes.
   bool nhwc_convolutions = false;
+  // Compute beside a running collective slowed by this much (device.overlap_slowdown).
+  double overlap_slowdown = 0;
 };
 
 class EstimateAgreesWithSimulation : public ::testing::TestWithParam<Case> {};
@@ -75,6 +77,7 @@ TEST_P(EstimateAgreesWithSimulation, StepTimeAndMemory) {
     profile.device.overlap_communication = false;
   }
   profile.device.nhwc_convolutions = c.nhwc_convolutions;
+  profile.device.overlap_slowdown = c.overlap_slowdown;
   // The plan is lowered for the hardware it is simulated on, as the estimate lowers it.
   options.profile = std::make_shared<const HardwareProfile>(profile);
 
@@ -165,7 +168,40 @@ INSTANTIATE_TEST_SUITE_P(
              "bf16\n"},
         Case{"llama-tiny", "mesh: {cp: 2, tp: 2}\ncontext: ring\nbatch: {global: 2, micro: 1}\n"},
         Case{"llama-tiny",
-             "mesh: {pp: 2, cp: 2}\ncontext: all-to-all\nbatch: {global: 4, micro: 1}\n"}));
+             "mesh: {pp: 2, cp: 2}\ncontext: all-to-all\nbatch: {global: 4, micro: 1}\n"},
+        // Compute slowed beside the collectives it overlaps (half its rate, to show).
+        Case{"gpt-tiny", "mesh: {dp: 4}\nbatch: {global: 16, micro: 4}\n", false, false, 0.5},
+        Case{"gpt-tiny", "mesh: {dp: 2}\nbatch: {global: 8, micro: 4}\nzero: 3\n", false, false,
+             0.5},
+        Case{"bert-tiny", "mesh: {dp: 2, tp: 2}\nbatch: {global: 8, micro: 4}\n", false, false,
+             0.5}));
+
+// Beside the gradient reductions it overlaps, the backward runs at the rate they leave it: a
+// dp-4 step of gpt-tiny grows with the slowdown, and by no more than its backward compute
+// would at that rate throughout.
+TEST(Estimator, ComputeBesideCollectivesRunsSlower) {
+  HardwareProfile profile = fixture_profile();
+  const ModelAt model_at = zoo_at("gpt-tiny");
+  auto model = model_at(16);
+  ASSERT_TRUE(model.is_ok());
+  const std::string yaml = "mesh: {dp: 4}\nbatch: {global: 16, micro: 4}\n";
+  auto step = [&](double slowdown) {
+    profile.device.overlap_slowdown = slowdown;
+    LoweringOptions options = training_options(*model, profile);
+    Estimator estimator(model_at, options, profile);
+    auto scheme = parse_scheme(yaml, "scheme");
+    auto e = estimator.estimate(*scheme);
+    EXPECT_TRUE(e.is_ok()) << e.status().message();
+    return std::pair{e->step_time_s, e->ranks.at(0).backward_s};
+  };
+  const auto [free_step, free_backward] = step(0.0);
+  const auto [slow_step, slow_backward] = step(0.5);
+  EXPECT_GT(slow_step, free_step * 1.01);
+  EXPECT_LT(slow_step - free_step, free_backward);  // at half the rate all along: twice as long
+  // Collectives in line (autopar's CPU runtime) never run beside compute.
+  profile.device.overlap_communication = false;
+  EXPECT_DOUBLE_EQ(step(0.5).first, step(0.0).first);
+}
 
 // The estimated step of the scheme `yaml` (0 where it does not estimate, with a failure).
 double estimated_step(Estimator& estimator, const std::string& yaml) {

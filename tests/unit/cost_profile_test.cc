@@ -92,6 +92,8 @@ TEST(HardwareProfile, WrittenProfilesReadBackAsTheyWere) {
     EXPECT_GT(back->device.l2_bytes, 0);
     EXPECT_EQ(back->device.peak_flops, shipped->device.peak_flops);
     EXPECT_EQ(back->device.free_views, shipped->device.free_views);
+    EXPECT_EQ(back->device.overlap_slowdown, shipped->device.overlap_slowdown);
+    EXPECT_GT(back->device.overlap_slowdown, 0.1);
     EXPECT_TRUE(back->device.nhwc_convolutions);
     EXPECT_EQ(back->memory_format, shipped->memory_format);
     // A stack keeping NCHW says so in what is written.
@@ -144,13 +146,13 @@ TEST(HardwareProfile, ErrorsNameTheField) {
   EXPECT_EQ(with("reserved_bytes: 2e9", "reserved_bytes: 2e9\n  overlap_communication: maybe"),
             "p.yaml: device.overlap_communication: expected true or false");
   EXPECT_EQ(with("reserved_bytes: 2e9", "reserved_bytes: 2e9\n  program_overhead_s: -1"),
-            "p.yaml: device.program_overhead_s: -1 must be positive");
-  EXPECT_EQ(with("reserved_bytes: 2e9", "reserved_bytes: 2e9\n  fused_op_element_s: 0"),
-            "p.yaml: device.fused_op_element_s: 0 must be positive");
+            "p.yaml: device.program_overhead_s: -1 must not be negative");
+  EXPECT_EQ(with("reserved_bytes: 2e9", "reserved_bytes: 2e9\n  fused_op_element_s: -1e-9"),
+            "p.yaml: device.fused_op_element_s: -1e-9 must not be negative");
   EXPECT_EQ(with("reserved_bytes: 2e9", "reserved_bytes: 2e9\n  optimizer_element_s: -2"),
-            "p.yaml: device.optimizer_element_s: -2 must be positive");
-  EXPECT_EQ(with("reserved_bytes: 2e9", "reserved_bytes: 2e9\n  collective_overhead_s: 0"),
-            "p.yaml: device.collective_overhead_s: 0 must be positive");
+            "p.yaml: device.optimizer_element_s: -2 must not be negative");
+  EXPECT_EQ(with("reserved_bytes: 2e9", "reserved_bytes: 2e9\n  collective_overhead_s: .inf"),
+            "p.yaml: device.collective_overhead_s: .inf is not a finite number");
   EXPECT_EQ(with("reserved_bytes: 2e9", "reserved_bytes: 2e9\n  free_views: often"),
             "p.yaml: device.free_views: expected true or false");
   EXPECT_EQ(with("name: fixture", "name: fixture\nmemory_policy: nemo"),
@@ -166,6 +168,14 @@ TEST(HardwareProfile, ErrorsNameTheField) {
             "p.yaml: kernels.fuse: unknown field (known: attention, fusions, memory_format)");
   EXPECT_EQ(with("name: fixture", "name: fixture\nkernels: {memory_format: chwn}"),
             "p.yaml: kernels.memory_format: 'chwn' is not one of nhwc, nchw");
+  // An optional field's default written out reads as the default.
+  EXPECT_EQ(with("reserved_bytes: 2e9",
+                 "reserved_bytes: 2e9\n  program_overhead_s: 0\n  overlap_slowdown: 0"),
+            "ok");
+  EXPECT_EQ(with("reserved_bytes: 2e9", "reserved_bytes: 2e9\n  overlap_slowdown: 1"),
+            "p.yaml: device.overlap_slowdown: 1 must be below 1 (compute would never finish)");
+  EXPECT_EQ(with("reserved_bytes: 2e9", "reserved_bytes: 2e9\n  overlap_slowdown: -0.1"),
+            "p.yaml: device.overlap_slowdown: -0.1 must not be negative");
   EXPECT_EQ(with("reserved_bytes: 2e9", "reserved_bytes: 2e9\n  nhwc_convolutions: 1x"),
             "p.yaml: device.nhwc_convolutions: expected true or false");
   EXPECT_EQ(with("    attention: [[1e6, 0.1], [1e12, 0.7]]",

@@ -73,6 +73,25 @@ TEST(Simulator, GradientReductionOverlapsTheBackward) {
   EXPECT_NE(trace.find("B0.0 grad/fc.0/MatMul/MatMul/AllReduce.dp"), std::string::npos);
 }
 
+// The same step with compute at half its rate while a reduction runs beside it:
+//   backward dX3 [4,5] dW3 [5,6] → AR [6,8]; dX2 [6,8] (half rate); dW2 [8,9] → AR [9,11];
+//   dX1 [9,11]; dW1 [11,12] → AR [12,14]; dW0 [12,14] → AR [14,16].
+TEST(Simulator, ComputeBesideACollectiveRunsAtTheRateItLeaves) {
+  const Plan plan = mlp_plan("mesh: {dp: 2}\nbatch: {global: 4}\n", 4);
+  StreamModel streams;
+  streams.overlap_slowdown = 0.5;
+  auto sim = simulate(plan, unit_costs(2.0), false, streams);
+  ASSERT_TRUE(sim.is_ok()) << sim.status().message();
+  EXPECT_DOUBLE_EQ(sim->roles[0].compute_busy, 4.0 + 10.0);
+  EXPECT_DOUBLE_EQ(sim->roles[0].comm_busy, 8.0);
+  EXPECT_DOUBLE_EQ(sim->step_seconds, 16.0);
+  // In line, nothing runs beside a collective.
+  streams.overlap_communication = false;
+  auto in_line = simulate(plan, unit_costs(2.0), false, streams);
+  ASSERT_TRUE(in_line.is_ok());
+  EXPECT_DOUBLE_EQ(in_line->step_seconds, 4.0 + 7.0 + 8.0);
+}
+
 // A framework keeping half-precision weights (Megatron-LM, DeepSpeed) casts each parameter once
 // per step: with casts of parameters one unit each and everything else free, a bf16 step of four
 // microbatches takes one unit per cast, where autopar's runtime, casting per microbatch, takes

@@ -80,6 +80,10 @@ struct DeviceSpec {
   // Whether collectives run on a stream of their own beside the compute (GPUs with NCCL), or
   // in line on the compute stream (autopar's CPU runtime). Optional, true by default.
   bool overlap_communication = true;
+  // The fraction of its rate a compute kernel loses while a collective runs beside it: NCCL
+  // runs each channel of a collective as a thread block resident on an SM of its own, so the
+  // compute gets the rest of the SMs (and of the memory bandwidth). Optional, 0 by default.
+  double overlap_slowdown = 0;
   // Whether shape-only ops are views rather than kernels (GPU frameworks: a Reshape, Squeeze,
   // Unsqueeze, Flatten or Identity changes strides, and a GEMM reads an operand transposed in
   // its last two dims through its transpose flags). Optional; false: every node is a kernel

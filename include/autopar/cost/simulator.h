@@ -72,6 +72,9 @@ NodeSeconds profile_costs(const Plan& plan, const HardwareProfile& profile);
 struct StreamModel {
   double program_overhead_s = 0;
   bool overlap_communication = true;
+  // What a compute node loses of its rate while the role's communication stream is busy
+  // (device.overlap_slowdown).
+  double overlap_slowdown = 0;
   // The framework keeps half-precision copies of its weights, cast once per step
   // (holds_weight_copies): a cast of a parameter costs time in the first microbatch's forward
   // of its program only, never in later ones or in a recompute.
