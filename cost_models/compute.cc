@@ -287,6 +287,39 @@ std::vector<bool> gemm_accumulation(const Graph& g) {
   return part;
 }
 
+std::vector<bool> reduction_accumulation(const Graph& g) {
+  std::vector<bool> part(static_cast<size_t>(g.num_nodes()), false);
+  auto behind = [&](ValueId v) {
+    if (v == kNoId || g.value(v).producer == kNoId) return false;
+    const NodeId p = g.value(v).producer;
+    const Node& producer = g.node(p);
+    return part[p] || (producer.domain == kAutoparDomain &&
+                       (producer.op_type == "ReduceScatter" || producer.op_type == "AllReduce"));
+  };
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    const Node& node = g.node(n);
+    if (!node.domain.empty() || node.phase != Phase::kBackward || node.inputs.size() != 2 ||
+        node.outputs.size() != 1 || node.output(0) == kNoId)
+      continue;
+    for (int k = 0; k < 2; ++k) {
+      const ValueId other = node.inputs[1 - k];
+      if (!behind(node.inputs[k]) || other == kNoId) continue;
+      const Value& o = g.value(other);
+      if (node.op_type == "Mul" && o.kind == ValueKind::kConstant && o.shape.num_elements() == 1)
+        part[n] = true;
+      if (node.op_type == "Add" && o.kind == ValueKind::kInput) part[n] = true;
+    }
+  }
+  // Each read only by the next of the chain or the update.
+  for (NodeId n = g.num_nodes() - 1; n >= 0; --n) {
+    if (!part[n]) continue;
+    for (NodeId r : g.value(g.node(n).outputs[0]).consumers) {
+      if (!part[r] && g.node(r).phase != Phase::kOptimizer) part[n] = false;
+    }
+  }
+  return part;
+}
+
 NodeWork node_work(const HardwareProfile& profile, const Graph& g, const Node& n) {
   NodeWork work;
   work.op_class = op_class_of(g, n);

@@ -354,6 +354,7 @@ void LayerCostBuilder::state_bytes() {
 void LayerCostBuilder::seconds() {
   // Seconds per layer, stream and phase.
   const std::vector<bool> accumulation = gemm_accumulation(g_);
+  const std::vector<bool> behind_reduction = reduction_accumulation(g_);
   for (NodeId n = 0; n < nodes_; ++n) {
     const Node& node = g_.node(n);
     LayerCost& c = costs_.layers[layer_[n]];
@@ -365,6 +366,10 @@ void LayerCostBuilder::seconds() {
         if (is_parameter_cast(node)) c.parameter_cast_compute += seconds;
         break;
       case Phase::kBackward: {
+        if (behind_reduction[n]) {  // on the reduction's stream, behind it
+          c.gradient_comm += seconds;
+          break;
+        }
         if (!comm) {
           c.backward_compute += seconds;
           if (accumulation[n]) c.gemm_accumulation_compute += seconds;
@@ -374,7 +379,8 @@ void LayerCostBuilder::seconds() {
         bool waited = false;
         for (ValueId out : node.outputs) {
           if (out == kNoId) continue;
-          for (NodeId r : g_.value(out).consumers) waited |= g_.node(r).phase != Phase::kOptimizer;
+          for (NodeId r : g_.value(out).consumers)
+            waited |= g_.node(r).phase != Phase::kOptimizer && !behind_reduction[r];
         }
         (waited ? c.backward_comm : c.gradient_comm) += seconds;
         break;

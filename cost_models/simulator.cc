@@ -181,8 +181,11 @@ class Simulator {
         comm_busy_(roles_),
         kept_(roles_),
         weight_cast_(roles_),
-        accumulation_(roles_) {
+        accumulation_(roles_),
+        behind_reduction_(roles_) {
     sim_.roles.assign(roles_, {});
+    for (size_t r = 0; r < roles_; ++r)
+      behind_reduction_[r] = reduction_accumulation(plan.roles[r].graph);
     if (streams.accumulates_in_gemm) {
       for (size_t r = 0; r < roles_; ++r) accumulation_[r] = gemm_accumulation(plan.roles[r].graph);
     }
@@ -247,6 +250,9 @@ class Simulator {
   std::vector<std::vector<bool>> weight_cast_;
   // Per role and node: gemm_accumulation (with StreamModel::accumulates_in_gemm).
   std::vector<std::vector<bool>> accumulation_;
+  // Per role and node: reduction_accumulation, run behind its reduction on the communication
+  // stream.
+  std::vector<std::vector<bool>> behind_reduction_;
 };
 
 bool Simulator::ready(const Role& role, const Program& program) {
@@ -312,7 +318,8 @@ void Simulator::run_node(Run& run, NodeId n) {
     }
   }
   double start = 0, end = 0;
-  const bool comm = is_communication(node);
+  const bool comm =
+      is_communication(node) || (streams_.overlap_communication && behind_reduction_[r][n]);
   if (node.domain == kAutoparDomain && node.op_type == "Recv") {
     auto& queue = in_flight_[{node.attr_int("peer_coord", 0), role.id, node.attr_int("tag", 0)}];
     start = end = std::max(inputs_ready, queue.front().first);

@@ -173,6 +173,8 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"gpt-tiny", "mesh: {dp: 4}\nbatch: {global: 16, micro: 4}\n", false, false, 0.5},
         Case{"gpt-tiny", "mesh: {dp: 2}\nbatch: {global: 8, micro: 4}\nzero: 3\n", false, false,
              0.5},
+        Case{"gpt-tiny", "mesh: {dp: 2}\nbatch: {global: 16, micro: 4}\nzero: 3\n", false, false,
+             0.5},
         Case{"bert-tiny", "mesh: {dp: 2, tp: 2}\nbatch: {global: 8, micro: 4}\n", false, false,
              0.5}));
 

@@ -92,6 +92,31 @@ TEST(Simulator, ComputeBesideACollectiveRunsAtTheRateItLeaves) {
   EXPECT_DOUBLE_EQ(in_line->step_seconds, 4.0 + 7.0 + 8.0);
 }
 
+// ZeRO 2 over two microbatches reduce-scatters each microbatch's weight gradients (2 units each)
+// onto the rank's shard and adds them into its accumulator there, behind the reduction on the
+// communication stream, as FSDP and DeepSpeed do: the backward never waits for them.
+//   microbatch 0: F [0,4] B [4,11], reductions [6,8] [8,10] [10,12] [12,14]
+//   microbatch 1: F [11,15] B [15,22], reductions [17,19] [19,21] [21,23] [23,25]
+// Waiting for each reduction before going on would take 2 x (4 + 7 + 8) = 38.
+TEST(Simulator, ReducedGradientsAccumulateBehindTheirReduction) {
+  const Plan plan = mlp_plan("mesh: {dp: 2}\nbatch: {global: 8, micro: 2}\nzero: 2\n", 4);
+  const NodeSeconds costs = [](const Role& role, NodeId n, int64_t) -> double {
+    const Node& node = role.graph.node(n);
+    if (node.op_type == "MatMul") return 1.0;
+    const auto& dims = role.graph.value(node.inputs[0]).shape.dims;
+    if (node.op_type == "ReduceScatter" && dims.size() == 2 && dims[0] > 1 && dims[1] > 1)
+      return 2.0;
+    return 0.0;
+  };
+  int behind = 0;
+  for (bool b : reduction_accumulation(plan.roles[0].graph)) behind += b;
+  EXPECT_EQ(behind, 2 * 8);  // a Mul by 1/2 and an Add per weight and bias of the 4 layers
+  auto sim = simulate(plan, costs);
+  ASSERT_TRUE(sim.is_ok()) << sim.status().message();
+  EXPECT_DOUBLE_EQ(sim->roles[0].comm_busy, 16.0);
+  EXPECT_DOUBLE_EQ(sim->step_seconds, 25.0);
+}
+
 // A framework keeping half-precision weights (Megatron-LM, DeepSpeed) casts each parameter once
 // per step: with casts of parameters one unit each and everything else free, a bf16 step of four
 // microbatches takes one unit per cast, where autopar's runtime, casting per microbatch, takes

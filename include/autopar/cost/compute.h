@@ -68,6 +68,13 @@ bool is_view(const Graph& graph, const Node& node);
 // constant, and an Add of either into a graph input (the accumulator), each read only by the
 // next of them, by the update or by a collective.
 std::vector<bool> gemm_accumulation(const Graph& graph);
+// Per node: whether it is part of a reduced gradient's accumulation over microbatches (ZeRO 2
+// and 3 reduce-scatter each microbatch's gradient onto the rank's shard and add it into an
+// accumulator): the backward's Mul of a collective's result by a constant, and an Add of it (or
+// of the collective's result) into a graph input, each read only by the next of them, by the
+// update or by nothing. Frameworks run these behind the reduction on its own stream (PyTorch
+// FSDP's post-backward hook, DeepSpeed's reduction stream), so the backward does not wait.
+std::vector<bool> reduction_accumulation(const Graph& graph);
 
 // Where the profile's runtime fuses elementwise runs (device.fused_op_element_s > 0): per node
 // of `graph`, its share of the fused kernel its run makes (spread evenly over the run, as the
