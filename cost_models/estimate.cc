@@ -362,7 +362,17 @@ void LayerCostBuilder::seconds() {
     const bool comm = is_comm(node);
     switch (node.phase) {
       case Phase::kForward:
-        (comm ? c.forward_comm : c.forward_compute) += seconds;
+        (comm ? (is_parameter_copy(node) ? c.forward_gather : c.forward_comm)
+              : c.forward_compute) += seconds;
+        if (comm && is_parameter_copy(node)) {
+          bool read_back = false;
+          for (ValueId out : node.outputs) {
+            if (out == kNoId) continue;
+            for (NodeId r : g_.value(out).consumers)
+              read_back |= g_.node(r).phase == Phase::kBackward;
+          }
+          if (read_back) c.forward_gather_read_back += seconds;
+        }
         if (is_parameter_cast(node)) c.parameter_cast_compute += seconds;
         break;
       case Phase::kBackward: {
@@ -459,6 +469,8 @@ void LayerCostBuilder::recompute() {
       const double seconds = node_seconds(n);
       (is_comm(g_.node(n)) ? partial(layer_[n]).comm : partial(layer_[n]).compute) += seconds;
       if (is_parameter_cast(g_.node(n))) partial(layer_[n]).parameter_cast_compute += seconds;
+      if (is_comm(g_.node(n)) && is_parameter_copy(g_.node(n)))
+        partial(layer_[n]).parameter_gather_comm += seconds;
     }
     // The first layer whose backward needs a re-run node. Re-runs chain along the residual
     // stream (the sum of one layer is re-run for the next layer's norm, and so on), but a rank
@@ -810,21 +822,38 @@ std::vector<StageCost> stage_costs(const LayerCosts& costs, const Scheme& scheme
   const MemoryPolicy policy = memory_policy_of(scheme, &profile);
   const bool held = costs.training && holds_weight_copies(policy);
   const bool fused_accumulation = costs.training && accumulates_in_gemm(policy);
+  const bool regathers = costs.training && regathers_parameters(policy, scheme);
   // The runtime's cost per program run, and whether collectives overlap compute at all.
   const double dispatch = profile.device.program_overhead_s;
   const bool overlap = profile.device.overlap_communication;
-  // Compute beside a running collective keeps this much of its rate.
+  // Compute beside a running collective keeps this much of its rate: `compute` seconds of it
+  // from `t`, with the communication stream busy until `busy`, end at the returned time.
   const double beside = overlap ? 1.0 - profile.device.overlap_slowdown : 1.0;
+  auto run_beside = [beside](double t, double compute, double busy) {
+    const double queued = beside < 1.0 ? std::max(0.0, busy - t) : 0.0;
+    return t + (compute <= queued * beside ? compute / beside : compute + queued * (1.0 - beside));
+  };
   for (int64_t s = 0; s < stages; ++s) {
     StageCost& st = stage[s];
     const auto [first, last] = ranges[s];
     double t = dispatch, comm_free = 0;
-    st.forward = dispatch;
+    // The forward: its parameter gathers run back to back from the program's start (in line
+    // where collectives do not overlap), each layer's compute waiting for its own and running
+    // beside the later ones; its other collectives it waits for.
+    double gathered = dispatch, gathers_end = dispatch;
+    for (int32_t l = first; l <= last; ++l) gathers_end += costs.layers[l].forward_gather;
+    double f = dispatch;
     for (int32_t l = first; l <= last; ++l) {
       const LayerCost& c = costs.layers[l];
       const double casts = held ? c.parameter_cast_compute : 0.0;
       st.forward_compute += c.forward_compute - casts;
-      st.forward += c.forward_compute - casts + c.forward_comm;
+      if (overlap) {
+        gathered += c.forward_gather;
+        f = run_beside(std::max(f, gathered), c.forward_compute - casts, gathers_end);
+      } else {
+        f += c.forward_gather + c.forward_compute - casts;
+      }
+      f += c.forward_comm;
       st.parameters += c.parameter_bytes;
       st.parameter_elements += c.parameter_elements;
       st.gradients += c.gradient_bytes;
@@ -838,8 +867,20 @@ std::vector<StageCost> stage_costs(const LayerCosts& costs, const Scheme& scheme
       st.parameter_copies +=
           partial.parameter_copy_bytes + (l < last ? partial.parameter_copy_later_bytes : 0.0);
     }
+    st.forward = f;
     // The backward walks the layers in reverse; reductions queue on the communication
-    // stream behind each other and in front of the blocking collectives.
+    // stream behind each other and in front of the blocking collectives. A framework that
+    // gathers ZeRO 3's weights again for the backward (those its recompute does not gather
+    // anyway) runs those gathers first, back to back from the program's start, as the forward
+    // does its own; each layer's backward waits for its weights.
+    auto regather = [&](const LayerCost& c) {
+      return regathers ? std::max(0.0, c.forward_gather_read_back -
+                                           c.partial(scheme.recompute).parameter_gather_comm)
+                       : 0.0;
+    };
+    double regathered = t, regathers_end = t;
+    for (int32_t l = first; l <= last; ++l) regathers_end += regather(costs.layers[l]);
+    if (overlap && regathers_end > t) comm_free = regathers_end;
     for (int32_t l = last; l >= first; --l) {
       const LayerCost& c = costs.layers[l];
       const LayerCost::Partial& partial = c.partial(scheme.recompute);
@@ -848,10 +889,14 @@ std::vector<StageCost> stage_costs(const LayerCosts& costs, const Scheme& scheme
       const double compute = c.backward_compute - recast - accumulation + partial.compute;
       const double blocking = c.backward_comm + partial.comm;
       st.backward_compute += compute;
-      // The layer's compute runs beside the reductions still queued (until comm_free), at the
-      // rate they leave it, then at its own.
-      const double queued = beside < 1.0 ? std::max(0.0, comm_free - t) : 0.0;
-      t += compute <= queued * beside ? compute / beside : compute + queued * (1.0 - beside);
+      if (overlap) {
+        regathered += regather(c);
+        t = std::max(t, regathered);
+      } else {
+        t += regather(c);
+      }
+      // The layer's compute runs beside the reductions still queued (until comm_free).
+      t = run_beside(t, compute, comm_free);
       if (blocking > 0) t = comm_free = std::max(t, comm_free) + blocking;
       if (c.gradient_comm > 0) comm_free = std::max(t, comm_free) + c.gradient_comm;
       if (!overlap) t = comm_free = std::max(t, comm_free);  // collectives run in line

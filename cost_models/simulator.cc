@@ -151,6 +151,7 @@ StatusOr<Simulation> simulate(const Plan& plan, const HardwareProfile& profile,
   const bool training = !plan.loss.empty();
   streams.weights_cast_once = training && holds_weight_copies(policy);
   streams.accumulates_in_gemm = training && accumulates_in_gemm(policy);
+  streams.regathers_parameters = training && regathers_parameters(policy, plan.scheme);
   ASSIGN_OR_RETURN(Simulation simulation,
                    simulate(plan, profile_costs(plan, profile), record_events, streams));
   if (paradigms_add_terms()) {
@@ -182,27 +183,41 @@ class Simulator {
         kept_(roles_),
         weight_cast_(roles_),
         accumulation_(roles_),
-        behind_reduction_(roles_) {
+        behind_reduction_(roles_),
+        parameter_gather_(roles_) {
     sim_.roles.assign(roles_, {});
     for (size_t r = 0; r < roles_; ++r)
       behind_reduction_[r] = reduction_accumulation(plan.roles[r].graph);
     if (streams.accumulates_in_gemm) {
       for (size_t r = 0; r < roles_; ++r) accumulation_[r] = gemm_accumulation(plan.roles[r].graph);
     }
-    if (!streams.weights_cast_once) return;
+    if (!streams.weights_cast_once && !streams.regathers_parameters) return;
     std::set<std::string> parameters;
     for (const StateSpec& s : plan.state) {
       if (s.is_parameter) parameters.insert(s.name);
     }
     for (size_t r = 0; r < roles_; ++r) {
       const Graph& g = plan.roles[r].graph;
-      weight_cast_[r].assign(static_cast<size_t>(g.num_nodes()), false);
+      std::vector<bool> cast(static_cast<size_t>(g.num_nodes()), false);
+      auto is_parameter = [&](ValueId v) {
+        return v != kNoId && g.value(v).kind == ValueKind::kInput &&
+               parameters.count(g.value(v).name) > 0;
+      };
+      for (NodeId n = 0; n < g.num_nodes(); ++n) {
+        const Node& node = g.node(n);
+        cast[n] = node.domain.empty() && node.op_type == "Cast" && is_parameter(node.input(0));
+      }
+      if (streams.weights_cast_once) weight_cast_[r] = cast;
+      if (!streams.regathers_parameters) continue;
+      parameter_gather_[r].assign(static_cast<size_t>(g.num_nodes()), false);
       for (NodeId n = 0; n < g.num_nodes(); ++n) {
         const Node& node = g.node(n);
         const ValueId in = node.input(0);
-        weight_cast_[r][n] = node.domain.empty() && node.op_type == "Cast" && in != kNoId &&
-                             g.value(in).kind == ValueKind::kInput &&
-                             parameters.count(g.value(in).name) > 0;
+        if (node.domain != kAutoparDomain || node.op_type != "AllGather" ||
+            node.phase != Phase::kForward || in == kNoId)
+          continue;
+        const NodeId producer = g.value(in).producer;
+        parameter_gather_[r][n] = is_parameter(in) || (producer != kNoId && cast[producer]);
       }
     }
   }
@@ -253,6 +268,9 @@ class Simulator {
   // Per role and node: reduction_accumulation, run behind its reduction on the communication
   // stream.
   std::vector<std::vector<bool>> behind_reduction_;
+  // Per role and node: a gather of a parameter's shards or of their cast (with
+  // StreamModel::regathers_parameters).
+  std::vector<std::vector<bool>> parameter_gather_;
 };
 
 bool Simulator::ready(const Role& role, const Program& program) {
@@ -376,6 +394,34 @@ void Simulator::run_program(Run& run) {
   // The runtime's dispatch of the program, on the device's compute stream.
   compute_free_[run.r] += streams_.program_overhead_s;
   sim_.roles[run.r].compute_busy += streams_.program_overhead_s;
+  // A backward under a framework that gathers ZeRO 3's weights again: each weight its forward
+  // gathered, gathered again first, in the order the program reads them.
+  if (!parameter_gather_[run.r].empty() && run.step.kind == ProgramKind::kBackward) {
+    std::set<ValueId> again;
+    for (int32_t n = prog.begin; n < prog.end; ++n) {
+      for (ValueId in : g.node(n).inputs) {
+        if (in == kNoId || again.count(in)) continue;
+        const NodeId producer = g.value(in).producer;
+        if (producer == kNoId || (producer >= prog.begin && producer < prog.end) ||
+            !parameter_gather_[run.r][producer])
+          continue;
+        again.insert(in);
+        const double start = comm_free_[run.r];
+        const double end = start + costs_(run.role, producer, run.device);
+        comm_free_[run.r] = end;
+        if (end > start) comm_busy_[run.r].emplace_back(start, end);
+        sim_.roles[run.r].comm_busy += end - start;
+        run.local[in] = end;
+        run.comm_output[in] = true;
+        if (record_events_ && end > start) {
+          sim_.events.push_back(
+              {run.role.id, true,
+               fmt::format("{} {} (again)", run.step.to_string(), g.node(producer).name), start,
+               end});
+        }
+      }
+    }
+  }
   // Collectives whose inputs come from earlier programs go first, in the order their inputs
   // become ready (gradient reductions overlap the backward that produced them).
   std::vector<std::pair<double, NodeId>> early;

@@ -32,6 +32,12 @@ namespace autopar {
 // results only the update reads).
 struct LayerCost {
   double forward_compute = 0, forward_comm = 0;
+  // The forward's gathers of parameters (ZeRO 3's, of a parameter's shards or of their cast):
+  // on the communication stream from the program's start, ahead of the compute that reads them
+  // (forward_comm holds the rest, which the compute waits for).
+  double forward_gather = 0;
+  // The part of forward_gather whose gathered weights the backward reads.
+  double forward_gather_read_back = 0;
   double backward_compute = 0, backward_comm = 0, gradient_comm = 0;
   double update_compute = 0, update_comm = 0;
   // The part of forward_compute that casts parameters to the compute dtype: a framework
@@ -52,6 +58,7 @@ struct LayerCost {
   // framework holding half-precision weights keeps those once, with its state).
   struct Partial {
     double compute = 0, parameter_cast_compute = 0, comm = 0;
+    double parameter_gather_comm = 0;  // the part of comm gathering parameters again
     double stash_bytes = 0, stash_later_bytes = 0;
     double parameter_copy_bytes = 0, parameter_copy_later_bytes = 0;
   };

@@ -82,6 +82,10 @@ struct StreamModel {
   // Weight-gradient GEMMs accumulate into the fp32 main gradient (accumulates_in_gemm): the
   // nodes of gemm_accumulation cost nothing.
   bool accumulates_in_gemm = false;
+  // The framework gathers ZeRO 3's weights again for the backward (regathers_parameters): a
+  // backward program reading a weight its forward gathered gathers it again first, on the
+  // communication stream (at the gather's cost), as the forward runs its gathers.
+  bool regathers_parameters = false;
 };
 StreamModel stream_model(const HardwareProfile& profile);
 

@@ -35,6 +35,11 @@ bool regathers_sequence_shards(MemoryPolicy policy);
 
 struct Scheme;
 struct HardwareProfile;
+// Whether the framework gathers ZeRO 3's weights again for the backward rather than keep the
+// forward's gathered copies until then: PyTorch FSDP's FULL_SHARD reshards after the forward,
+// DeepSpeed's stage 3 releases and re-fetches its partitions, Megatron-FSDP's
+// optim_grads_params does the same; autopar's runtime keeps them (the plan as built).
+bool regathers_parameters(MemoryPolicy policy, const Scheme& scheme);
 // The scheme's memory policy, else the profile's, else autopar's.
 MemoryPolicy memory_policy_of(const Scheme& scheme, const HardwareProfile* profile);
 

@@ -29,6 +29,10 @@ bool accumulates_in_gemm(MemoryPolicy policy) { return policy == MemoryPolicy::k
 
 bool regathers_sequence_shards(MemoryPolicy policy) { return policy != MemoryPolicy::kFsdp; }
 
+bool regathers_parameters(MemoryPolicy policy, const Scheme& scheme) {
+  return policy != MemoryPolicy::kAutopar && scheme.dp() > 1 && scheme.zero == 3;
+}
+
 MemoryPolicy memory_policy_of(const Scheme& scheme, const HardwareProfile* profile) {
   return scheme.memory_policy.value_or(profile ? profile->memory_policy : MemoryPolicy::kAutopar);
 }
