@@ -447,8 +447,11 @@ void Simulator::run_program(Run& run) {
   for (int32_t n = prog.begin; n < prog.end; ++n) {
     if (!done[n - prog.begin]) run_node(run, n);
   }
-  // Values later programs read.
+  // Values later programs read (those this program computed: a weight gathered again stays
+  // the forward's for any other program).
   for (const auto& [v, t] : run.local) {
+    const NodeId producer = g.value(v).producer;
+    if (producer < prog.begin || producer >= prog.end) continue;
     for (NodeId c : g.value(v).consumers) {
       if (c < prog.begin || c >= prog.end) {
         kept_[run.r][{v, run.step.micro}] = t;
