@@ -897,7 +897,9 @@ std::vector<StageCost> stage_costs(const LayerCosts& costs, const Scheme& scheme
       }
       // The layer's compute runs beside the reductions still queued (until comm_free).
       t = run_beside(t, compute, comm_free);
-      if (blocking > 0) t = comm_free = std::max(t, comm_free) + blocking;
+      // A collective the backward waits for runs on its own communicator's stream, not behind
+      // the queued reductions.
+      t += blocking;
       if (c.gradient_comm > 0) comm_free = std::max(t, comm_free) + c.gradient_comm;
       if (!overlap) t = comm_free = std::max(t, comm_free);  // collectives run in line
     }

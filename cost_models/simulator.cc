@@ -178,7 +178,8 @@ class Simulator {
         roles_(plan.roles.size()),
         next_(roles_, 0),
         compute_free_(roles_, 0.0),
-        comm_free_(roles_, 0.0),
+        comm_free_(roles_),
+        stream_(roles_),
         comm_busy_(roles_),
         kept_(roles_),
         weight_cast_(roles_),
@@ -186,8 +187,33 @@ class Simulator {
         behind_reduction_(roles_),
         parameter_gather_(roles_) {
     sim_.roles.assign(roles_, {});
-    for (size_t r = 0; r < roles_; ++r)
-      behind_reduction_[r] = reduction_accumulation(plan.roles[r].graph);
+    for (size_t r = 0; r < roles_; ++r) {
+      const Graph& g = plan.roles[r].graph;
+      behind_reduction_[r] = reduction_accumulation(g);
+      // Streams: a collective's by its mesh axes (or its group), transfers on their own, an
+      // accumulation on its reduction's.
+      stream_[r].assign(static_cast<size_t>(g.num_nodes()), std::string());
+      for (NodeId n = 0; n < g.num_nodes(); ++n) {
+        const Node& node = g.node(n);
+        if (behind_reduction_[r][n]) {
+          for (ValueId in : node.inputs) {
+            if (in == kNoId || g.value(in).producer == kNoId) continue;
+            const std::string& from = stream_[r][g.value(in).producer];
+            if (!from.empty()) stream_[r][n] = from;
+          }
+          continue;
+        }
+        if (!is_communication(node)) continue;
+        if (node.op_type == "Send") {
+          stream_[r][n] = "p2p";
+        } else if (const Attribute* axes = node.attr("axes");
+                   axes && axes->kind() == Attribute::Kind::kStrings) {
+          stream_[r][n] = fmt::format("{}", fmt::join(axes->strings(), ","));
+        } else {
+          stream_[r][n] = fmt::format("group {}", fmt::join(node.attr_ints("group"), ","));
+        }
+      }
+    }
     if (streams.accumulates_in_gemm) {
       for (size_t r = 0; r < roles_; ++r) accumulation_[r] = gemm_accumulation(plan.roles[r].graph);
     }
@@ -254,9 +280,19 @@ class Simulator {
   const size_t roles_;
   Simulation sim_;
   std::vector<size_t> next_;
-  std::vector<double> compute_free_, comm_free_;
-  // Per role, the communication stream's busy intervals, in order (it runs one at a time).
+  std::vector<double> compute_free_;
+  // Per role and communication stream (one per communicator, as NCCL runs each process group
+  // on a stream of its own): when it is free.
+  std::vector<std::map<std::string, double>> comm_free_;
+  // Per role and node: the communication stream it runs on (collectives, transfers, and the
+  // accumulation behind a reduction), empty for the rest.
+  std::vector<std::vector<std::string>> stream_;
+  // Per role, when any of its communication streams is busy: disjoint intervals, in order.
   std::vector<std::vector<std::pair<double, double>>> comm_busy_;
+  // Marks [start, end) busy on role r's communication.
+  void busy(size_t r, double start, double end);
+  // When role r's communication streams are all free.
+  double comm_done(size_t r) const;
   // Ready times of values that cross programs, by (value, microbatch), per role.
   std::vector<std::map<std::pair<ValueId, int32_t>, double>> kept_;
   // Messages sent and not yet received: when each arrives, and its transfer's seconds.
@@ -287,16 +323,39 @@ bool Simulator::ready(const Role& role, const Program& program) {
   return true;
 }
 
+void Simulator::busy(size_t r, double start, double end) {
+  if (!(end > start)) return;
+  auto& intervals = comm_busy_[r];
+  // The first interval ending at or after `start`; merge every one that overlaps.
+  auto it =
+      std::lower_bound(intervals.begin(), intervals.end(), start,
+                       [](const std::pair<double, double>& b, double t) { return b.second < t; });
+  auto last = it;
+  while (last != intervals.end() && last->first <= end) {
+    start = std::min(start, last->first);
+    end = std::max(end, last->second);
+    ++last;
+  }
+  it = intervals.erase(it, last);
+  intervals.insert(it, {start, end});
+}
+
+double Simulator::comm_done(size_t r) const {
+  double done = 0;
+  for (const auto& [stream, free] : comm_free_[r]) done = std::max(done, free);
+  return done;
+}
+
 double Simulator::compute_end(size_t r, double start, double seconds) const {
   const double rate = 1.0 - streams_.overlap_slowdown;
   if (rate >= 1.0 || seconds <= 0) return start + seconds;
-  const auto& busy = comm_busy_[r];
+  const auto& intervals = comm_busy_[r];
   // The first interval still running at `start`.
   auto it =
-      std::upper_bound(busy.begin(), busy.end(), start,
+      std::upper_bound(intervals.begin(), intervals.end(), start,
                        [](double t, const std::pair<double, double>& b) { return t < b.second; });
   double t = start, left = seconds;
-  for (; it != busy.end(); ++it) {
+  for (; it != intervals.end(); ++it) {
     const auto [from, to] = *it;
     if (from > t) {  // idle until the next collective: full rate
       if (left <= from - t) return t + left;
@@ -346,11 +405,12 @@ void Simulator::run_node(Run& run, NodeId n) {
     }
     queue.pop_front();
   } else if (comm) {
-    start = std::max(comm_free_[r], inputs_ready);
+    double& stream_free = comm_free_[r][stream_[r][n]];
+    start = std::max(stream_free, inputs_ready);
     if (!streams_.overlap_communication) start = std::max(start, compute_free_[r]);
     end = start + costs_(role, n, run.device);
-    comm_free_[r] = end;
-    if (end > start) comm_busy_[r].emplace_back(start, end);
+    stream_free = end;
+    busy(r, start, end);
     if (!streams_.overlap_communication) compute_free_[r] = end;
     sim_.roles[r].comm_busy += end - start;
     if (node.op_type == "Send") {
@@ -406,10 +466,11 @@ void Simulator::run_program(Run& run) {
             !parameter_gather_[run.r][producer])
           continue;
         again.insert(in);
-        const double start = comm_free_[run.r];
+        double& stream_free = comm_free_[run.r][stream_[run.r][producer]];
+        const double start = stream_free;
         const double end = start + costs_(run.role, producer, run.device);
-        comm_free_[run.r] = end;
-        if (end > start) comm_busy_[run.r].emplace_back(start, end);
+        stream_free = end;
+        busy(run.r, start, end);
         sim_.roles[run.r].comm_busy += end - start;
         run.local[in] = end;
         run.comm_output[in] = true;
@@ -459,7 +520,7 @@ void Simulator::run_program(Run& run) {
       }
     }
   }
-  sim_.roles[run.r].finish = std::max(compute_free_[run.r], comm_free_[run.r]);
+  sim_.roles[run.r].finish = std::max(compute_free_[run.r], comm_done(run.r));
 }
 
 StatusOr<Simulation> Simulator::run() {

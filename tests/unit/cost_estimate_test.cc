@@ -176,7 +176,11 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"gpt-tiny", "mesh: {dp: 2}\nbatch: {global: 16, micro: 4}\nzero: 3\n", false, false,
              0.5},
         Case{"bert-tiny", "mesh: {dp: 2, tp: 2}\nbatch: {global: 8, micro: 4}\n", false, false,
-             0.5}));
+             0.5},
+        // ZeRO 3's gathers beside tp's collectives, each on its own communicator's stream.
+        Case{"gpt-tiny", "mesh: {dp: 2, tp: 2}\nbatch: {global: 16, micro: 4}\nzero: 3\n"},
+        Case{"gpt-tiny", "mesh: {dp: 2, tp: 2}\nbatch: {global: 16, micro: 4}\nzero: 3\n", false,
+             false, 0.5}));
 
 // A framework that reshards ZeRO 3's weights after the forward (PyTorch FSDP's FULL_SHARD)
 // gathers again each weight the backward reads from the forward's gathers: the simulator's

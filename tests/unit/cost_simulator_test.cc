@@ -117,6 +117,40 @@ TEST(Simulator, ReducedGradientsAccumulateBehindTheirReduction) {
   EXPECT_DOUBLE_EQ(sim->step_seconds, 25.0);
 }
 
+// Collectives of different communicators run on streams of their own, as NCCL runs each process
+// group: with dp 2 · tp 2, a tp all-reduce the forward waits for does not queue behind the dp
+// gathers of later layers' weights (ZeRO 3), which run from the program's start. With every
+// collective and MatMul one unit, tp and dp collectives overlap in time, which one stream
+// running them in turn could not do.
+TEST(Simulator, EachCommunicatorHasAStreamOfItsOwn) {
+  auto scheme = parse_scheme("mesh: {dp: 2, tp: 2}\nbatch: {global: 8}\nzero: 3\n", "scheme");
+  ASSERT_TRUE(scheme.is_ok()) << scheme.status().message();
+  ZooOptions zoo;
+  zoo.batch = 8;
+  auto model = build_zoo_model("gpt-tiny", zoo);
+  ASSERT_TRUE(model.is_ok());
+  auto plan = lower(*model, *scheme, LoweringOptions{});
+  ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+  const NodeSeconds costs = [](const Role& role, NodeId n, int64_t) -> double {
+    const Node& node = role.graph.node(n);
+    return node.op_type == "MatMul" || is_communication(node) ? 1.0 : 0.0;
+  };
+  auto sim = simulate(*plan, costs, true);
+  ASSERT_TRUE(sim.is_ok()) << sim.status().message();
+  std::vector<std::pair<double, double>> tp, dp;
+  for (const SimEvent& e : sim->events) {
+    if (e.role != 0 || !e.communication) continue;
+    (e.name.find(".tp") != std::string::npos ? tp : dp).emplace_back(e.start, e.end);
+  }
+  ASSERT_FALSE(tp.empty());
+  ASSERT_FALSE(dp.empty());
+  bool overlapped = false;
+  for (const auto& [ts, te] : tp) {
+    for (const auto& [ds, de] : dp) overlapped |= ts < de && ds < te;
+  }
+  EXPECT_TRUE(overlapped);
+}
+
 // A framework keeping half-precision weights (Megatron-LM, DeepSpeed) casts each parameter once
 // per step: with casts of parameters one unit each and everything else free, a bf16 step of four
 // microbatches takes one unit per cast, where autopar's runtime, casting per microbatch, takes
