@@ -163,8 +163,8 @@ StatusOr<Simulation> simulate(const Plan& plan, const HardwareProfile& profile,
 
 namespace {
 
-// The roles' schedules run against each other: per role a compute and a communication stream,
-// messages queued per (sender, receiver, tag).
+// The roles' schedules run against each other: per role a compute stream and a communication
+// stream per communicator, messages queued per (sender, receiver, tag).
 class Simulator {
  public:
   using Channel = std::tuple<int64_t, int64_t, int64_t>;  // (from, to, tag)

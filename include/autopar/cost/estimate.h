@@ -27,9 +27,10 @@
 namespace autopar {
 
 // One layer on one device for one microbatch. Seconds are per stream: the compute stream, and
-// the communication stream for the collectives the compute waits on ("blocking": tensor and
-// sequence-parallel activations, ZeRO-3 gathers) or does not ("gradient": reductions whose
-// results only the update reads).
+// the communication streams for the collectives the compute waits on ("blocking": tensor and
+// sequence-parallel activations, gathers the backward makes itself), runs ahead of (the
+// forward's ZeRO-3 gathers of weights) or does not wait on ("gradient": reductions whose
+// results only the update reads, and the accumulation behind them).
 struct LayerCost {
   double forward_compute = 0, forward_comm = 0;
   // The forward's gathers of parameters (ZeRO 3's, of a parameter's shards or of their cast):

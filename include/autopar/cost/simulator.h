@@ -1,6 +1,7 @@
 // The simulator: an event-driven run of a plan's step. Every device (one per role stands for
 // the role: its devices run the same program at the same times) has a compute stream and a
-// communication stream; nodes start when their inputs are ready and their stream is free;
+// communication stream per communicator (the collectives over one set of mesh axes, and the
+// pipeline's transfers); nodes start when their inputs are ready and their stream is free;
 // Recv waits for the matching Send's arrival on another role. Bubbles, overlap of collectives
 // with computation and exposed communication come out of the timeline.
 #pragma once
@@ -24,7 +25,7 @@ struct SimEvent {
 
 struct RoleTimeline {
   double compute_busy = 0;  // seconds the compute stream works
-  double comm_busy = 0;     // seconds the communication stream works
+  double comm_busy = 0;     // seconds the communication streams work, summed over them
   double exposed_comm = 0;  // compute-stream idle time spent waiting on communication
   // Compute-stream idle time spent waiting for another pipeline stage to produce what it
   // sends (beyond the message's own transfer, which is exposed communication).
