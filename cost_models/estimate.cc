@@ -361,20 +361,20 @@ void LayerCostBuilder::seconds() {
     const double seconds = node_seconds(n);
     const bool comm = is_comm(node);
     switch (node.phase) {
-      case Phase::kForward:
-        (comm ? (is_parameter_copy(node) ? c.forward_gather : c.forward_comm)
-              : c.forward_compute) += seconds;
-        if (comm && is_parameter_copy(node)) {
-          bool read_back = false;
-          for (ValueId out : node.outputs) {
-            if (out == kNoId) continue;
-            for (NodeId r : g_.value(out).consumers)
-              read_back |= g_.node(r).phase == Phase::kBackward;
+      case Phase::kForward: {
+        const bool gather = comm && is_parameter_copy(node);
+        (gather ? c.forward_gather : comm ? c.forward_comm : c.forward_compute) += seconds;
+        if (gather) {
+          for (NodeId r : g_.value(node.output(0)).consumers) {
+            if (g_.node(r).phase == Phase::kBackward) {
+              c.forward_gather_read_back += seconds;
+              break;
+            }
           }
-          if (read_back) c.forward_gather_read_back += seconds;
         }
         if (is_parameter_cast(node)) c.parameter_cast_compute += seconds;
         break;
+      }
       case Phase::kBackward: {
         if (behind_reduction[n]) {  // on the reduction's stream, behind it
           c.gradient_comm += seconds;
@@ -869,7 +869,8 @@ std::vector<StageCost> stage_costs(const LayerCosts& costs, const Scheme& scheme
     }
     st.forward = f;
     // The backward walks the layers in reverse; reductions queue on the communication
-    // stream behind each other and in front of the blocking collectives. A framework that
+    // stream behind each other, and the collectives it waits for run on their own
+    // communicators' streams, not behind them. A framework that
     // gathers ZeRO 3's weights again for the backward (those its recompute does not gather
     // anyway) runs those gathers first, back to back from the program's start, as the forward
     // does its own; each layer's backward waits for its weights.

@@ -20,6 +20,16 @@ class EstimateErrors : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
+  // The fixture profile with `lines` after its attention curve, written as `name`.
+  void write_profile(const std::string& name, const std::string& lines) {
+    std::ifstream in(dir_ + "/hw.yaml");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string line = "    attention: [[1e6, 0.1], [1e12, 0.7]]\n";
+    ASSERT_NE(text.find(line), std::string::npos);
+    text.insert(text.find(line) + line.size(), lines);
+    std::ofstream(dir_ + "/" + name) << text;
+  }
+
   void expect_error(const std::string& scheme_text, const std::vector<std::string>& extra,
                     const std::string& line, const std::string& hw = "hw.yaml") {
     std::ofstream(dir_ + "/s.yaml") << scheme_text;
@@ -42,12 +52,7 @@ TEST_F(EstimateErrors, UnknownProfile) {
 
 // A misspelt efficiency curve would otherwise be ignored, its kernels priced on another curve.
 TEST_F(EstimateErrors, UnknownEfficiencyCurve) {
-  std::ifstream in(dir_ + "/hw.yaml");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const std::string line = "    attention: [[1e6, 0.1], [1e12, 0.7]]\n";
-  ASSERT_NE(text.find(line), std::string::npos);
-  text.insert(text.find(line) + line.size(), "    flash_atention: [[1e9, 0.3]]\n");
-  std::ofstream(dir_ + "/typo.yaml") << text;
+  write_profile("typo.yaml", "    flash_atention: [[1e9, 0.3]]\n");
   expect_error("mesh: {dp: 2}\n", {},
                "autopar: error: typo.yaml: device.efficiency.flash_atention: unknown curve (known: "
                "gemm, conv, elementwise, norm, attention, flash_attention, "
@@ -57,14 +62,9 @@ TEST_F(EstimateErrors, UnknownEfficiencyCurve) {
 
 // A GEMM shape table with a hole in its grid would read rates from nowhere between its points.
 TEST_F(EstimateErrors, GemmShapeTableWithAHole) {
-  std::ifstream in(dir_ + "/hw.yaml");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const std::string line = "    attention: [[1e6, 0.1], [1e12, 0.7]]\n";
-  ASSERT_NE(text.find(line), std::string::npos);
-  text.insert(text.find(line) + line.size(),
-              "    gemm_shapes: [[256, 256, 256, 0.01], [256, 4096, 256, 0.1], "
-              "[4096, 256, 256, 0.1]]\n");
-  std::ofstream(dir_ + "/hole.yaml") << text;
+  write_profile("hole.yaml",
+                "    gemm_shapes: [[256, 256, 256, 0.01], [256, 4096, 256, 0.1], "
+                "[4096, 256, 256, 0.1]]\n");
   expect_error("mesh: {dp: 2}\n", {},
                "autopar: error: hole.yaml: device.efficiency.gemm_shapes: 3 rows for a grid of 2 m "
                "x 2 n x 1 k values (4 points): every combination must appear exactly once",

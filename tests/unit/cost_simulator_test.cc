@@ -13,12 +13,14 @@
 namespace autopar {
 namespace {
 
-Plan mlp_plan(const std::string& scheme_yaml, int64_t micro_global) {
+// A zoo model's plan under a scheme, with `micro_global` samples bound to its batch (SGD).
+Plan zoo_plan(const std::string& scheme_yaml, int64_t micro_global,
+              const std::string& zoo_model = "mlp") {
   auto scheme = parse_scheme(scheme_yaml, "scheme");
   EXPECT_TRUE(scheme.is_ok()) << scheme.status().message();
   ZooOptions zoo;
   zoo.batch = micro_global;
-  auto model = build_zoo_model("mlp", zoo);
+  auto model = build_zoo_model(zoo_model, zoo);
   EXPECT_TRUE(model.is_ok());
   LoweringOptions options;
   options.optimizer.kind = OptimizerKind::kSgd;
@@ -46,7 +48,7 @@ NodeSeconds unit_costs(double all_reduce = 0) {
 //   stage 0: F.0 [0,2] F.1 [2,4] B.0 [9,12] B.1 [13,16]
 TEST(Simulator, TwoStageGpipeByHand) {
   const Plan plan =
-      mlp_plan("mesh: {pp: 2}\nbatch: {global: 4, micro: 2}\npipeline: {schedule: gpipe}\n", 2);
+      zoo_plan("mesh: {pp: 2}\nbatch: {global: 4, micro: 2}\npipeline: {schedule: gpipe}\n", 2);
   auto sim = simulate(plan, unit_costs(), true);
   ASSERT_TRUE(sim.is_ok()) << sim.status().message();
   EXPECT_DOUBLE_EQ(sim->step_seconds, 16.0);
@@ -61,7 +63,7 @@ TEST(Simulator, TwoStageGpipeByHand) {
 // it is computed, one after another on the communication stream: [6,8] [8,10] [10,12]
 // [12,14], while the backward goes on. Without the overlap the step would take 4 + 7 + 8.
 TEST(Simulator, GradientReductionOverlapsTheBackward) {
-  const Plan plan = mlp_plan("mesh: {dp: 2}\nbatch: {global: 4}\n", 4);
+  const Plan plan = zoo_plan("mesh: {dp: 2}\nbatch: {global: 4}\n", 4);
   auto sim = simulate(plan, unit_costs(2.0));
   ASSERT_TRUE(sim.is_ok()) << sim.status().message();
   EXPECT_DOUBLE_EQ(sim->roles[0].compute_busy, 4.0 + 7.0);
@@ -77,7 +79,7 @@ TEST(Simulator, GradientReductionOverlapsTheBackward) {
 //   backward dX3 [4,5] dW3 [5,6] → AR [6,8]; dX2 [6,8] (half rate); dW2 [8,9] → AR [9,11];
 //   dX1 [9,11]; dW1 [11,12] → AR [12,14]; dW0 [12,14] → AR [14,16].
 TEST(Simulator, ComputeBesideACollectiveRunsAtTheRateItLeaves) {
-  const Plan plan = mlp_plan("mesh: {dp: 2}\nbatch: {global: 4}\n", 4);
+  const Plan plan = zoo_plan("mesh: {dp: 2}\nbatch: {global: 4}\n", 4);
   StreamModel streams;
   streams.overlap_slowdown = 0.5;
   auto sim = simulate(plan, unit_costs(2.0), false, streams);
@@ -99,7 +101,7 @@ TEST(Simulator, ComputeBesideACollectiveRunsAtTheRateItLeaves) {
 //   microbatch 1: F [11,15] B [15,22], reductions [17,19] [19,21] [21,23] [23,25]
 // Waiting for each reduction before going on would take 2 x (4 + 7 + 8) = 38.
 TEST(Simulator, ReducedGradientsAccumulateBehindTheirReduction) {
-  const Plan plan = mlp_plan("mesh: {dp: 2}\nbatch: {global: 8, micro: 2}\nzero: 2\n", 4);
+  const Plan plan = zoo_plan("mesh: {dp: 2}\nbatch: {global: 8, micro: 2}\nzero: 2\n", 4);
   const NodeSeconds costs = [](const Role& role, NodeId n, int64_t) -> double {
     const Node& node = role.graph.node(n);
     if (node.op_type == "MatMul") return 1.0;
@@ -123,19 +125,12 @@ TEST(Simulator, ReducedGradientsAccumulateBehindTheirReduction) {
 // collective and MatMul one unit, tp and dp collectives overlap in time, which one stream
 // running them in turn could not do.
 TEST(Simulator, EachCommunicatorHasAStreamOfItsOwn) {
-  auto scheme = parse_scheme("mesh: {dp: 2, tp: 2}\nbatch: {global: 8}\nzero: 3\n", "scheme");
-  ASSERT_TRUE(scheme.is_ok()) << scheme.status().message();
-  ZooOptions zoo;
-  zoo.batch = 8;
-  auto model = build_zoo_model("gpt-tiny", zoo);
-  ASSERT_TRUE(model.is_ok());
-  auto plan = lower(*model, *scheme, LoweringOptions{});
-  ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+  const Plan plan = zoo_plan("mesh: {dp: 2, tp: 2}\nbatch: {global: 8}\nzero: 3\n", 8, "gpt-tiny");
   const NodeSeconds costs = [](const Role& role, NodeId n, int64_t) -> double {
     const Node& node = role.graph.node(n);
     return node.op_type == "MatMul" || is_communication(node) ? 1.0 : 0.0;
   };
-  auto sim = simulate(*plan, costs, true);
+  auto sim = simulate(plan, costs, true);
   ASSERT_TRUE(sim.is_ok()) << sim.status().message();
   std::vector<std::pair<double, double>> tp, dp;
   for (const SimEvent& e : sim->events) {
@@ -156,7 +151,7 @@ TEST(Simulator, EachCommunicatorHasAStreamOfItsOwn) {
 // microbatches takes one unit per cast, where autopar's runtime, casting per microbatch, takes
 // four.
 TEST(Simulator, AFrameworkHoldingHalfWeightsCastsThemOncePerStep) {
-  const Plan plan = mlp_plan("mesh: {dp: 1}\nbatch: {global: 8, micro: 2}\nprecision: bf16\n", 2);
+  const Plan plan = zoo_plan("mesh: {dp: 1}\nbatch: {global: 8, micro: 2}\nprecision: bf16\n", 2);
   ASSERT_EQ(plan.microbatches, 4);
   const Role& role = plan.roles.at(0);
   auto is_weight_cast = [&](NodeId n) {
@@ -188,7 +183,7 @@ TEST(Simulator, AFrameworkHoldingHalfWeightsCastsThemOncePerStep) {
 // (a bias's gradient is a reduction, not a GEMM, and keeps its own). With those nodes one unit
 // each, four microbatches take 48 units, and none where the GEMM accumulates.
 TEST(Simulator, GemmsAccumulatingIntoMainGradientsDoTheAccumulation) {
-  const Plan plan = mlp_plan("mesh: {dp: 1}\nbatch: {global: 8, micro: 2}\nprecision: bf16\n", 2);
+  const Plan plan = zoo_plan("mesh: {dp: 1}\nbatch: {global: 8, micro: 2}\nprecision: bf16\n", 2);
   const std::vector<bool> accumulation = gemm_accumulation(plan.roles.at(0).graph);
   std::map<std::string, int> ops;
   for (NodeId n = 0; n < plan.roles[0].graph.num_nodes(); ++n) {
