@@ -20,13 +20,14 @@ class EstimateErrors : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
-  // The fixture profile with `lines` after its attention curve, written as `name`.
-  void write_profile(const std::string& name, const std::string& lines) {
+  // The fixture profile with `lines` after its line `after` (by default its attention curve),
+  // written as `name`.
+  void write_profile(const std::string& name, const std::string& lines,
+                     const std::string& after = "    attention: [[1e6, 0.1], [1e12, 0.7]]\n") {
     std::ifstream in(dir_ + "/hw.yaml");
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const std::string line = "    attention: [[1e6, 0.1], [1e12, 0.7]]\n";
-    ASSERT_NE(text.find(line), std::string::npos);
-    text.insert(text.find(line) + line.size(), lines);
+    ASSERT_NE(text.find(after), std::string::npos);
+    text.insert(text.find(after) + after.size(), lines);
     std::ofstream(dir_ + "/" + name) << text;
   }
 
@@ -69,6 +70,15 @@ TEST_F(EstimateErrors, GemmShapeTableWithAHole) {
                "autopar: error: hole.yaml: device.efficiency.gemm_shapes: 3 rows for a grid of 2 m "
                "x 2 n x 1 k values (4 points): every combination must appear exactly once",
                "hole.yaml");
+}
+
+// Compute beside a collective that would never finish.
+TEST_F(EstimateErrors, OverlapSlowdownOfAWholeDevice) {
+  write_profile("overlap.yaml", "  overlap_slowdown: 1\n", "  launch_overhead_s: 5e-6\n");
+  expect_error("mesh: {dp: 2}\n", {},
+               "autopar: error: overlap.yaml: device.overlap_slowdown: 1 must be below 1 (compute "
+               "would never finish)",
+               "overlap.yaml");
 }
 
 // A profile's stack layout that is neither nhwc nor nchw, through the CLI.
